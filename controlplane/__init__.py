@@ -1,0 +1,1 @@
+"""The central service: cluster registry, global view, planner, journaled migration, failover drills."""

@@ -1,0 +1,1 @@
+"""The learned placement policy: features, model, training, ONNX export, runtime scorer and Flower apps."""

@@ -1,0 +1,3 @@
+from fedplane.cli import main
+
+main()
