@@ -1,0 +1,89 @@
+"""Bloom-filter digests (pybloom-live) of the entries a node holds, for anti-entropy.
+
+An entry is a string ``salt|r|owner|key|version`` for a record or
+``salt|m|name|incarnation|state`` for a member; a peer sends back only entries the digest
+does not cover. The digest travels in pybloom's own file format, whose header carries
+capacity and error rate, so both sides hash identically without prior agreement.
+
+Speed: pybloom hashes each key on every add and lookup. The bit positions of a key are a
+pure function of (slices, bits per slice, key), so they are memoised; capacities are
+rounded up to a ladder so that peers with similar state share positions.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from functools import lru_cache
+
+from pybloom_live import BloomFilter
+from pybloom_live.pybloom import make_hashfuncs
+
+from gossip.wire import DropReason, WireError
+
+CAPACITY_STEP = 512
+"""Capacities are multiples of this: digests of similar states hash alike (cache hits)."""
+MIN_ERROR_RATE = 1e-6
+"""Below this a peer's digest would ask for absurd numbers of hash slices: refused."""
+_HEADER = struct.Struct(BloomFilter.FILE_FMT.decode())
+
+
+def capacity_for(count: int) -> int:
+    return max(CAPACITY_STEP, math.ceil(count / CAPACITY_STEP) * CAPACITY_STEP)
+
+
+@lru_cache(maxsize=64)
+def _hasher(num_slices: int, bits_per_slice: int) -> Callable[[str], Iterator[int]]:
+    return make_hashfuncs(num_slices, bits_per_slice)[0]  # type: ignore[no-any-return]
+
+
+@lru_cache(maxsize=1 << 18)
+def _positions(num_slices: int, bits_per_slice: int, key: str) -> tuple[int, ...]:
+    """Absolute bit offsets pybloom would test for key (same maths as ``BloomFilter.__contains__``)."""
+    return tuple(i * bits_per_slice + h for i, h in enumerate(_hasher(num_slices, bits_per_slice)(key)))
+
+
+def build(keys: Sequence[str], error_rate: float) -> bytes:
+    """Serialise a filter holding every key (pybloom ``tofile`` format)."""
+    bloom = BloomFilter(capacity_for(len(keys)), error_rate)
+    bits, k, m = bloom.bitarray, bloom.num_slices, bloom.bits_per_slice
+    for key in keys:
+        for at in _positions(k, m, key):
+            bits[at] = True
+    bloom.count = len(keys)
+    out = io.BytesIO()
+    bloom.tofile(out)
+    return out.getvalue()
+
+
+def parse(data: bytes, max_capacity: int) -> BloomFilter:
+    """A peer's digest, checked before pybloom sees it; raises WireError."""
+    if len(data) < _HEADER.size:
+        raise WireError(DropReason.TRUNCATED, "digest shorter than its header")
+    error_rate, num_slices, bits_per_slice, capacity, _count = _HEADER.unpack_from(data)
+    if not (MIN_ERROR_RATE <= error_rate < 0.5 and 1 <= capacity <= max_capacity):
+        raise WireError(DropReason.UNDECODABLE, f"digest capacity {capacity} / error {error_rate} out of range")
+    expected = BloomFilter(capacity, error_rate)
+    if (num_slices, bits_per_slice) != (expected.num_slices, expected.bits_per_slice):
+        raise WireError(DropReason.UNDECODABLE, "digest geometry does not match its capacity and error rate")
+    if len(data) - _HEADER.size != math.ceil(expected.num_bits / 8):
+        raise WireError(DropReason.TRUNCATED, "digest bit array has the wrong length")
+    bloom = BloomFilter.fromfile(io.BytesIO(data))
+    bloom.bitarray = bloom.bitarray[: bloom.num_bits]  # fromfile keeps the byte padding
+    return bloom
+
+
+def uncovered(bloom: BloomFilter, keys: Sequence[str]) -> list[int]:
+    """Indexes of keys the filter certainly does not hold (false positives hide a few)."""
+    bits, k, m = bloom.bitarray, bloom.num_slices, bloom.bits_per_slice
+    return [i for i, key in enumerate(keys) if not all(bits[at] for at in _positions(k, m, key))]
+
+
+def record_key(salt: int, owner: str, key: str, version: int) -> str:
+    return f"{salt}|r|{owner}|{key}|{version}"
+
+
+def member_key(salt: int, name: str, incarnation: int, state: int) -> str:
+    return f"{salt}|m|{name}|{incarnation}|{state}"

@@ -1,0 +1,131 @@
+"""Gossip messages: one frozen dataclass per wire type, and the type numbers.
+
+A packet or stream frame carries a sequence of these (a compound packet). Every
+message names its subject explicitly; the sender comes from the authenticated envelope
+header (``wire``), never from the socket address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, ClassVar
+
+
+class MsgType(IntEnum):
+    """Wire type numbers. ONLY APPEND TO THIS LIST: old peers must keep understanding it."""
+
+    PING = 1
+    INDIRECT_PING = 2
+    ACK = 3
+    NACK = 4
+    ALIVE = 5
+    SUSPECT = 6
+    DEAD = 7
+    RECORD = 8
+    DIGEST_REQUEST = 9
+    DIGEST_REPLY = 10
+    PUSH_PULL = 11
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    """Direct probe; ``target`` lets a node reached at a reused address ignore a probe meant for another."""
+
+    TYPE: ClassVar[MsgType] = MsgType.PING
+    seq: int
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class IndirectPing:
+    """Ask the receiver to probe ``target`` for us and ack (or nack, Lifeguard) back."""
+
+    TYPE: ClassVar[MsgType] = MsgType.INDIRECT_PING
+    seq: int
+    target: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    TYPE: ClassVar[MsgType] = MsgType.ACK
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Nack:
+    """An indirect prober could not reach the target: proof that we ourselves are heard (Lifeguard)."""
+
+    TYPE: ClassVar[MsgType] = MsgType.NACK
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Alive:
+    TYPE: ClassVar[MsgType] = MsgType.ALIVE
+    node: str
+    incarnation: int
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    TYPE: ClassVar[MsgType] = MsgType.SUSPECT
+    node: str
+    incarnation: int
+    accuser: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dead:
+    """``accuser == node`` means the node left gracefully."""
+
+    TYPE: ClassVar[MsgType] = MsgType.DEAD
+    node: str
+    incarnation: int
+    accuser: str
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One versioned record of ``owner``; ``value`` is any msgpack value, ``None`` a tombstone."""
+
+    TYPE: ClassVar[MsgType] = MsgType.RECORD
+    owner: str
+    key: str
+    version: int
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class DigestRequest:
+    """Anti-entropy leg 1: a Bloom digest of every entry the sender holds."""
+
+    TYPE: ClassVar[MsgType] = MsgType.DIGEST_REQUEST
+    salt: int
+    bloom: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DigestReply:
+    """Leg 2: the responder's digest (same salt); its frame also carries what leg 1 lacked."""
+
+    TYPE: ClassVar[MsgType] = MsgType.DIGEST_REPLY
+    salt: int
+    bloom: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class PushPull:
+    """Baseline full-state exchange (memberlist style): the frame carries every member and record."""
+
+    TYPE: ClassVar[MsgType] = MsgType.PUSH_PULL
+    reply: bool
+
+
+Message = Ping | IndirectPing | Ack | Nack | Alive | Suspect | Dead | Record | DigestRequest | DigestReply | PushPull
+StateMessage = Alive | Suspect | Dead | Record
+
+MESSAGE_CLASSES: dict[MsgType, type[Message]] = {
+    cls.TYPE: cls
+    for cls in (Ping, IndirectPing, Ack, Nack, Alive, Suspect, Dead, Record, DigestRequest, DigestReply, PushPull)
+}

@@ -1,0 +1,536 @@
+"""The sans-IO gossip node: SWIM + Lifeguard membership and versioned-record anti-entropy.
+
+Rules, in the order a reader needs them:
+
+* Time and chance come in from outside: every entry point takes ``now`` and the node
+  draws only from its own ``random.Random``. It never touches a socket or a clock.
+* Every entry point returns a list of effects (``effects``): datagrams and stream frames
+  to send, member and record events to deliver. ``next_deadline()`` says when ``tick``
+  must be called next.
+* Probing: one probe round per (awareness-scaled) probe interval. A ping unanswered
+  within the (scaled) probe timeout is retried through k members; a target silent at
+  the end of the round is suspected. Suspicions expire after a timeout that scales with
+  log N and shrinks with independent confirmations; a suspected node refutes by raising
+  its incarnation. Lifeguard: failed probes without nacks and refutations raise the
+  local awareness score, which stretches our own timeouts.
+* Dissemination: membership and record changes are queued as broadcasts and piggybacked
+  on every packet, plus pushed to ``fanout`` members each gossip round, each sent a
+  bounded number of times.
+* Anti-entropy: every push-pull interval one member gets a Bloom digest of all we hold and
+  answers with what it does not cover plus its own digest, to which we answer likewise.
+* Unknown senders: a sender that is not in our table may only probe (Ping, Ack, Nack)
+  and introduce itself (an Alive about itself, which opens every push-pull frame, i.e.
+  a join). Everything else it sends is dropped and counted until it is known.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import random
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gossip import antientropy, digests, timeouts, wire
+from gossip.awareness import Awareness
+from gossip.broadcasts import BroadcastQueue
+from gossip.config import GossipConfig
+from gossip.effects import Effect, MemberEvent, RecordEvent, Send, SendStream
+from gossip.envelopes import Envelopes
+from gossip.keyring import Keyring
+from gossip.members import LIVE_STATES, MemberState, MemberView, Members
+from gossip.messages import (
+    Ack,
+    Alive,
+    Dead,
+    DigestReply,
+    DigestRequest,
+    IndirectPing,
+    Message,
+    Nack,
+    Ping,
+    PushPull,
+    Record,
+    Suspect,
+)
+from gossip.metrics import Counters
+from gossip.records import RecordStore, RecordValue
+from gossip.suspicion import Suspicion
+from gossip.wire import DropReason, WireError
+
+log = logging.getLogger("gossip")
+
+_QUIET_DROPS = (DropReason.REPLAYED, DropReason.UNKNOWN_SENDER)
+"""Expected in normal operation (duplicated datagrams, gossip racing a join): logged at debug."""
+_INTRODUCTIONS = (Ping, Ack, Nack)
+_EXCHANGES = (DigestRequest, DigestReply, PushPull)
+
+
+@dataclass(slots=True)
+class _ProbeRound:
+    target: str
+    incarnation: int
+    seq: int
+    acked: bool = False
+    nacks: int = 0
+    expected_nacks: int = 0
+
+
+class GossipNode:
+    """One member of the cluster; drive it with ``on_packet``, ``on_stream`` and ``tick``."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        now: float,
+        rng: random.Random,
+        config: GossipConfig | None = None,
+        keyring: Keyring | None = None,
+        epoch: int = 0,
+    ) -> None:
+        """``name`` is also the address peers send to; ``epoch`` must grow across restarts."""
+        self.name = name
+        self.config = config or GossipConfig()
+        self.incarnation = 0
+        self.metrics = Counters()
+        self._rng = rng
+        self._members = Members()
+        self._records = RecordStore()
+        self._broadcasts = BroadcastQueue()
+        self._awareness = Awareness(self.config.awareness_max)
+        self._suspicions: dict[str, Suspicion] = {}
+        self._envelopes = Envelopes(name, epoch, keyring)
+        self._timers: list[tuple[float, int, Callable[[Any, float], None], Any]] = []
+        self._timer_seq = 0
+        self._seq = 0
+        self._probe: _ProbeRound | None = None
+        self._relays: dict[int, tuple[str, int]] = {}
+        """Indirect probes we run for others: our ping seq -> (requester, its seq)."""
+        self._clock = 0
+        """Version of our latest published record."""
+        self._seeds: tuple[str, ...] = ()
+        self._pushpull_rounds = 0
+        self._left = False
+        self._out: list[Effect] = []
+        cfg = self.config
+        self._at(now + rng.uniform(0, cfg.probe_interval), self._probe_round, None)
+        self._at(now + rng.uniform(0, cfg.gossip_interval), self._gossip_round, None)
+        self._at(now + rng.uniform(0, cfg.pushpull_interval), self._pushpull_round, None)
+
+    # ------------------------------------------------------------------ public API
+
+    def join(self, seeds: Sequence[str], now: float) -> list[Effect]:
+        """Start an anti-entropy exchange with every seed; retried while we know nobody."""
+        self._seeds = tuple(s for s in seeds if s != self.name)
+        for seed in self._seeds:
+            self._start_exchange(seed, now)
+        return self._flush()
+
+    def publish(self, key: str, value: RecordValue, now: float) -> list[Effect]:
+        """Publish (or, with None, withdraw) one of our records; raises ValueError if unencodable."""
+        self._publish(key, value)
+        return self._flush()
+
+    def _publish(self, key: str, value: RecordValue) -> None:
+        if not isinstance(key, str) or len(key.encode()) > wire.MAX_NAME_BYTES:
+            raise ValueError(f"record keys are str of at most {wire.MAX_NAME_BYTES} bytes")
+        self._clock += 1
+        record = Record(self.name, key, self._clock, value)
+        try:
+            wire.encode(record)
+        except (TypeError, ValueError, OverflowError) as exc:
+            self._clock -= 1
+            raise ValueError(f"record value is not msgpack-encodable: {exc}") from exc
+        self._records.apply(self.name, key, self._clock, value)
+        self._broadcast((self.name, key), record)
+        self._out.append(RecordEvent(self.name, key, self._clock, value))
+
+    def leave(self, now: float) -> list[Effect]:
+        """Announce a graceful departure; keep ticking a few gossip rounds so it spreads."""
+        self._left = True
+        goodbye = Dead(self.name, self.incarnation, self.name)
+        self._broadcast((self.name, None), goodbye)
+        for peer in self._members.sample(self._rng, self.config.fanout):
+            self._send(peer, [goodbye])
+        return self._flush()
+
+    def on_packet(self, src: str, data: bytes, now: float) -> list[Effect]:
+        """A datagram arrived; ``src`` is the transport address, used only for logging."""
+        self.metrics.packets_in += 1
+        self._receive(src, data, now, self.config.mtu)
+        return self._flush()
+
+    def on_stream(self, src: str, data: bytes, now: float) -> list[Effect]:
+        """A whole stream frame arrived (the driver strips its length prefix)."""
+        self.metrics.streams_in += 1
+        self._receive(src, data, now, self.config.max_stream_bytes)
+        return self._flush()
+
+    def tick(self, now: float) -> list[Effect]:
+        """Run every timer due at ``now``."""
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            _, _, fn, arg = heapq.heappop(timers)
+            fn(arg, now)
+        return self._flush()
+
+    def next_deadline(self) -> float:
+        """When ``tick`` must next be called."""
+        return self._timers[0][0]
+
+    def members(self) -> dict[str, MemberView]:
+        """Every member we know, ourselves included."""
+        views = {v.name: v for v in self._members.views()}
+        views[self.name] = MemberView(self.name, self.incarnation, MemberState.LEFT if self._left else MemberState.ALIVE)
+        return views
+
+    def records(self) -> dict[str, dict[str, tuple[int, RecordValue]]]:
+        """owner -> key -> (version, value) of every record we hold (tombstones have value None)."""
+        return self._records.snapshot()
+
+    @property
+    def awareness(self) -> int:
+        """Lifeguard local-health score: 0 is healthy."""
+        return self._awareness.score
+
+    @property
+    def keyring(self) -> Keyring | None:
+        return self._envelopes.keyring
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _flush(self) -> list[Effect]:
+        out, self._out = self._out, []
+        return out
+
+    def _at(self, when: float, fn: Callable[[Any, float], None], arg: Any) -> None:
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (when, self._timer_seq, fn, arg))
+
+    def _cluster_size(self) -> int:
+        return self._members.live_count() + 1
+
+    def _broadcast(self, subject: Hashable, message: Message) -> None:
+        payload = wire.encode(message)
+        if len(payload) <= self.config.mtu - self._envelopes.overhead - 3:
+            self._broadcasts.queue(subject, payload)
+
+    def _send(self, to: str, messages: list[Message]) -> None:
+        """One datagram: the given messages plus as many broadcasts as fit in the MTU."""
+        encoded = [wire.encode(m) for m in messages]
+        budget = self.config.mtu - self._envelopes.overhead - 3 - sum(map(len, encoded))
+        encoded += self._broadcasts.take(budget, timeouts.retransmit_limit(self.config.retransmit_mult, self._cluster_size()))
+        if encoded:
+            self._emit_data(to, self._envelopes.seal(wire.join(encoded)))
+
+    def _send_frame(self, to: str, messages: list[Message]) -> None:
+        """An anti-entropy frame: a datagram if it fits, else a stream."""
+        data = self._envelopes.seal(wire.join([wire.encode(m) for m in messages]))
+        self.metrics.antientropy_bytes_out += len(data)
+        self._emit_data(to, data)
+
+    def _emit_data(self, to: str, data: bytes) -> None:
+        self.metrics.bytes_out += len(data)
+        if len(data) <= self.config.mtu:
+            self.metrics.packets_out += 1
+            self._out.append(Send(to, data))
+        else:
+            self.metrics.streams_out += 1
+            self._out.append(SendStream(to, data))
+
+    def _receive(self, src: str, data: bytes, now: float, limit: int) -> None:
+        self.metrics.bytes_in += len(data)
+        try:
+            if len(data) > limit:
+                raise WireError(DropReason.OVERSIZED, f"{len(data)} bytes exceeds {limit}")
+            sender, messages = self._envelopes.open(data)
+        except WireError as exc:
+            self._drop(src, exc)
+            return
+        if sender == self.name:
+            return
+        later: list[Message] = []
+        for message in messages:
+            if self._members.get(sender) is None and not (
+                isinstance(message, _INTRODUCTIONS) or (isinstance(message, Alive) and message.node == sender)
+            ):
+                self._drop(src, WireError(DropReason.UNKNOWN_SENDER, f"{type(message).__name__} from unknown {sender}"))
+            elif isinstance(message, _EXCHANGES):
+                later.append(message)  # answer after merging the state the frame carries
+            else:
+                self._handlers[type(message)](self, sender, message, now)
+        for message in later:
+            self._handlers[type(message)](self, sender, message, now)
+
+    def _drop(self, src: str, exc: WireError) -> None:
+        self.metrics.dropped[exc.reason] += 1
+        level = logging.DEBUG if exc.reason in _QUIET_DROPS else logging.WARNING
+        log.log(level, "%s dropped packet from %s: %s", self.name, src, exc)
+
+    # ------------------------------------------------------------------ probing
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _probe_round(self, _: None, now: float) -> None:
+        """End the previous probe round (suspecting a silent target) and start the next."""
+        done, self._probe = self._probe, None
+        if done is not None:
+            self._finish_probe(done, now)
+        score = self._awareness.score
+        self._at(now + timeouts.scaled(self.config.probe_interval, score), self._probe_round, None)
+        if self._left:
+            return
+        target = self._members.next_probe_target(self._rng)
+        row = self._members.get(target) if target is not None else None
+        if row is None:
+            return
+        probe = self._probe = _ProbeRound(row.name, row.incarnation, self._next_seq())
+        messages: list[Message] = [Ping(probe.seq, row.name)]
+        if row.state == MemberState.SUSPECT:
+            messages.append(Suspect(row.name, row.incarnation, self.name))  # let it refute at once
+        self.metrics.probes += 1
+        self._send(row.name, messages)
+        self._at(now + timeouts.scaled(self.config.probe_timeout, score), self._probe_timeout, probe)
+
+    def _probe_timeout(self, probe: _ProbeRound, now: float) -> None:
+        """No direct ack in time: ask k others to probe the target for us."""
+        if probe is not self._probe or probe.acked:
+            return
+        helpers = self._members.sample(self._rng, self.config.indirect_checks, exclude=probe.target)
+        for helper in helpers:
+            self._send(helper, [IndirectPing(probe.seq, probe.target)])
+        probe.expected_nacks = len(helpers)
+
+    def _finish_probe(self, probe: _ProbeRound, now: float) -> None:
+        if probe.acked:
+            self._awareness.apply(-1)
+            return
+        self.metrics.probe_failures += 1
+        # Lifeguard: if helpers could not even nack, the fault is likely ours, not the target's
+        missing = probe.expected_nacks - probe.nacks if probe.expected_nacks else 1
+        self._awareness.apply(missing)
+        row = self._members.get(probe.target)
+        if row is not None and row.state in LIVE_STATES:
+            self._suspect(probe.target, probe.incarnation, self.name, now)
+
+    def _relay_timeout(self, seq: int, now: float) -> None:
+        relay = self._relays.pop(seq, None)
+        if relay is not None:
+            self._send(relay[0], [Nack(relay[1])])
+
+    def handle_ping(self, sender: str, msg: Ping, now: float) -> None:
+        if msg.target == self.name:
+            self._send(sender, [Ack(msg.seq)])
+
+    def handle_indirect_ping(self, sender: str, msg: IndirectPing, now: float) -> None:
+        seq = self._next_seq()
+        self._relays[seq] = (sender, msg.seq)
+        self._send(msg.target, [Ping(seq, msg.target)])
+        self._at(now + self.config.probe_timeout, self._relay_timeout, seq)
+
+    def handle_ack(self, sender: str, msg: Ack, now: float) -> None:
+        probe = self._probe
+        if probe is not None and probe.seq == msg.seq:
+            probe.acked = True
+            return
+        relay = self._relays.pop(msg.seq, None)
+        if relay is not None:
+            self._send(relay[0], [Ack(relay[1])])
+
+    def handle_nack(self, sender: str, msg: Nack, now: float) -> None:
+        probe = self._probe
+        if probe is not None and probe.seq == msg.seq:
+            probe.nacks += 1
+
+    # ------------------------------------------------------------------ membership
+
+    def _refute(self, accused: int) -> None:
+        """Someone thinks we are not alive: outbid their incarnation and say so."""
+        self.incarnation = max(self.incarnation, accused) + 1
+        self.metrics.refutations += 1
+        self._awareness.apply(1)
+        self._broadcast((self.name, None), Alive(self.name, self.incarnation))
+
+    def _set_member(self, name: str, incarnation: int, state: MemberState, now: float, message: Message) -> None:
+        row = self._members.get(name)
+        previous = None if row is None else row.state
+        self._members.set(name, incarnation, state, now, self._rng)
+        self._broadcast((name, None), message)
+        if previous != state:
+            self._out.append(MemberEvent(name, state, incarnation, previous))
+
+    def handle_alive(self, sender: str, msg: Alive, now: float) -> None:
+        if msg.node == self.name:
+            if msg.incarnation > self.incarnation and not self._left:
+                self._refute(msg.incarnation)  # a past life of ours spoke: outbid it
+            return
+        row = self._members.get(msg.node)
+        if row is not None and msg.incarnation <= row.incarnation:
+            return
+        self._suspicions.pop(msg.node, None)
+        self._set_member(msg.node, msg.incarnation, MemberState.ALIVE, now, msg)
+
+    def handle_suspect(self, sender: str, msg: Suspect, now: float) -> None:
+        self._suspect(msg.node, msg.incarnation, msg.accuser, now)
+
+    def _suspect(self, name: str, incarnation: int, accuser: str, now: float) -> None:
+        if name == self.name:
+            if incarnation >= self.incarnation and not self._left:
+                self._refute(incarnation)
+            return
+        row = self._members.get(name)
+        if row is None or incarnation < row.incarnation:
+            return
+        if row.state == MemberState.SUSPECT:
+            suspicion = self._suspicions.get(name)
+            if suspicion is not None and suspicion.confirm(accuser):
+                self._broadcast((name, None), Suspect(name, incarnation, accuser))
+                self._at(suspicion.deadline(), self._suspicion_expired, (name, suspicion))
+            return
+        if row.state != MemberState.ALIVE:
+            return
+        cfg = self.config
+        n = self._cluster_size()
+        k = cfg.suspicion_confirmations if n - 2 >= cfg.suspicion_confirmations else 0
+        lo = timeouts.suspicion_min(cfg.suspicion_mult, n, cfg.probe_interval)
+        suspicion = self._suspicions[name] = Suspicion(accuser, now, k, lo, lo * cfg.suspicion_max_mult)
+        self._set_member(name, incarnation, MemberState.SUSPECT, now, Suspect(name, incarnation, accuser))
+        self._at(suspicion.deadline(), self._suspicion_expired, (name, suspicion))
+
+    def _suspicion_expired(self, arg: tuple[str, Suspicion], now: float) -> None:
+        name, suspicion = arg
+        row = self._members.get(name)
+        if self._suspicions.get(name) is suspicion and row is not None and now >= suspicion.deadline():
+            self._declare_dead(name, row.incarnation, self.name, now)
+
+    def handle_dead(self, sender: str, msg: Dead, now: float) -> None:
+        if msg.node == self.name:
+            if msg.incarnation >= self.incarnation and not self._left:
+                self._refute(msg.incarnation)
+            return
+        self._declare_dead(msg.node, msg.incarnation, msg.accuser, now)
+
+    def _declare_dead(self, name: str, incarnation: int, accuser: str, now: float) -> None:
+        row = self._members.get(name)
+        if row is None or incarnation < row.incarnation or row.state not in LIVE_STATES:
+            return
+        self._suspicions.pop(name, None)
+        state = MemberState.LEFT if accuser == name else MemberState.DEAD
+        self._set_member(name, incarnation, state, now, Dead(name, incarnation, accuser))
+        self._at(now + self.config.reap_after, self._reap, (name, now))
+
+    def _reap(self, arg: tuple[str, float], now: float) -> None:
+        """Forget a member that stayed dead (or left) for ``reap_after``, with its records."""
+        name, since = arg
+        row = self._members.get(name)
+        if row is None or row.state in LIVE_STATES or row.since != since:
+            return
+        self._members.remove(name)
+        self._broadcasts.drop((name, None))
+        self._out.append(MemberEvent(name, None, row.incarnation, row.state))
+        for key, (version, _) in self._records.drop_owner(name).items():
+            self._out.append(RecordEvent(name, key, version, None))
+
+    # ------------------------------------------------------------------ records
+
+    def handle_record(self, sender: str, msg: Record, now: float) -> None:
+        if msg.owner == self.name:
+            if msg.version > self._clock:
+                self._reclaim(msg.key, msg.version)
+            return
+        row = self._members.get(msg.owner)
+        if row is None or row.state not in LIVE_STATES:
+            return  # records live and die with their owner
+        if self._records.apply(msg.owner, msg.key, msg.version, msg.value):
+            self._broadcast((msg.owner, msg.key), msg)
+            self._out.append(RecordEvent(msg.owner, msg.key, msg.version, msg.value))
+
+    def _reclaim(self, key: str, version: int) -> None:
+        """A past life of ours published newer versions: outbid them with what we hold now."""
+        self._clock = version
+        held = self._records.get(self.name, key)
+        self._publish(key, None if held is None else held[1])
+
+    # ------------------------------------------------------------------ gossip and anti-entropy
+
+    def _gossip_round(self, _: None, now: float) -> None:
+        self._at(now + self.config.gossip_interval, self._gossip_round, None)
+        if len(self._broadcasts):
+            for peer in self._members.sample(self._rng, self.config.fanout):
+                self._send(peer, [])
+
+    def _pushpull_round(self, _: None, now: float) -> None:
+        cfg = self.config
+        self._pushpull_rounds += 1
+        lonely = self._members.live_count() == 0
+        # while we know nobody, keep retrying the seeds every few probe intervals
+        self._at(now + (min(cfg.pushpull_interval, 5 * cfg.probe_interval) if lonely else cfg.pushpull_interval), self._pushpull_round, None)
+        peer = None
+        if lonely or self._pushpull_rounds % cfg.rejoin_every == 0:
+            lost = [s for s in self._seeds if (row := self._members.get(s)) is None or row.state not in LIVE_STATES]
+            peer = self._rng.choice(lost) if lost else None
+        if peer is None:
+            peer = next(iter(self._members.sample(self._rng, 1)), None)
+        if peer is not None:
+            self._start_exchange(peer, now)
+
+    def _salt(self, now: float) -> int:
+        return int(now / (self.config.pushpull_interval * self.config.digest_salt_exchanges)) & 0xFFFFFFFF
+
+    def _start_exchange(self, peer: str, now: float) -> None:
+        me = Alive(self.name, self.incarnation)
+        if self.config.full_state_pushpull:
+            state = antientropy.full_state(self.name, self.incarnation, self._members, self._records)
+            self._send_frame(peer, [me, PushPull(False), *state[1:]])
+            return
+        salt = self._salt(now)
+        keys, _ = antientropy.digest_entries(self.name, self.incarnation, self._members, self._records, salt)
+        self._send_frame(peer, [me, DigestRequest(salt, digests.build(keys, self.config.digest_error_rate))])
+
+    def _missing_from(self, bloom: bytes, salt: int) -> tuple[list[str], list[Message]]:
+        """Our digest keys, and state messages for every entry the peer's digest does not cover."""
+        theirs = digests.parse(bloom, self.config.max_digest_capacity)
+        keys, refs = antientropy.digest_entries(self.name, self.incarnation, self._members, self._records, salt)
+        lacking = [refs[i] for i in digests.uncovered(theirs, keys)]
+        return keys, list(antientropy.state_messages(self.name, self.incarnation, self._members, self._records, lacking))
+
+    def handle_digest_request(self, sender: str, msg: DigestRequest, now: float) -> None:
+        try:
+            keys, lacking = self._missing_from(msg.bloom, msg.salt)
+        except WireError as exc:
+            self._drop(sender, exc)
+            return
+        reply = DigestReply(msg.salt, digests.build(keys, self.config.digest_error_rate))
+        self._send_frame(sender, [Alive(self.name, self.incarnation), reply, *lacking])
+
+    def handle_digest_reply(self, sender: str, msg: DigestReply, now: float) -> None:
+        try:
+            _, lacking = self._missing_from(msg.bloom, msg.salt)
+        except WireError as exc:
+            self._drop(sender, exc)
+            return
+        if lacking:
+            self._send_frame(sender, [Alive(self.name, self.incarnation), *lacking])
+
+    def handle_push_pull(self, sender: str, msg: PushPull, now: float) -> None:
+        if not msg.reply:
+            state = antientropy.full_state(self.name, self.incarnation, self._members, self._records)
+            self._send_frame(sender, [state[0], PushPull(True), *state[1:]])
+
+    _handlers: dict[type, Callable[[GossipNode, str, Any, float], None]] = {
+        Ping: handle_ping,
+        IndirectPing: handle_indirect_ping,
+        Ack: handle_ack,
+        Nack: handle_nack,
+        Alive: handle_alive,
+        Suspect: handle_suspect,
+        Dead: handle_dead,
+        Record: handle_record,
+        DigestRequest: handle_digest_request,
+        DigestReply: handle_digest_reply,
+        PushPull: handle_push_pull,
+    }

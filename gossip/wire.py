@@ -1,0 +1,173 @@
+"""The msgpack codec: messages to bytes and back, and the versioned envelope header.
+
+Layout of every packet and stream frame::
+
+    header  = version:u8 flags:u8 epoch:u64 counter:u64 sender_len:u8 sender:utf-8
+    body    = msgpack array of messages, each ``[type, field, ...]``
+              (sealed as nonce || AES-GCM(body, aad=header) || tag when encrypted)
+
+Decoding never trusts the input: anything that is not exactly a known shape raises
+``WireError`` with a ``DropReason``, and nothing else escapes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import msgpack
+
+from gossip.messages import MESSAGE_CLASSES, Message, MsgType
+
+PROTOCOL_VERSION = 1
+FLAG_ENCRYPTED = 0x01
+MAX_NAME_BYTES = 255
+_HEADER = struct.Struct("!BBQQB")
+_UINT64 = 1 << 64
+
+
+class DropReason(StrEnum):
+    """Why a packet was dropped; one metrics counter each."""
+
+    TRUNCATED = "truncated"
+    OVERSIZED = "oversized"
+    UNDECODABLE = "undecodable"
+    VERSION = "version"
+    FORGED = "forged"
+    UNENCRYPTED = "unencrypted"
+    REPLAYED = "replayed"
+    UNKNOWN_SENDER = "unknown_sender"
+
+
+class WireError(ValueError):
+    """Input that must be dropped: log it with the peer, count it by ``reason``, carry on."""
+
+    def __init__(self, reason: DropReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """A parsed header and the still-sealed (or plain) body behind it."""
+
+    sender: str
+    epoch: int
+    counter: int
+    encrypted: bool
+    header: bytes
+    """The raw header bytes: authenticated as AES-GCM associated data."""
+    body: bytes
+
+
+def header_size(sender: str) -> int:
+    return _HEADER.size + len(sender.encode())
+
+
+def pack_header(sender: str, epoch: int, counter: int, encrypted: bool) -> bytes:
+    name = sender.encode()
+    if len(name) > MAX_NAME_BYTES:
+        raise ValueError(f"node names are at most {MAX_NAME_BYTES} bytes of UTF-8")
+    flags = FLAG_ENCRYPTED if encrypted else 0
+    return _HEADER.pack(PROTOCOL_VERSION, flags, epoch, counter, len(name)) + name
+
+
+def unpack_envelope(data: bytes) -> Envelope:
+    """Split a packet into header fields and body; raises WireError."""
+    if len(data) < _HEADER.size:
+        raise WireError(DropReason.TRUNCATED, f"{len(data)} bytes is shorter than a header")
+    version, flags, epoch, counter, name_len = _HEADER.unpack_from(data)
+    if version != PROTOCOL_VERSION:
+        raise WireError(DropReason.VERSION, f"protocol version {version}, we speak {PROTOCOL_VERSION}")
+    if flags & ~FLAG_ENCRYPTED:
+        raise WireError(DropReason.UNDECODABLE, f"unknown header flags {flags:#x}")
+    end = _HEADER.size + name_len
+    if len(data) < end:
+        raise WireError(DropReason.TRUNCATED, "header cut inside the sender name")
+    try:
+        sender = data[_HEADER.size : end].decode()
+    except UnicodeDecodeError as exc:
+        raise WireError(DropReason.UNDECODABLE, "sender name is not UTF-8") from exc
+    return Envelope(sender, epoch, counter, bool(flags & FLAG_ENCRYPTED), data[:end], data[end:])
+
+
+_packer = msgpack.Packer(use_bin_type=True)
+
+
+def encode(message: Message) -> bytes:
+    """One message as a msgpack array; raises TypeError/ValueError for unencodable record values."""
+    return _packer.pack([message.TYPE, *[getattr(message, f) for f in message.__match_args__]])
+
+
+def array_header(count: int) -> bytes:
+    """The msgpack array header that turns concatenated encoded messages into one body."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 1 << 16:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
+
+
+def join(encoded: list[bytes]) -> bytes:
+    """A body holding already-encoded messages (a compound packet)."""
+    return array_header(len(encoded)) + b"".join(encoded)
+
+
+# Field kinds checked on decode.
+_INT, _STR, _BYTES, _BOOL, _ANY = range(5)
+_SCHEMA: dict[MsgType, tuple[int, ...]] = {
+    MsgType.PING: (_INT, _STR),
+    MsgType.INDIRECT_PING: (_INT, _STR),
+    MsgType.ACK: (_INT,),
+    MsgType.NACK: (_INT,),
+    MsgType.ALIVE: (_STR, _INT),
+    MsgType.SUSPECT: (_STR, _INT, _STR),
+    MsgType.DEAD: (_STR, _INT, _STR),
+    MsgType.RECORD: (_STR, _STR, _INT, _ANY),
+    MsgType.DIGEST_REQUEST: (_INT, _BYTES),
+    MsgType.DIGEST_REPLY: (_INT, _BYTES),
+    MsgType.PUSH_PULL: (_BOOL,),
+}
+assert set(_SCHEMA) == set(MsgType) == set(MESSAGE_CLASSES)
+
+
+def _valid(kind: int, value: Any) -> bool:
+    if kind == _INT:
+        return type(value) is int and 0 <= value < _UINT64
+    if kind == _STR:
+        return type(value) is str and len(value) <= MAX_NAME_BYTES
+    if kind == _BYTES:
+        return type(value) is bytes
+    if kind == _BOOL:
+        return type(value) is bool
+    return True
+
+
+def decode(body: bytes) -> list[Message]:
+    """Messages of a body; unknown types from newer peers are skipped; raises WireError."""
+    try:
+        items = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        cut = isinstance(exc, msgpack.OutOfData) or "incomplete" in str(exc)
+        reason = DropReason.TRUNCATED if cut else DropReason.UNDECODABLE
+        raise WireError(reason, f"body is not one msgpack value ({type(exc).__name__})") from exc
+    except RecursionError as exc:  # defensive: msgpack's C decoder caps nesting itself
+        raise WireError(DropReason.UNDECODABLE, "body nests too deep") from exc
+    if type(items) is not list:
+        raise WireError(DropReason.UNDECODABLE, "body is not an array of messages")
+    out: list[Message] = []
+    for item in items:
+        if type(item) is not list or not item or type(item[0]) is not int:
+            raise WireError(DropReason.UNDECODABLE, "message is not [type, field, ...]")
+        try:
+            mtype = MsgType(item[0])
+        except ValueError:
+            continue  # appended by a newer peer: ONLY APPEND keeps the rest readable
+        kinds = _SCHEMA[mtype]
+        fields = item[1:]
+        if len(fields) != len(kinds) or not all(_valid(k, v) for k, v in zip(kinds, fields)):
+            raise WireError(DropReason.UNDECODABLE, f"{mtype.name} has malformed fields")
+        out.append(MESSAGE_CLASSES[mtype](*fields))
+    return out
