@@ -120,6 +120,10 @@ class ClaimsReplica:
         """What this replica has seen; a peer answers it with :meth:`state_delta_since`."""
         return self._context.copy()
 
+    def has_news_for(self, seen: VersionVector) -> bool:
+        """True when :meth:`state_delta_since` ``(seen)`` would carry something: a cheap pre-check."""
+        return not seen.dominates(self._context)
+
     @property
     def lamport(self) -> int:
         return self._lamport
@@ -190,7 +194,8 @@ class ClaimsReplica:
             return Status(StatusCode.COMPLETED, f"pod completed on {pod.winner.node}")
         mark = EpochMark(pod_uid, pod.epoch + 1, self.agent_id, self._next_seq())
         self._store_mark(mark, pod)
-        self._check_own(pod_uid, pod, [])
+        if pod_uid in self._winning:  # we re-placed a pod of our own: it shows in pending_releases()
+            self._check_own(pod_uid, pod, [])
         return mark.epoch, ClaimDelta(marks=(mark,))
 
     # ---- merging ---------------------------------------------------------------
