@@ -6,8 +6,9 @@ does not cover. The digest travels in pybloom's own file format, whose header ca
 capacity and error rate, so both sides hash identically without prior agreement.
 
 Speed: pybloom hashes each key on every add and lookup. The bit positions of a key are a
-pure function of (slices, bits per slice, key), so they are memoised; capacities are
-rounded up to a ladder so that peers with similar state share positions.
+pure function of (slices, bits per slice, key), so they are memoised and tested or set
+in bulk with numpy; capacities are rounded up to a ladder so that peers with similar
+state share positions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
 
+import numpy as np
+from bitarray import bitarray
 from pybloom_live import BloomFilter
 from pybloom_live.pybloom import make_hashfuncs
 
@@ -45,13 +48,20 @@ def _positions(num_slices: int, bits_per_slice: int, key: str) -> tuple[int, ...
     return tuple(i * bits_per_slice + h for i, h in enumerate(_hasher(num_slices, bits_per_slice)(key)))
 
 
+def _offsets(bloom: BloomFilter, keys: Sequence[str]) -> np.ndarray:
+    """Bit offsets of every key, one row per key."""
+    k, m = bloom.num_slices, bloom.bits_per_slice
+    return np.array([_positions(k, m, key) for key in keys], dtype=np.int64).reshape(len(keys), k)
+
+
 def build(keys: Sequence[str], error_rate: float) -> bytes:
     """Serialise a filter holding every key (pybloom ``tofile`` format)."""
     bloom = BloomFilter(capacity_for(len(keys)), error_rate)
-    bits, k, m = bloom.bitarray, bloom.num_slices, bloom.bits_per_slice
-    for key in keys:
-        for at in _positions(k, m, key):
-            bits[at] = True
+    bits = np.zeros(bloom.num_bits, dtype=np.uint8)
+    bits[_offsets(bloom, keys).reshape(-1)] = 1
+    bloom.bitarray = bitarray(endian="little")
+    bloom.bitarray.frombytes(np.packbits(bits, bitorder="little").tobytes())
+    bloom.bitarray = bloom.bitarray[: bloom.num_bits]
     bloom.count = len(keys)
     out = io.BytesIO()
     bloom.tofile(out)
@@ -77,8 +87,9 @@ def parse(data: bytes, max_capacity: int) -> BloomFilter:
 
 def uncovered(bloom: BloomFilter, keys: Sequence[str]) -> list[int]:
     """Indexes of keys the filter certainly does not hold (false positives hide a few)."""
-    bits, k, m = bloom.bitarray, bloom.num_slices, bloom.bits_per_slice
-    return [i for i, key in enumerate(keys) if not all(bits[at] for at in _positions(k, m, key))]
+    bits = np.unpackbits(np.frombuffer(bloom.bitarray.tobytes(), dtype=np.uint8), bitorder="little")
+    held = bits[_offsets(bloom, keys)].all(axis=1)
+    return np.flatnonzero(~held).tolist()  # type: ignore[no-any-return]
 
 
 def record_key(salt: int, owner: str, key: str, version: int) -> str:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import logging
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,6 +126,30 @@ class GossipNode:
         self._seeds = tuple(s for s in seeds if s != self.name)
         for seed in self._seeds:
             self._start_exchange(seed, now)
+        return self._flush()
+
+    def restore(
+        self,
+        members: Iterable[tuple[str, int, MemberState]],
+        records: Iterable[tuple[str, str, int, RecordValue]],
+        now: float,
+    ) -> list[Effect]:
+        """Prime an empty node from a snapshot (as Serf's snapshot on restart) without gossiping it.
+
+        Our own records in the snapshot become ours again, so later publishes outbid them.
+        Returns the member and record events the snapshot implies.
+        """
+        for name, incarnation, state in members:
+            if name != self.name:
+                self._members.set(name, incarnation, state, now, self._rng)
+                self._out.append(MemberEvent(name, state, incarnation, None))
+                if state not in LIVE_STATES:
+                    self._at(now + self.config.reap_after, self._reap, (name, now))
+        for owner, key, version, value in records:
+            if self._records.apply(owner, key, version, value):
+                self._out.append(RecordEvent(owner, key, version, value))
+                if owner == self.name:
+                    self._clock = max(self._clock, version)
         return self._flush()
 
     def publish(self, key: str, value: RecordValue, now: float) -> list[Effect]:
