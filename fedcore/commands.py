@@ -1,0 +1,185 @@
+"""The twin's sub-commands: ``fedplane sim``, ``fedplane bench schedule`` and (for now) ``fedplane demo``."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from fedcore import reporting
+from fedcore.scheduling import profiles
+from fedcore.traces import TraceError, dlrm, locate, openb, synthetic
+from fedcore.twin import submission
+from fedcore.twin.faults import Fault
+from fedcore.twin.replay import Replay, ReplayResult
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str) -> None:
+    """Print a clear error and exit non-zero (bad input is the user's to fix, not a traceback)."""
+    reporting.stderr.print(f"[red]error:[/red] {message}")
+    sys.exit(2)
+
+
+def traces_option(f: F) -> F:
+    return click.option(
+        "--traces", type=click.Path(file_okay=False), default=None,
+        help="Traces folder (default: $FEDPLANE_TRACES, else ../shared/traces when present).",
+    )(f)
+
+
+def check_profile(name: str) -> str:
+    if name not in profiles.available():
+        fail(f"unknown profile {name!r}; choose from: {', '.join(profiles.available())}")
+    return name
+
+
+def plot_replay(result: ReplayResult, path: str) -> Path:
+    tl = result.timeline
+    hours = [t / 3600.0 for t in tl.t]
+    return reporting.plot_series(
+        path, f"twin replay ({result.profile}): allocation and pending over time", hours,
+        {"cpu allocated": tl.cpu, "memory allocated": tl.mem, "gpu allocated": tl.gpu},
+        "simulated hours", right={"pods pending": tl.pending}, right_label="pods",
+    )
+
+
+@click.command()
+@click.option("--nodes", "nodes_csv", type=click.Path(dir_okay=False), help="openb-format node list (default: the openb trace's).")
+@click.option("--node-scale", default=1, show_default=True, type=click.IntRange(1, 64), help="Replicate the node list K times.")
+@click.option("--clusters", default=1, show_default=True, type=click.IntRange(1, 1000), help="Deal nodes round-robin into this many clusters.")
+@click.option("--regions", default=1, show_default=True, type=click.IntRange(1, 100), help="Clusters are dealt round-robin into regions.")
+@click.option("--dlrm", "dlrm_csv", type=click.Path(dir_okay=False), help="Time-replay the DLRM trace (creations and deletions).")
+@click.option("--pods", "pods_csv", type=click.Path(dir_okay=False), help="Run the openb submission-order protocol on this pod list.")
+@click.option("--synthetic", "synthetic_pods", type=click.IntRange(1, 10_000_000), help="Time-replay N synthetic pods instead of a trace.")
+@click.option("--profile", default="kube-default", show_default=True, help="Scheduling profile.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--arrived-load", default=1.0, show_default=True, type=float, help="openb protocol: read allocation at this share of cluster GPU arrived.")
+@click.option("--fault", "faults", multiple=True, metavar="KIND:TARGET@AT[+DUR]", help="Inject a fault, e.g. cluster-outage:c1@3600+600 (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Write a PNG of allocation and pending over time.")
+@traces_option
+def sim(
+    nodes_csv: str | None, node_scale: int, clusters: int, regions: int, dlrm_csv: str | None, pods_csv: str | None,
+    synthetic_pods: int | None, profile: str, seed: int, arrived_load: float, faults: Sequence[str], as_json: bool,
+    plot: str | None, traces: str | None,
+) -> None:
+    """Run one scenario on the digital twin and summarise it.
+
+    With --dlrm (the default workload) or --synthetic: a discrete-event time replay with
+    waits, departures and faults. With --pods: the openb submission-order protocol.
+    """
+    check_profile(profile)
+    if sum(x is not None for x in (dlrm_csv, pods_csv, synthetic_pods)) > 1:
+        fail("choose one workload: --dlrm, --pods or --synthetic")
+    try:
+        parsed = [Fault.parse(spec) for spec in faults]
+        nodes = openb.load_nodes(locate.trace_file(nodes_csv, locate.OPENB_NODES, traces), node_scale, clusters, regions)
+        if pods_csv is not None:
+            if parsed:
+                fail("faults apply to time replays (--dlrm or --synthetic), not to the openb protocol")
+            result = submission.run(nodes, openb.load_pods(pods_csv), profile, seed, arrived_load)
+            summary: dict[str, Any] = {k: getattr(result, k) for k in result.__dataclass_fields__}
+        else:
+            instances = (
+                synthetic.generate(synthetic_pods, seed) if synthetic_pods
+                else dlrm.load(locate.trace_file(dlrm_csv, locate.DLRM, traces))
+            )
+            replay = Replay(nodes, instances, profile, seed, parsed)
+            with reporting.progress() as bar:
+                task = bar.add_task(f"replaying {len(instances)} pods", total=len(instances) + sum(i.deleted is not None for i in instances))
+                replayed = replay.run(on_event=lambda _t: bar.advance(task))
+            summary = {"nodes": len(nodes), **replayed.summary()}
+            if plot:
+                summary["plot"] = str(plot_replay(replayed, plot))
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        reporting.emit_json(summary)
+    else:
+        reporting.table("fedplane sim", [{"metric": k, "value": v} for k, v in summary.items()])
+
+
+@click.command("schedule")
+@click.option("--nodes", "nodes_csv", type=click.Path(dir_okay=False), help="openb node list (default: the trace's).")
+@click.option("--pods", "pods_csv", type=click.Path(dir_okay=False), help="openb pod list (default: the trace's default list).")
+@click.option("--arrived-load", default=1.0, show_default=True, type=float, help="Read allocation when this share of cluster GPU has arrived.")
+@click.option("--profiles", "names", default="random,dotprod,bestfit,fgd,kube-default", show_default=True, help="Comma-separated profiles.")
+@click.option("--seeds", default=10, show_default=True, type=click.IntRange(1, 1000), help="Seeds 0..N-1; figures are means.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@traces_option
+def bench_schedule(nodes_csv: str | None, pods_csv: str | None, arrived_load: float, names: str, seeds: int, as_json: bool, traces: str | None) -> None:
+    """Compare scheduling profiles side by side on the openb submission-order protocol.
+
+    Only GPU nodes take part (1,213 of the openb list's 1,523), as in the published protocol.
+    """
+    chosen = [check_profile(n.strip()) for n in names.split(",") if n.strip()]
+    try:
+        nodes = openb.load_nodes(locate.trace_file(nodes_csv, locate.OPENB_NODES, traces))
+        pods = openb.load_pods(locate.trace_file(pods_csv, locate.OPENB_PODS, traces))
+        results: dict[str, list[submission.SubmissionResult]] = {n: [] for n in chosen}
+        with reporting.progress() as bar:
+            task = bar.add_task("profiles x seeds", total=len(chosen) * seeds)
+            for name in chosen:
+                for seed in range(seeds):
+                    results[name].append(submission.run(nodes, pods, name, seed, arrived_load))
+                    bar.advance(task)
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    fields = ["gpu_alloc_ratio", "cpu_alloc_ratio", "mem_alloc_ratio", "unscheduled", "gpu_frag_ratio", "decision_us_p50", "decision_us_p99"]
+    out: dict[str, Any] = {"profiles": {}}
+    for name, runs in results.items():
+        row = {f: statistics.fmean(getattr(r, f) for r in runs) for f in fields}
+        row["wall_s"] = sum(r.wall_s for r in runs)
+        row["gpu_alloc_ratio_min"] = min(r.gpu_alloc_ratio for r in runs)
+        row["gpu_alloc_ratio_max"] = max(r.gpu_alloc_ratio for r in runs)
+        out["profiles"][name] = row
+    out["nodes"] = len(submission.gpu_nodes(nodes))
+    out["nodes_in_file"] = len(nodes)
+    out["pods_submitted"] = statistics.fmean(r.pods_submitted for runs in results.values() for r in runs)
+    out["pods_in_file"] = len(pods)
+    out["seeds"] = seeds
+    out["arrived_load"] = arrived_load
+    if as_json:
+        reporting.emit_json(out)
+    else:
+        reporting.table(
+            f"openb protocol at {arrived_load:.0%} arrived GPU, mean of {seeds} seeds",
+            [{"profile": n, **{k: v for k, v in r.items() if k in fields + ['wall_s']}} for n, r in out["profiles"].items()],
+        )
+
+
+@click.command()
+@click.option("--out", "out_dir", default="fedplane-demo", show_default=True, type=click.Path(file_okay=False), help="Where the report and PNG go.")
+@traces_option
+def demo(out_dir: str, traces: str | None) -> None:
+    """Replay real traces on the embedded twin and print a readable summary (no cluster needed)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        nodes = openb.load_nodes(locate.trace_file(None, locate.OPENB_NODES, traces))
+        pods = openb.load_pods(locate.trace_file(None, locate.OPENB_PODS, traces))
+        rows = []
+        with reporting.progress() as bar:
+            task = bar.add_task("openb protocol, one seed per profile", total=5)
+            for name in ("random", "dotprod", "bestfit", "kube-default", "fgd"):
+                r = submission.run(nodes, pods, name, seed=0)
+                rows.append({"profile": name, "gpu_alloc": r.gpu_alloc_ratio, "cpu_alloc": r.cpu_alloc_ratio, "dropped": r.unscheduled, "decision_us_p99": r.decision_us_p99})
+                bar.advance(task)
+        reporting.table("openb GPU cluster (1,213 GPU nodes), allocation at 100% arrived GPU", rows)
+        big = openb.load_nodes(locate.trace_file(None, locate.OPENB_NODES, traces), scale=4, clusters=3, regions=2)
+        instances = dlrm.load(locate.trace_file(None, locate.DLRM, traces))
+        replay = Replay(big, instances, "kube-default", seed=0, faults=[Fault.parse("cluster-outage:c1@864000+3600")])
+        with reporting.progress() as bar:
+            task = bar.add_task("DLRM 31-day replay, openb fleet x4 in 3 clusters", total=sum(1 + (i.deleted is not None) for i in instances))
+            result = replay.run(on_event=lambda _t: bar.advance(task))
+        png = plot_replay(result, str(out / "dlrm-replay.png"))
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    reporting.table("DLRM replay with a 1-hour outage of cluster c1 on day 10", [{"metric": k, "value": v} for k, v in result.summary().items()])
+    reporting.stdout.print(f"plot: {png}")
