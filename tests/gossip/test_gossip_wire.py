@@ -1,0 +1,190 @@
+"""The codec and the envelope: round trips, and every kind of bad input refused cleanly."""
+
+from __future__ import annotations
+
+import random
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gossip import digests, wire
+from gossip.envelopes import Envelopes
+from gossip.keyring import Keyring, KeyringError
+from gossip.messages import (
+    Ack,
+    Alive,
+    Dead,
+    DigestReply,
+    DigestRequest,
+    IndirectPing,
+    Message,
+    MsgType,
+    Nack,
+    Ping,
+    PushPull,
+    Record,
+    Suspect,
+)
+from gossip.node import GossipNode
+from gossip.wire import DropReason, WireError
+
+KEY_A, KEY_B = bytes(32), bytes(range(32))
+names = st.text(max_size=40)
+u64 = st.integers(min_value=0, max_value=2**64 - 1)
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.text(max_size=20) | st.binary(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=10,
+)
+messages: st.SearchStrategy[Message] = st.one_of(
+    st.builds(Ping, u64, names),
+    st.builds(IndirectPing, u64, names),
+    st.builds(Ack, u64),
+    st.builds(Nack, u64),
+    st.builds(Alive, names, u64),
+    st.builds(Suspect, names, u64, names),
+    st.builds(Dead, names, u64, names),
+    st.builds(Record, names, names, u64, values),
+    st.builds(DigestRequest, u64, st.binary(max_size=64)),
+    st.builds(DigestReply, u64, st.binary(max_size=64)),
+    st.builds(PushPull, st.booleans()),
+)
+
+
+def test_wire_type_numbers_are_stable() -> None:
+    """ONLY APPEND: peers of older versions rely on these numbers."""
+    assert [(t.name, t.value) for t in MsgType] == [
+        ("PING", 1), ("INDIRECT_PING", 2), ("ACK", 3), ("NACK", 4), ("ALIVE", 5), ("SUSPECT", 6),
+        ("DEAD", 7), ("RECORD", 8), ("DIGEST_REQUEST", 9), ("DIGEST_REPLY", 10), ("PUSH_PULL", 11),
+    ]  # fmt: skip
+
+
+@given(st.lists(messages, max_size=8))
+def test_messages_round_trip(batch: list[Message]) -> None:
+    assert wire.decode(wire.join([wire.encode(m) for m in batch])) == batch
+
+
+@settings(max_examples=400)
+@given(st.binary(max_size=300))
+def test_garbage_body_is_refused_with_wire_error_only(data: bytes) -> None:
+    try:
+        wire.decode(data)
+    except WireError as exc:
+        assert isinstance(exc.reason, DropReason)
+
+
+@settings(max_examples=300)
+@given(st.recursive(st.none() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5) | st.binary(max_size=5) | st.booleans(), lambda x: st.lists(x, max_size=5), max_leaves=12))
+def test_wellformed_msgpack_of_wrong_shape_is_refused_with_wire_error_only(obj: object) -> None:
+    try:
+        wire.decode(msgpack.packb(obj))
+    except WireError:
+        pass
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=400), st.booleans())
+def test_garbage_packet_never_escapes_the_node(data: bytes, encrypted: bool) -> None:
+    node = GossipNode("me", now=0.0, rng=random.Random(1), keyring=Keyring([KEY_A]) if encrypted else None)
+    effects = node.on_packet("1.2.3.4:5", data, 0.0)
+    assert effects == [] or all(type(e).__name__ in {"Send", "SendStream"} for e in effects)
+    assert node.metrics.packets_in == 1
+
+
+def _sealed(sender: str = "peer", keyring: Keyring | None = None, body: list[Message] | None = None) -> tuple[Envelopes, bytes]:
+    env = Envelopes(sender, 1, keyring)
+    return env, env.seal(wire.join([wire.encode(m) for m in body or [Ping(1, "me")]]))
+
+
+def _reason(receiver: Envelopes, data: bytes) -> DropReason:
+    with pytest.raises(WireError) as info:
+        receiver.open(data)
+    return info.value.reason
+
+
+def test_envelope_opens_once_then_refuses_the_replay() -> None:
+    receiver = Envelopes("me", 0, Keyring([KEY_A]))
+    _, data = _sealed(keyring=Keyring([KEY_A]))
+    assert receiver.open(data) == ("peer", [Ping(1, "me")])
+    assert _reason(receiver, data) == DropReason.REPLAYED
+
+
+def test_replay_window_accepts_reordering_but_not_stale_epochs() -> None:
+    receiver = Envelopes("me", 0, None)
+    sender = Envelopes("peer", 5, None)
+    packets = [sender.seal(wire.join([wire.encode(Ack(i))])) for i in range(10)]
+    for data in reversed(packets):  # reordered delivery is fine
+        receiver.open(data)
+    reborn = Envelopes("peer", 6, None)  # a restart: newer epoch, counter from 1 again
+    receiver.open(reborn.seal(wire.join([wire.encode(Ack(1))])))
+    old = sender.seal(wire.join([wire.encode(Ack(99))]))
+    assert _reason(receiver, old) == DropReason.REPLAYED, "packets of a previous life are stale"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda d: d[:10], DropReason.TRUNCATED),
+        (lambda d: d[:-1], DropReason.FORGED),
+        (lambda d: d[:-1] + bytes([d[-1] ^ 1]), DropReason.FORGED),
+        (lambda d: d[:5] + bytes([d[5] ^ 1]) + d[6:], DropReason.FORGED),  # header is authenticated
+        (lambda d: bytes([9]) + d[1:], DropReason.VERSION),
+        (lambda d: d[:1] + bytes([0x80]) + d[2:], DropReason.UNDECODABLE),
+    ],
+)
+def test_tampered_packets_are_refused(mutate, reason: DropReason) -> None:  # type: ignore[no-untyped-def]
+    receiver = Envelopes("me", 0, Keyring([KEY_A]))
+    _, data = _sealed(keyring=Keyring([KEY_A]))
+    assert _reason(receiver, mutate(data)) == reason
+
+
+def test_wrong_key_plaintext_and_unexpected_encryption_are_refused() -> None:
+    assert _reason(Envelopes("me", 0, Keyring([KEY_A])), _sealed(keyring=Keyring([KEY_B]))[1]) == DropReason.FORGED
+    assert _reason(Envelopes("me", 0, Keyring([KEY_A])), _sealed(keyring=None)[1]) == DropReason.UNENCRYPTED
+    assert _reason(Envelopes("me", 0, None), _sealed(keyring=Keyring([KEY_A]))[1]) == DropReason.FORGED
+
+
+def test_node_counts_oversized_and_unknown_sender_drops() -> None:
+    node = GossipNode("me", now=0.0, rng=random.Random(1))
+    node.on_packet("x", b"\x01" * 5000, 0.0)
+    _, gossip = _sealed("stranger", body=[Suspect("someone", 1, "stranger"), Ping(7, "me")])
+    effects = node.on_packet("x", gossip, 0.0)
+    assert node.metrics.dropped[DropReason.OVERSIZED] == 1
+    assert node.metrics.dropped[DropReason.UNKNOWN_SENDER] == 1
+    assert len(effects) == 1, "a stranger's ping is still answered"
+    assert "stranger" not in node.members()
+
+
+def test_keyring_rejects_bad_keys_and_protects_the_primary(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(KeyringError):
+        Keyring([b"short"])
+    ring = Keyring([KEY_A, KEY_B])
+    with pytest.raises(KeyringError):
+        ring.remove(KEY_A)
+    with pytest.raises(KeyringError):
+        ring.use(bytes([7]) * 16)
+    bad = tmp_path / "keys"
+    bad.write_text("not base64!\n")
+    with pytest.raises(KeyringError):
+        Keyring.load(bad)
+
+
+@settings(max_examples=200)
+@given(st.binary(max_size=200))
+def test_garbage_digest_is_refused_with_wire_error_only(data: bytes) -> None:
+    try:
+        digests.parse(data, 1 << 16)
+    except WireError:
+        pass
+
+
+def test_digest_reports_exactly_the_uncovered_keys_modulo_false_positives() -> None:
+    held = [digests.record_key(1, f"n{i}", "k", 3) for i in range(2000)]
+    newer = [digests.record_key(1, f"n{i}", "k", 4) for i in range(2000)]
+    bloom = digests.parse(digests.build(held, 0.01), 1 << 20)
+    assert digests.uncovered(bloom, held) == []
+    missed = len(newer) - len(digests.uncovered(bloom, newer))
+    assert missed < 0.03 * len(newer), f"{missed} false positives at a 1% rate"
+    assert all(key in bloom for key in held), "positions agree with pybloom's own lookup"
