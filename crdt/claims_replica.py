@@ -79,6 +79,10 @@ class ClaimsReplica:
         self._escrow.add(agent_id, capacity)
         self._reserved: dict[str, Claim] = {}
         """Our unreleased claim per pod (at most one)."""
+        self._finished: set[str] = set()
+        """Uids of pods dropped by :meth:`compact`: a 1-string tombstone each, so late records stay out."""
+        self._completed: set[str] = set()
+        """Pods whose winner completed: the only candidates for :meth:`compact`."""
         self._winning: set[str] = set()
         """Pods where our reserved claim is the winner; the rest of ``_reserved`` must be released."""
 
@@ -98,7 +102,12 @@ class ClaimsReplica:
         return [] if pod is None else list(pod.claims.values())
 
     def pods(self) -> Iterator[str]:
+        """Uids of the pods held in full (not yet compacted away)."""
         return iter(self._pods)
+
+    def is_finished(self, pod_uid: str) -> bool:
+        """True once the pod completed and :meth:`compact` dropped its records."""
+        return pod_uid in self._finished
 
     def pods_on(self, node: str) -> list[str]:
         """Pods whose winner is ``node`` and not completed: what to re-place if ``node`` dies."""
@@ -134,6 +143,8 @@ class ClaimsReplica:
         """Bid for ``pod_uid`` on our node, reserving ``request`` in our escrow first."""
         if not math.isfinite(score):
             return Status(StatusCode.BAD_SCORE, f"score {score!r} is not finite")
+        if pod_uid in self._finished:
+            return Status(StatusCode.COMPLETED, "pod completed and was compacted")
         pod = self._pods.get(pod_uid)
         lamport = self._lamport + 1
         if pod is not None:
@@ -189,6 +200,8 @@ class ClaimsReplica:
 
     def bump_epoch(self, pod_uid: str) -> tuple[int, ClaimDelta] | Status:
         """Re-place the pod (its node was declared dead): every claim below the new epoch is stale."""
+        if pod_uid in self._finished:
+            return Status(StatusCode.COMPLETED, "pod completed and was compacted")
         pod = self._pods.setdefault(pod_uid, _Pod())
         if pod.winner is not None and pod.winner.flags & COMPLETED:
             return Status(StatusCode.COMPLETED, f"pod completed on {pod.winner.node}")
@@ -230,11 +243,13 @@ class ClaimsReplica:
         self.validate(delta)
         changes: list[Change] | None = None
         pods, context, watched = self._pods, self._context, self._winning
+        finished = self._finished
         for record in delta.claims:
             pod = pods.get(record.pod)
             if pod is None:
-                if (record.agent, record.seq) in context:
-                    continue  # pruned after completion: stays gone
+                if record.pod in finished:
+                    context.add((record.agent, record.seq))
+                    continue
                 pod = pods[record.pod] = _Pod()
             current = pod.claims.get((record.epoch, record.node))
             if current is not None and record.seq <= current.seq:
@@ -247,7 +262,8 @@ class ClaimsReplica:
         for mark in delta.marks:
             pod = pods.get(mark.pod)
             if pod is None:
-                if (mark.agent, mark.seq) in context:
+                if mark.pod in finished:
+                    context.add((mark.agent, mark.seq))
                     continue
                 pod = pods[mark.pod] = _Pod()
             self._store_mark(mark, pod)
@@ -275,25 +291,35 @@ class ClaimsReplica:
         return self.state_delta_since(VersionVector())
 
     def compact(self, stable: VersionVector) -> int:
-        """Forget completed pods every replica has fully seen (``stable``: the meet of all versions).
+        """Forget completed pods whose records every replica has seen (``stable``: the meet of all versions).
 
-        Their dots stay in our context, so a late copy of their records is ignored
-        rather than resurrected. Returns how many pods were dropped.
+        A pod goes once its winner completed, every claim we know is released and
+        all their dots are in ``stable``. Only its uid stays (in a finished set),
+        because a claim made concurrently with the completion may still be in
+        flight and must not resurrect it. Returns how many pods were dropped.
         """
-        dropped = [
-            uid for uid, pod in self._pods.items()
-            if pod.winner is not None and pod.winner.flags & COMPLETED
-            and all(c.flags & RELEASED for c in pod.claims.values())
-            and all(c.seq <= stable.base(c.agent) for c in pod.claims.values())
-            and (pod.mark is None or pod.mark.seq <= stable.base(pod.mark.agent))
-        ]
-        for uid in dropped:
-            pod = self._pods.pop(uid)
-            for record in (*pod.claims.values(), *([pod.mark] if pod.mark else [])):
+        dropped = 0
+        touched: set[str] = set()
+        for uid in list(self._completed):
+            pod = self._pods[uid]
+            if pod.winner is None or not pod.winner.flags & COMPLETED:  # re-placed after all
+                self._completed.discard(uid)
+                continue
+            records = (*pod.claims.values(), *([pod.mark] if pod.mark else []))
+            if not all(r.seq <= stable.base(r.agent) for r in records):
+                continue
+            if not all(c.flags & RELEASED for c in pod.claims.values()):
+                continue
+            del self._pods[uid]
+            self._completed.discard(uid)
+            self._finished.add(uid)
+            dropped += 1
+            for record in records:
                 del self._live[(record.agent, record.seq)]
-        for agent, seqs in self._seqs.items():
-            seqs[:] = [s for s in seqs if (agent, s) in self._live]
-        return len(dropped)
+                touched.add(record.agent)
+        for agent in touched:
+            self._seqs[agent] = [s for s in self._seqs[agent] if (agent, s) in self._live]
+        return dropped
 
     # ---- internals -------------------------------------------------------------
 
@@ -324,6 +350,8 @@ class ClaimsReplica:
             best = pod.winner
             if best is None or best.node == record.node or rank(record) > rank(best):
                 pod.winner = record
+        if record.flags & COMPLETED and pod.winner is record:
+            self._completed.add(record.pod)
 
     def _store_mark(self, mark: EpochMark, pod: _Pod) -> None:
         current = pod.mark

@@ -65,19 +65,18 @@ class VersionVector:
         """Record one dot, folding the cloud into the base when a gap closes."""
         replica, seq = dot
         base = self._base.get(replica, 0)
-        if seq <= base:
+        if seq != base + 1:
+            if seq > base:
+                self._cloud.setdefault(replica, set()).add(seq)
             return
-        if seq == base + 1:
-            extra = self._cloud.get(replica)
-            if extra:
-                while seq + 1 in extra:
-                    seq += 1
-                    extra.discard(seq)
-                if not extra:
-                    del self._cloud[replica]
-            self._base[replica] = seq
-            return
-        self._cloud.setdefault(replica, set()).add(seq)
+        extra = self._cloud.get(replica)
+        if extra:
+            while seq + 1 in extra:
+                seq += 1
+                extra.discard(seq)
+            if not extra:
+                del self._cloud[replica]
+        self._base[replica] = seq
 
     def next_dot(self, replica: str) -> Dot:
         """Mint and record the next dot of ``replica`` (only ever called by that replica)."""
@@ -96,7 +95,9 @@ class VersionVector:
             self.add(dot)
 
     def copy(self) -> VersionVector:
-        return VersionVector(self._base, self.cloud())
+        clone = VersionVector(self._base)
+        clone._cloud = {replica: set(seqs) for replica, seqs in self._cloud.items()}
+        return clone
 
     def dominates(self, other: VersionVector) -> bool:
         """True when every dot of ``other`` is in ``self``."""
