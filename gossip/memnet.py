@@ -60,6 +60,8 @@ class InMemoryNetwork:
         self._crashed: set[str] = set()
         self._paused: dict[str, list[tuple[int, object]]] = {}
         self._group: dict[str, int] = {}
+        self._extra_loss: dict[str, float] = {}
+        self._starts = 0
 
     # ------------------------------------------------------------------ cluster control
 
@@ -72,8 +74,9 @@ class InMemoryNetwork:
         seeds: Sequence[str] = (),
     ) -> GossipNode:
         """Start a node now and let it join through seeds."""
-        rng = random.Random(f"{self.seed}/{name}/{len(self.nodes)}")
-        node = GossipNode(name, now=self.now, rng=rng, config=config, keyring=keyring, epoch=len(self.nodes))
+        self._starts += 1  # also the epoch: a restarted name must not look like a replay
+        rng = random.Random(f"{self.seed}/{name}/{self._starts}")
+        node = GossipNode(name, now=self.now, rng=rng, config=config, keyring=keyring, epoch=self._starts)
         self.nodes[name] = node
         self._crashed.discard(name)
         self._apply(name, node.join(seeds, self.now) if seeds else [])
@@ -117,6 +120,10 @@ class InMemoryNetwork:
 
     def heal(self) -> None:
         self._group = {}
+
+    def degrade(self, name: str, loss: float) -> None:
+        """Extra datagram loss on every packet to or from one node (a sick NIC, a hot CPU)."""
+        self._extra_loss[name] = loss
 
     def live(self) -> list[str]:
         return [n for n in self.nodes if n not in self._crashed]
@@ -171,7 +178,8 @@ class InMemoryNetwork:
                 dst = effect.addr
                 if group and group.get(dst, 0) != group.get(name, 0):
                     continue
-                if rng.random() < link.loss:
+                loss = link.loss + self._extra_loss.get(name, 0.0) + self._extra_loss.get(dst, 0.0) if self._extra_loss else link.loss
+                if rng.random() < loss:
                     continue
                 copies = 2 if link.duplicate and rng.random() < link.duplicate else 1
                 for _ in range(copies):

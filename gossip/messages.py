@@ -26,6 +26,7 @@ class MsgType(IntEnum):
     DIGEST_REQUEST = 9
     DIGEST_REPLY = 10
     PUSH_PULL = 11
+    DELTA = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +123,17 @@ class PushPull:
     reply: bool
 
 
-Message = Ping | IndirectPing | Ack | Nack | Alive | Suspect | Dead | Record | DigestRequest | DigestReply | PushPull
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """Leg 3: marks a frame carrying what the responder's digest did not cover."""
+
+    TYPE: ClassVar[MsgType] = MsgType.DELTA
+
+
+Message = Ping | IndirectPing | Ack | Nack | Alive | Suspect | Dead | Record | DigestRequest | DigestReply | PushPull | Delta
 StateMessage = Alive | Suspect | Dead | Record
 
 MESSAGE_CLASSES: dict[MsgType, type[Message]] = {
     cls.TYPE: cls
-    for cls in (Ping, IndirectPing, Ack, Nack, Alive, Suspect, Dead, Record, DigestRequest, DigestReply, PushPull)
+    for cls in (Ping, IndirectPing, Ack, Nack, Alive, Suspect, Dead, Record, DigestRequest, DigestReply, PushPull, Delta)
 }

@@ -44,6 +44,7 @@ from gossip.messages import (
     Ack,
     Alive,
     Dead,
+    Delta,
     DigestReply,
     DigestRequest,
     IndirectPing,
@@ -64,7 +65,7 @@ log = logging.getLogger("gossip")
 _QUIET_DROPS = (DropReason.REPLAYED, DropReason.UNKNOWN_SENDER)
 """Expected in normal operation (duplicated datagrams, gossip racing a join): logged at debug."""
 _INTRODUCTIONS = (Ping, Ack, Nack)
-_EXCHANGES = (DigestRequest, DigestReply, PushPull)
+_EXCHANGES = (DigestRequest, DigestReply, PushPull, Delta)
 
 
 @dataclass(slots=True)
@@ -234,7 +235,8 @@ class GossipNode:
         heapq.heappush(self._timers, (when, self._timer_seq, fn, arg))
 
     def _cluster_size(self) -> int:
-        return self._members.live_count() + 1
+        """Estimated N for timeouts and retransmit limits: every member we know, as memberlist."""
+        return len(self._members) + 1
 
     def _broadcast(self, subject: Hashable, message: Message) -> None:
         payload = wire.encode(message)
@@ -276,6 +278,9 @@ class GossipNode:
         if sender == self.name:
             return
         later: list[Message] = []
+        # memberlist's merge rule: a death heard in a state exchange is only a suspicion,
+        # so a healed partition does not kill the members of our own side outright
+        merging = any(isinstance(m, _EXCHANGES) for m in messages)
         for message in messages:
             if self._members.get(sender) is None and not (
                 isinstance(message, _INTRODUCTIONS) or (isinstance(message, Alive) and message.node == sender)
@@ -283,6 +288,8 @@ class GossipNode:
                 self._drop(src, WireError(DropReason.UNKNOWN_SENDER, f"{type(message).__name__} from unknown {sender}"))
             elif isinstance(message, _EXCHANGES):
                 later.append(message)  # answer after merging the state the frame carries
+            elif merging and isinstance(message, Dead) and message.accuser != message.node:
+                self._suspect(message.node, message.incarnation, message.accuser, now)
             else:
                 self._handlers[type(message)](self, sender, message, now)
         for message in later:
@@ -538,7 +545,10 @@ class GossipNode:
             self._drop(sender, exc)
             return
         if lacking:
-            self._send_frame(sender, [Alive(self.name, self.incarnation), *lacking])
+            self._send_frame(sender, [Alive(self.name, self.incarnation), Delta(), *lacking])
+
+    def handle_delta(self, sender: str, msg: Delta, now: float) -> None:
+        """Nothing to answer: the frame's state messages were merged already."""
 
     def handle_push_pull(self, sender: str, msg: PushPull, now: float) -> None:
         if not msg.reply:
@@ -557,4 +567,5 @@ class GossipNode:
         DigestRequest: handle_digest_request,
         DigestReply: handle_digest_reply,
         PushPull: handle_push_pull,
+        Delta: handle_delta,
     }

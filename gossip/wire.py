@@ -129,6 +129,7 @@ _SCHEMA: dict[MsgType, tuple[int, ...]] = {
     MsgType.DIGEST_REQUEST: (_INT, _BYTES),
     MsgType.DIGEST_REPLY: (_INT, _BYTES),
     MsgType.PUSH_PULL: (_BOOL,),
+    MsgType.DELTA: (),
 }
 assert set(_SCHEMA) == set(MsgType) == set(MESSAGE_CLASSES)
 

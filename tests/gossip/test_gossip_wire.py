@@ -16,6 +16,7 @@ from gossip.messages import (
     Ack,
     Alive,
     Dead,
+    Delta,
     DigestReply,
     DigestRequest,
     IndirectPing,
@@ -50,6 +51,7 @@ messages: st.SearchStrategy[Message] = st.one_of(
     st.builds(DigestRequest, u64, st.binary(max_size=64)),
     st.builds(DigestReply, u64, st.binary(max_size=64)),
     st.builds(PushPull, st.booleans()),
+    st.just(Delta()),
 )
 
 
@@ -57,7 +59,7 @@ def test_wire_type_numbers_are_stable() -> None:
     """ONLY APPEND: peers of older versions rely on these numbers."""
     assert [(t.name, t.value) for t in MsgType] == [
         ("PING", 1), ("INDIRECT_PING", 2), ("ACK", 3), ("NACK", 4), ("ALIVE", 5), ("SUSPECT", 6),
-        ("DEAD", 7), ("RECORD", 8), ("DIGEST_REQUEST", 9), ("DIGEST_REPLY", 10), ("PUSH_PULL", 11),
+        ("DEAD", 7), ("RECORD", 8), ("DIGEST_REQUEST", 9), ("DIGEST_REPLY", 10), ("PUSH_PULL", 11), ("DELTA", 12),
     ]  # fmt: skip
 
 
