@@ -41,6 +41,7 @@ async def _main(args: argparse.Namespace) -> None:
         gossip_interval=args.probe_interval,
         pushpull_interval=args.pushpull_interval,
         reap_after=args.reap_after,
+        suspicion_mult=args.suspicion_mult,
     )
     keyring = Keyring.load(args.key_file) if args.key_file else None
     member = UdpGossip(args.bind, [s for s in args.seeds.split(",") if s], keyring=keyring, config=config)
@@ -56,7 +57,7 @@ async def _main(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     while not stop.is_set():
         states = {name: view.state.name for name, view in member.members().items()}
-        _print({"event": "members", "members": states, "awareness": member.metrics.refutations})
+        _print({"event": "members", "members": states, "refutations": member.metrics.refutations})
         try:
             await asyncio.wait_for(stop.wait(), args.report_every)
         except asyncio.TimeoutError:
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probe-interval", type=float, default=0.2)
     parser.add_argument("--pushpull-interval", type=float, default=5.0)
     parser.add_argument("--reap-after", type=float, default=60.0)
+    parser.add_argument("--suspicion-mult", type=float, default=GossipConfig.suspicion_mult)
     parser.add_argument("--report-every", type=float, default=0.5)
     asyncio.run(_main(parser.parse_args(argv)))
 

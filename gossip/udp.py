@@ -78,6 +78,7 @@ class UdpGossip:
         self._epoch = time.time_ns() // 1000 if epoch is None else epoch
         self._rng = rng or random.Random()
         self._node: GossipNode | None = None
+        self._name: str | None = None
         self._udp: asyncio.DatagramTransport | None = None
         self._tcp: asyncio.Server | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -95,8 +96,9 @@ class UdpGossip:
         self._tcp = await asyncio.start_server(self._on_connection, host, port)
         port = self._tcp.sockets[0].getsockname()[1]
         self._udp, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=(host, port))
+        self._name = f"{host}:{port}"
         self._node = GossipNode(
-            f"{host}:{port}", now=loop.time(), rng=self._rng, config=self.config, keyring=self._keyring, epoch=self._epoch
+            self._name, now=loop.time(), rng=self._rng, config=self.config, keyring=self._keyring, epoch=self._epoch
         )
         self._apply(self._node.join(self.seeds, loop.time()))
 
@@ -123,8 +125,10 @@ class UdpGossip:
 
     @property
     def name(self) -> str:
-        """Our address and identity, known once started."""
-        return self._core.name
+        """Our address and identity, known once started (and still after closing)."""
+        if self._name is None:
+            raise RuntimeError("the gossip member has no name yet: await start() first")
+        return self._name
 
     @property
     def metrics(self) -> Counters:
