@@ -76,7 +76,8 @@ def rank(claim: Claim) -> tuple[int, int, float, int, str]:
     ``bound`` ranks above ``score`` so a binding is final for its (pod, epoch):
     a better claim arriving after a bind cannot displace it. Only two bindings
     made concurrently (each binder not yet seeing the other's claim) are ordered
-    by score; the loser is told to evict (:data:`ChangeKind.EVICT`).
+    by score; the loser is told to evict (:data:`ChangeKind.EVICT`). A completed
+    claim outranks every other claim of its pod, at any epoch: completion is terminal.
     """
     return (claim.epoch, claim.flags & BOUND, claim.score, -claim.lamport, claim.node)
 

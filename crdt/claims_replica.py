@@ -3,8 +3,11 @@
 Safety argument, in three lines:
 
 * *One winner per pod.* The winner is the maximum of the current-epoch claims
-  under :func:`crdt.claims.rank`; the state is a join of grow-only records, so
-  replicas that merged the same records agree, whatever the order.
+  under :func:`crdt.claims.rank` — or, once the pod has completed anywhere, the
+  completing claim (completion is terminal: a pod re-placed while it was in
+  fact finishing is not run again once the completion is seen). The state is a
+  join of grow-only records, so replicas that merged the same records agree,
+  whatever the order.
 * *No over-commit.* Only a node's owner claims for that node (merges of claims
   for our node by anyone else are rejected), and it reserves the request in its
   own :class:`crdt.escrow.Escrow` rights first. Rights return only on release or
@@ -49,7 +52,7 @@ NO_CHANGES: tuple[Change, ...] = ()
 class _Pod:
     """Everything one replica knows about one pod."""
 
-    __slots__ = ("epoch", "mark", "claims", "winner")
+    __slots__ = ("epoch", "mark", "claims", "leader", "done")
 
     def __init__(self) -> None:
         self.epoch = 0
@@ -57,8 +60,14 @@ class _Pod:
         self.mark: EpochMark | None = None
         self.claims: dict[tuple[int, str], Claim] = {}
         """Current version of every claim, by ``(epoch, node)``."""
-        self.winner: Claim | None = None
+        self.leader: Claim | None = None
         """Highest-ranked claim at ``epoch``, kept incrementally."""
+        self.done: Claim | None = None
+        """Highest-ranked completed claim at any epoch: once set, the pod is over."""
+
+    @property
+    def winner(self) -> Claim | None:
+        return self.done or self.leader
 
 
 class ClaimsReplica:
@@ -82,7 +91,7 @@ class ClaimsReplica:
         self._finished: set[str] = set()
         """Uids of pods dropped by :meth:`compact`: a 1-string tombstone each, so late records stay out."""
         self._completed: set[str] = set()
-        """Pods whose winner completed: the only candidates for :meth:`compact`."""
+        """Pods that completed: the only candidates for :meth:`compact`."""
         self._winning: set[str] = set()
         """Pods where our reserved claim is the winner; the rest of ``_reserved`` must be released."""
 
@@ -114,7 +123,7 @@ class ClaimsReplica:
         return [
             uid
             for uid, pod in self._pods.items()
-            if pod.winner is not None and pod.winner.node == node and not pod.winner.flags & COMPLETED
+            if pod.done is None and pod.leader is not None and pod.leader.node == node
         ]
 
     def pending_releases(self) -> list[str]:
@@ -152,10 +161,10 @@ class ClaimsReplica:
                 return Status(StatusCode.STALE_EPOCH, f"pod is at epoch {pod.epoch}, not {epoch}")
             if pod_uid in self._reserved or (epoch, self.node) in pod.claims:
                 return Status(StatusCode.ALREADY_CLAIMED, "this node already claimed the pod")
-            best = pod.winner
+            if pod.done is not None:
+                return Status(StatusCode.COMPLETED, f"pod completed on {pod.done.node}")
+            best = pod.leader
             if best is not None and best.epoch == epoch:
-                if best.flags & COMPLETED:
-                    return Status(StatusCode.COMPLETED, f"pod completed on {best.node}")
                 if best.flags & BOUND:
                     return Status(StatusCode.ALREADY_BOUND, f"pod is bound to {best.node}")
                 if (epoch, 0, float(score), -lamport, self.node) < rank(best):
@@ -203,8 +212,8 @@ class ClaimsReplica:
         if pod_uid in self._finished:
             return Status(StatusCode.COMPLETED, "pod completed and was compacted")
         pod = self._pods.setdefault(pod_uid, _Pod())
-        if pod.winner is not None and pod.winner.flags & COMPLETED:
-            return Status(StatusCode.COMPLETED, f"pod completed on {pod.winner.node}")
+        if pod.done is not None:
+            return Status(StatusCode.COMPLETED, f"pod completed on {pod.done.node}")
         mark = EpochMark(pod_uid, pod.epoch + 1, self.agent_id, self._next_seq())
         self._store_mark(mark, pod)
         if pod_uid in self._winning:  # we re-placed a pod of our own: it shows in pending_releases()
@@ -293,7 +302,7 @@ class ClaimsReplica:
     def compact(self, stable: VersionVector) -> int:
         """Forget completed pods whose records every replica has seen (``stable``: the meet of all versions).
 
-        A pod goes once its winner completed, every claim we know is released and
+        A pod goes once it completed, every claim we know is released and
         all their dots are in ``stable``. Only its uid stays (in a finished set),
         because a claim made concurrently with the completion may still be in
         flight and must not resurrect it. Returns how many pods were dropped.
@@ -302,9 +311,6 @@ class ClaimsReplica:
         touched: set[str] = set()
         for uid in list(self._completed):
             pod = self._pods[uid]
-            if pod.winner is None or not pod.winner.flags & COMPLETED:  # re-placed after all
-                self._completed.discard(uid)
-                continue
             records = (*pod.claims.values(), *([pod.mark] if pod.mark else []))
             if not all(r.seq <= stable.base(r.agent) for r in records):
                 continue
@@ -329,7 +335,7 @@ class ClaimsReplica:
     def _index(self, agent: str, seq: int, record: Claim | EpochMark) -> None:
         self._live[(agent, seq)] = record
         seqs = self._seqs.get(agent)
-        if seqs is None:
+        if not seqs:
             self._seqs[agent] = [seq]
         elif seq > seqs[-1]:
             seqs.append(seq)
@@ -345,12 +351,14 @@ class ClaimsReplica:
         pod.claims[key] = record
         self._index(record.agent, record.seq, record)
         if record.epoch > pod.epoch:
-            pod.epoch, pod.winner = record.epoch, record
+            pod.epoch, pod.leader = record.epoch, record
         elif record.epoch == pod.epoch:
-            best = pod.winner
+            best = pod.leader
             if best is None or best.node == record.node or rank(record) > rank(best):
-                pod.winner = record
-        if record.flags & COMPLETED and pod.winner is record:
+                pod.leader = record
+        if record.flags & COMPLETED:
+            if pod.done is None or rank(record) > rank(pod.done):
+                pod.done = record
             self._completed.add(record.pod)
 
     def _store_mark(self, mark: EpochMark, pod: _Pod) -> None:
@@ -363,7 +371,7 @@ class ClaimsReplica:
         pod.mark = mark
         self._index(mark.agent, mark.seq, mark)
         if mark.epoch > pod.epoch:
-            pod.epoch, pod.winner = mark.epoch, None
+            pod.epoch, pod.leader = mark.epoch, None
 
     def _check_own(self, pod_uid: str, pod: _Pod, changes: list[Change]) -> list[Change]:
         """After ``pod`` changed: if our winning claim stopped winning, say so (it never wins again)."""

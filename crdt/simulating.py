@@ -387,8 +387,8 @@ class Simulation:
                 res.double_bookings += 1
             if winner is None:
                 continue
-            if winner.epoch < max(c.epoch for c in records) or winner.epoch < top_epoch:
-                res.stale_epoch_wins += 1
+            if not winner.completed and (winner.epoch < max(c.epoch for c in records) or winner.epoch < top_epoch):
+                res.stale_epoch_wins += 1  # a completed claim ends the pod at any epoch; it runs nowhere
             if not winner.flags & (COMPLETED | RELEASED):
                 committed[winner.node] = committed[winner.node] + winner.resources
         res.overcommits = sum(not load.fits_in(self.capacity) for load in committed.values())
