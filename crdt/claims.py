@@ -184,7 +184,8 @@ def check_mark(mark: EpochMark) -> None:
 def check_delta(delta: ClaimDelta) -> None:
     """Checks a received delta on its own: fields, and no dot used twice for different records."""
     seen: dict[tuple[str, int], object] = {}
-    for record in (*delta.claims, *delta.marks):
+    records: list[Claim | EpochMark] = [*delta.claims, *delta.marks]
+    for record in records:
         if isinstance(record, Claim):
             check_claim(record)
         else:

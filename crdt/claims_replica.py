@@ -311,7 +311,7 @@ class ClaimsReplica:
         touched: set[str] = set()
         for uid in list(self._completed):
             pod = self._pods[uid]
-            records = (*pod.claims.values(), *([pod.mark] if pod.mark else []))
+            records: list[Claim | EpochMark] = [*pod.claims.values(), *([pod.mark] if pod.mark else [])]
             if not all(r.seq <= stable.base(r.agent) for r in records):
                 continue
             if not all(c.flags & RELEASED for c in pod.claims.values()):

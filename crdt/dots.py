@@ -46,9 +46,6 @@ class VersionVector:
         """The highest ``seq`` such that every dot of ``replica`` up to it is in the set."""
         return self._base.get(replica, 0)
 
-    def bases(self) -> dict[str, int]:
-        return dict(self._base)
-
     def cloud(self) -> Iterator[Dot]:
         """Dots seen out of order (beyond a gap); empty once delivery catches up."""
         for replica, seqs in self._cloud.items():

@@ -72,6 +72,8 @@ class SimResult:
     updates: int = 0
     merges: int = 0
     merge_seconds: float = 0.0
+    """CPU time of this thread inside ``merge``: one core's work, whatever else the machine runs."""
+    merge_wall_seconds: float = 0.0
     delta_bytes: int = 0
     fullstate_bytes: int = 0
     rounds_to_converge_after_heal: int = -1
@@ -82,6 +84,9 @@ class SimResult:
     unplaced: int = 0
     escrow_refusals: int = 0
     bind_conflicts: int = 0
+    """Evictions of a binding by a concurrent, higher-ranked binding in the same epoch."""
+    completed_elsewhere: int = 0
+    """Evictions of a re-placed copy because the original run turned out to have completed."""
     stale_evictions: int = 0
     replaced_pods: int = 0
     transient_double_runs: int = 0
@@ -191,13 +196,14 @@ class Simulation:
                 continue
             merge = self.agents[i].replica.merge
             outcomes = []
-            start = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.thread_time()
             for delta in box:
                 try:
                     outcomes.append(merge(delta))
                 except InvalidDelta:  # a bug, never expected here: counted, not hidden
                     self.result.rejected_deltas += 1
-            self.result.merge_seconds += time.perf_counter() - start
+            self.result.merge_seconds += time.thread_time() - cpu
+            self.result.merge_wall_seconds += time.perf_counter() - wall
             self.result.merges += len(box)
             for changes in outcomes:
                 for change in changes:
@@ -224,9 +230,12 @@ class Simulation:
         agent = self.agents[i]
         agent.won_at.pop(pod, None)
         if kind is ChangeKind.EVICT:
-            mine = [c for c in agent.replica.claims(pod) if c.agent == agent.replica.agent_id and not c.released]
-            stale = any(c.epoch < agent.replica.epoch(pod) for c in mine)
-            if stale:
+            replica = agent.replica
+            winner = replica.winner(pod)
+            mine = [c for c in replica.claims(pod) if c.agent == replica.agent_id and not c.released]
+            if winner is not None and winner.completed:
+                self.result.completed_elsewhere += 1
+            elif any(c.epoch < replica.epoch(pod) for c in mine):
                 self.result.stale_evictions += 1
             else:
                 self.result.bind_conflicts += 1
@@ -348,11 +357,12 @@ class Simulation:
         )
         self.round += 1
 
-    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+    def run(self, progress: Callable[..., object] | None = None) -> SimResult:
+        """Step until quiescent (or ``max_rounds``), then audit; ``progress(completed=round)`` per round."""
         while self.round < self.cfg.max_rounds:
             self.step()
             if progress is not None:
-                progress(self.round)
+                progress(completed=self.round)
             if self._quiet():
                 self.result.quiesced = True
                 break

@@ -168,3 +168,15 @@ def test_version_vector_folds_out_of_order_dots() -> None:
     assert vv.base("r") == 0 and ("r", 4) in vv and ("r", 1) not in vv
     vv.add(("r", 1))
     assert vv.base("r") == 5 and not list(vv.cloud())
+
+
+def test_ormap_keeps_concurrent_puts_and_reads_one_everywhere() -> None:
+    a, b = ORMap[str, int](), ORMap[str, int]()
+    da, db = a.put("k", 1, "a"), b.put("k", 2, "b")
+    apply(a, db)
+    apply(b, da)
+    assert a == b and a.values("k") == [1, 2] and a.get("k") == b.get("k") == 2
+    apply(b, a.put("k", 3, "a"))
+    assert b.values("k") == [3] and b.keys() == frozenset({"k"})
+    apply(a, b.remove("k", "b"))
+    assert a.get("k") is None and a.keys() == frozenset() and ORSet[str]().elements() == frozenset()
