@@ -27,6 +27,8 @@ class GossipConfig:
     """Maximum suspicion timeout as a multiple of the minimum (memberlist SuspicionMaxTimeoutMult)."""
     suspicion_confirmations: int = 3
     """Independent suspicions that shrink the timeout down to the minimum (Lifeguard's K)."""
+    stream_fallback_ping: bool = True
+    """Also ping a silent target over a stream (memberlist's TCP fallback): survives datagram loss."""
     awareness_max: int = 8
     """Lifeguard local health: probe timeout and interval are multiplied by (score + 1) < this."""
     gossip_interval: float = 0.2

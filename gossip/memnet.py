@@ -28,6 +28,8 @@ Listener = Callable[[str, "MemberEvent | RecordEvent", float], None]
 """Called with (node name, event, virtual time) for every event any node emits."""
 
 _PACKET, _STREAM, _TICK = 0, 1, 2
+_SYN_RTO, _DATA_RTO = 1.0, 0.2
+"""Linux's initial retransmission timeouts for a connection's handshake and for data."""
 _PAUSED_BUFFER = 512
 """Datagrams a paused node's socket buffer holds; later ones are lost, as in a kernel."""
 
@@ -169,6 +171,17 @@ class InMemoryNetwork:
         effects = node.on_packet(src, data, self.now) if kind == _PACKET else node.on_stream(src, data, self.now)
         self._apply(name, effects)
 
+    def _stream_delay(self, size: int, src: str, dst: str) -> float:
+        """TCP over a lossy link: SYN, SYN-ACK and data are retransmitted after their timeouts."""
+        link, rng = self.link, self._rng
+        loss = link.loss + self._extra_loss.get(src, 0.0) + self._extra_loss.get(dst, 0.0)
+        delay = 2 * rng.uniform(*link.latency) + size / link.stream_bytes_per_s
+        for rto in (_SYN_RTO, _SYN_RTO, _DATA_RTO):
+            while loss and rng.random() < loss:
+                delay += rto
+                rto *= 2
+        return delay
+
     def _apply(self, name: str, effects: list[Effect]) -> None:
         """Route a node's effects, then make sure its next timer is scheduled."""
         link, rng, now = self.link, self._rng, self.now
@@ -188,8 +201,7 @@ class InMemoryNetwork:
                 dst = effect.addr
                 if group and group.get(dst, 0) != group.get(name, 0):
                     continue
-                delay = 2 * rng.uniform(*link.latency) + len(effect.data) / link.stream_bytes_per_s
-                self._push(now + delay, _STREAM, dst, (name, effect.data))
+                self._push(now + self._stream_delay(len(effect.data), name, dst), _STREAM, dst, (name, effect.data))
             else:
                 for listener in self.listeners:
                     listener(name, effect, now)

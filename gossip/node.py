@@ -114,6 +114,8 @@ class GossipNode:
         self._seeds: tuple[str, ...] = ()
         self._pushpull_rounds = 0
         self._left = False
+        self._in_stream = False
+        """True while handling a stream frame: fallback pings are answered over a stream."""
         self._out: list[Effect] = []
         cfg = self.config
         self._at(now + rng.uniform(0, cfg.probe_interval), self._probe_round, None)
@@ -190,7 +192,11 @@ class GossipNode:
     def on_stream(self, src: str, data: bytes, now: float) -> list[Effect]:
         """A whole stream frame arrived (the driver strips its length prefix)."""
         self.metrics.streams_in += 1
-        self._receive(src, data, now, self.config.max_stream_bytes)
+        self._in_stream = True
+        try:
+            self._receive(src, data, now, self.config.max_stream_bytes)
+        finally:
+            self._in_stream = False
         return self._flush()
 
     def tick(self, now: float) -> list[Effect]:
@@ -257,9 +263,9 @@ class GossipNode:
         self.metrics.antientropy_bytes_out += len(data)
         self._emit_data(to, data)
 
-    def _emit_data(self, to: str, data: bytes) -> None:
+    def _emit_data(self, to: str, data: bytes, stream: bool = False) -> None:
         self.metrics.bytes_out += len(data)
-        if len(data) <= self.config.mtu:
+        if len(data) <= self.config.mtu and not stream:
             self.metrics.packets_out += 1
             self._out.append(Send(to, data))
         else:
@@ -281,11 +287,16 @@ class GossipNode:
         # memberlist's merge rule: a death heard in a state exchange is only a suspicion,
         # so a healed partition does not kill the members of our own side outright
         merging = any(isinstance(m, _EXCHANGES) for m in messages)
+        known = self._members.get(sender) is not None
         for message in messages:
-            if self._members.get(sender) is None and not (
-                isinstance(message, _INTRODUCTIONS) or (isinstance(message, Alive) and message.node == sender)
-            ):
-                self._drop(src, WireError(DropReason.UNKNOWN_SENDER, f"{type(message).__name__} from unknown {sender}"))
+            if not known:
+                if isinstance(message, Alive) and message.node == sender:
+                    self.handle_alive(sender, message, now)
+                    known = self._members.get(sender) is not None
+                elif isinstance(message, _INTRODUCTIONS):
+                    self._handlers[type(message)](self, sender, message, now)
+                else:
+                    self._drop(src, WireError(DropReason.UNKNOWN_SENDER, f"{type(message).__name__} from unknown {sender}"))
             elif isinstance(message, _EXCHANGES):
                 later.append(message)  # answer after merging the state the frame carries
             elif merging and isinstance(message, Dead) and message.accuser != message.node:
@@ -335,6 +346,9 @@ class GossipNode:
         for helper in helpers:
             self._send(helper, [IndirectPing(probe.seq, probe.target)])
         probe.expected_nacks = len(helpers)
+        if self.config.stream_fallback_ping:
+            # memberlist's TCP fallback: a reliable path when datagrams are being lost
+            self._emit_data(probe.target, self._envelopes.seal(wire.join([wire.encode(Ping(probe.seq, probe.target))])), stream=True)
 
     def _finish_probe(self, probe: _ProbeRound, now: float) -> None:
         if probe.acked:
@@ -354,7 +368,11 @@ class GossipNode:
             self._send(relay[0], [Nack(relay[1])])
 
     def handle_ping(self, sender: str, msg: Ping, now: float) -> None:
-        if msg.target == self.name:
+        if msg.target != self.name:
+            return
+        if self._in_stream:  # answer a fallback ping the way it came
+            self._emit_data(sender, self._envelopes.seal(wire.join([wire.encode(Ack(msg.seq))])), stream=True)
+        else:
             self._send(sender, [Ack(msg.seq)])
 
     def handle_indirect_ping(self, sender: str, msg: IndirectPing, now: float) -> None:

@@ -115,34 +115,40 @@ def join(encoded: list[bytes]) -> bytes:
     return array_header(len(encoded)) + b"".join(encoded)
 
 
-# Field kinds checked on decode.
-_INT, _STR, _BYTES, _BOOL, _ANY = range(5)
-_SCHEMA: dict[MsgType, tuple[int, ...]] = {
-    MsgType.PING: (_INT, _STR),
-    MsgType.INDIRECT_PING: (_INT, _STR),
-    MsgType.ACK: (_INT,),
-    MsgType.NACK: (_INT,),
-    MsgType.ALIVE: (_STR, _INT),
-    MsgType.SUSPECT: (_STR, _INT, _STR),
-    MsgType.DEAD: (_STR, _INT, _STR),
-    MsgType.RECORD: (_STR, _STR, _INT, _ANY),
-    MsgType.DIGEST_REQUEST: (_INT, _BYTES),
-    MsgType.DIGEST_REPLY: (_INT, _BYTES),
-    MsgType.PUSH_PULL: (_BOOL,),
+_ANY = object
+"""Field kind of a record value: any msgpack value."""
+_FIELDS: dict[MsgType, tuple[type, ...]] = {
+    MsgType.PING: (int, str),
+    MsgType.INDIRECT_PING: (int, str),
+    MsgType.ACK: (int,),
+    MsgType.NACK: (int,),
+    MsgType.ALIVE: (str, int),
+    MsgType.SUSPECT: (str, int, str),
+    MsgType.DEAD: (str, int, str),
+    MsgType.RECORD: (str, str, int, _ANY),
+    MsgType.DIGEST_REQUEST: (int, bytes),
+    MsgType.DIGEST_REPLY: (int, bytes),
+    MsgType.PUSH_PULL: (bool,),
     MsgType.DELTA: (),
 }
-assert set(_SCHEMA) == set(MsgType) == set(MESSAGE_CLASSES)
+assert set(_FIELDS) == set(MsgType) == set(MESSAGE_CLASSES)
+_SPECS: dict[int, tuple[Any, tuple[type, ...]]] = {int(t): (MESSAGE_CLASSES[t], kinds) for t, kinds in _FIELDS.items()}
+"""Type number -> (class, exact field types): the decoder's hot lookup, no enum calls."""
 
 
-def _valid(kind: int, value: Any) -> bool:
-    if kind == _INT:
-        return type(value) is int and 0 <= value < _UINT64
-    if kind == _STR:
-        return type(value) is str and len(value) <= MAX_NAME_BYTES
-    if kind == _BYTES:
-        return type(value) is bytes
-    if kind == _BOOL:
-        return type(value) is bool
+def _fields_ok(kinds: tuple[type, ...], item: list[Any]) -> bool:
+    if len(item) != len(kinds) + 1:
+        return False
+    for kind, value in zip(kinds, item[1:]):
+        if kind is _ANY:
+            continue
+        if type(value) is not kind:  # exact: a bool is not an int here
+            return False
+        if kind is int:
+            if not 0 <= value < _UINT64:
+                return False
+        elif kind is str and len(value) > MAX_NAME_BYTES:
+            return False
     return True
 
 
@@ -162,13 +168,11 @@ def decode(body: bytes) -> list[Message]:
     for item in items:
         if type(item) is not list or not item or type(item[0]) is not int:
             raise WireError(DropReason.UNDECODABLE, "message is not [type, field, ...]")
-        try:
-            mtype = MsgType(item[0])
-        except ValueError:
+        spec = _SPECS.get(item[0])
+        if spec is None:
             continue  # appended by a newer peer: ONLY APPEND keeps the rest readable
-        kinds = _SCHEMA[mtype]
-        fields = item[1:]
-        if len(fields) != len(kinds) or not all(_valid(k, v) for k, v in zip(kinds, fields)):
-            raise WireError(DropReason.UNDECODABLE, f"{mtype.name} has malformed fields")
-        out.append(MESSAGE_CLASSES[mtype](*fields))
+        cls, kinds = spec
+        if not _fields_ok(kinds, item):
+            raise WireError(DropReason.UNDECODABLE, f"{cls.__name__} has malformed fields")
+        out.append(cls(*item[1:]))
     return out
