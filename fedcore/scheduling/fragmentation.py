@@ -59,10 +59,19 @@ class Fragmentation:
         self.types = types
         gpu = types.milli > 0
         self.cpu_only_weight = float(types.weight[~gpu].sum())
-        self.cpu = types.cpu[gpu]
-        self.count = types.count[gpu]
-        self.weight = types.weight[gpu]
-        self.shares, self.share_of_type = np.unique(types.milli[gpu], return_inverse=True)
+        self.gpu_weight = float(types.weight[gpu].sum())
+        self.shares, share_of_type = np.unique(types.milli[gpu], return_inverse=True)
+        # Hostable weight per share m, by fitting-device count f and CPU bracket c:
+        # table[m, f, c] = sum of weights of GPU types with share m, count <= f and cpu <= thresholds[c - 1].
+        self.thresholds = np.unique(types.cpu[gpu])
+        max_count = int(types.count[gpu].max(initial=1))
+        self.max_fits = max_count
+        table = np.zeros((self.shares.size, max_count + 1, self.thresholds.size + 1))
+        for m, count, cpu, w in zip(share_of_type, types.count[gpu], types.cpu[gpu], types.weight[gpu]):
+            c = int(np.searchsorted(self.thresholds, cpu)) + 1
+            table[m, count:, c:] += w
+        self.hostable = table
+        self.share_rows = np.arange(self.shares.size)
 
     def _h(self, free: np.ndarray) -> np.ndarray:
         """Per device and distinct share m: free milli counted as fragment (0 <= free < m) -> (..., M)."""
@@ -73,11 +82,14 @@ class Fragmentation:
         return (free[..., None] >= self.shares).astype(np.int64)
 
     def _expect(self, cpu_free: np.ndarray, total: np.ndarray, q3: np.ndarray, fits: np.ndarray) -> np.ndarray:
-        """Combine per-share sums into the expected fragmentation; leading axes broadcast."""
-        q3_t = q3[..., self.share_of_type]
-        host_t = (fits[..., self.share_of_type] >= self.count) & (cpu_free[..., None] >= self.cpu)
-        frag_t = np.where(host_t, q3_t, total[..., None])
-        return (frag_t * self.weight).sum(axis=-1) + self.cpu_only_weight * total
+        """Combine per-share sums into the expected fragmentation; leading axes broadcast.
+
+        Every type counts all free GPU as fragment, except the hostable ones, which count only
+        their share's q3 sum: E = total * w_all + sum_m hostable_m * (q3_m - total).
+        """
+        bracket = np.searchsorted(self.thresholds, cpu_free, side="right")[..., None]
+        host = self.hostable[self.share_rows, np.clip(fits, 0, self.max_fits), bracket]
+        return total * (self.gpu_weight + self.cpu_only_weight) + (host * (q3 - total[..., None])).sum(axis=-1)
 
     def of_rows(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Expected fragmentation (milli-GPU) of each row as it stands."""
