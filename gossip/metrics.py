@@ -7,6 +7,7 @@ a registry on demand (a driver calls it from its scrape hook or a timer).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,12 +37,16 @@ class Counters:
         return flat
 
 
+_gauges: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+"""Gauges already registered, per registry (a registry refuses the same name twice)."""
+
+
 def export_prometheus(counters: Counters, registry: Any = None, prefix: str = "fedplane_gossip") -> None:
     """Publish the counters as Prometheus gauges of their current totals (call again to refresh)."""
     from prometheus_client import REGISTRY, Gauge
 
     registry = REGISTRY if registry is None else registry
-    gauges: dict[str, Gauge] = registry.__dict__.setdefault("_fedplane_gossip_gauges", {})
+    gauges: dict[str, Gauge] = _gauges.setdefault(registry, {})
     for name, value in counters.as_dict().items():
         gauge = gauges.get(name)
         if gauge is None:

@@ -43,10 +43,6 @@ class RecordStore:
         keys = self._owners.get(owner)
         return None if keys is None else keys.get(key)
 
-    def owner(self, owner: str) -> dict[str, tuple[int, RecordValue]]:
-        """The records of one owner (empty if none); the caller must not mutate it."""
-        return self._owners.get(owner, {})
-
     def drop_owner(self, owner: str) -> dict[str, tuple[int, RecordValue]]:
         """Forget an owner's records (its member was reaped); returns what was dropped."""
         dropped = self._owners.pop(owner, {})

@@ -1,0 +1,43 @@
+"""The bench command runs end to end at a small size and reports every figure it promises."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from prometheus_client import CollectorRegistry
+
+from gossip.commands import bench_gossip
+from gossip.metrics import Counters, export_prometheus
+from gossip.wire import DropReason
+
+
+def test_bench_gossip_reports_the_promised_figures_as_json() -> None:
+    result = CliRunner().invoke(bench_gossip, ["--nodes", "40", "--seed", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    for key in ("nodes", "fanout", "probe_interval_s", "rounds_to_99_99", "serf_model_rounds", "digest_bytes_per_node_s",
+                "fullstate_bytes_per_node_s", "bytes_ratio", "detect_s_median", "detect_s_p99", "false_deaths_loss10",
+                "false_deaths_loss30", "sim_wall_s", "seed"):  # fmt: skip
+        assert key in report
+    assert report["nodes"] == 40 and report["seed"] == 3
+    assert 0 < report["rounds_to_99_99"] <= 11
+    assert 0 < report["digest_bytes_per_node_s"] < report["fullstate_bytes_per_node_s"]
+    assert report["digest_stale_fraction_end"] == report["fullstate_stale_fraction_end"] == 0.0
+    assert 0 < report["detect_s_median"] < 5
+
+
+def test_bench_gossip_help_explains_itself() -> None:
+    result = CliRunner().invoke(bench_gossip, ["--help"])
+    assert result.exit_code == 0 and "--probe-interval" in result.output and "99.99%" in result.output
+
+
+def test_counters_export_to_prometheus() -> None:
+    counters = Counters(packets_in=3)
+    counters.dropped[DropReason.FORGED] = 2
+    registry = CollectorRegistry()
+    export_prometheus(counters, registry)
+    counters.packets_in = 5
+    export_prometheus(counters, registry)
+    assert registry.get_sample_value("fedplane_gossip_packets_in") == 5
+    assert registry.get_sample_value("fedplane_gossip_dropped_forged") == 2
