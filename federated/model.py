@@ -1,0 +1,54 @@
+"""The torch scorer: one shared per-candidate MLP, modulated by the pod, with a linear skip from the features.
+
+Permutation-invariant by construction: each candidate node's score depends only on its own
+features and the pod's, never on the other candidates, so an edge agent scoring its own node
+alone gets exactly the score the control plane would compute for it across the whole fleet
+(claims are compared across agents, so that matters).
+
+The cost split is deliberate: the pod context network (most of the parameters) runs once per
+decision; the per-candidate path is narrow, because it runs over up to thousands of nodes
+within a sub-millisecond budget. The context modulates the candidate layers FiLM-style
+(scale and shift per hidden unit), so one model behaves differently for sharing, whole-GPU and
+CPU-only pods. The linear skip lets imitation copy a heuristic's score exactly (FGD's score is
+one of the features) while the MLP learns corrections; it is also kept out of int8 quantization.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES
+
+SCORE_SCALE = 100.0
+"""Scores are on the scheduler framework's 0-100 scale (it truncates them to integers)."""
+
+
+class PlacementScorer(nn.Module):
+    """Scores every candidate node of one pod: ``forward(pod (1, P), nodes (N, F)) -> (N,)`` in score units."""
+
+    def __init__(self, hidden: int = 32, context: int = 96) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.context = nn.Sequential(
+            nn.Linear(len(POD_FEATURES), context), nn.ReLU(),
+            nn.Linear(context, context), nn.ReLU(),
+            nn.Linear(context, 4 * hidden),
+        )
+        self.layer1 = nn.Linear(len(NODE_FEATURES), hidden)
+        self.layer2 = nn.Linear(hidden, hidden)
+        self.head = nn.Linear(hidden, 1)
+        self.skip = nn.Parameter(torch.zeros(len(NODE_FEATURES)))
+        self.bias = nn.Parameter(torch.zeros(1))
+
+    def forward(self, pod: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        film = self.context(pod)
+        g1, b1, g2, b2 = torch.split(film, self.hidden, dim=-1)
+        h = torch.relu(self.layer1(nodes) * (1.0 + g1) + b1)
+        h = torch.relu(self.layer2(h) * (1.0 + g2) + b2)
+        wide = (nodes * self.skip).sum(dim=-1)
+        return self.head(h).squeeze(-1) + wide + self.bias
+
+    def batched(self, pods: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        """Training form: pods (B, P), nodes (B, K, F) -> scores (B, K); same maths as :meth:`forward`."""
+        return self.forward(pods[:, None, :], nodes)

@@ -1,0 +1,107 @@
+"""Policy artifacts on disk: a directory with the fp32 and int8 ONNX files and a manifest that vouches for them.
+
+``manifest.json`` records the feature-spec version the model was trained on, the sha256 and
+size of each file, the typical pod types its fragmentation feature assumes, and how it was
+trained (data, held-out parts, metrics, wall time). :func:`load` verifies all of it before
+anything is handed to onnxruntime, so a truncated download or a model trained on another
+feature spec is refused with a clear error instead of scoring nonsense.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedcore.scheduling.fragmentation import PodTypes
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION
+
+FORMAT = "fedplane-policy/1"
+MANIFEST = "manifest.json"
+FP32 = "model.fp32.onnx"
+INT8 = "model.int8.onnx"
+PRECISIONS = {"fp32": FP32, "int8": INT8}
+
+
+class ArtifactError(ValueError):
+    """The artifact cannot be used as it is (corrupt, incomplete, or for another feature spec): replace it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Artifact:
+    """A verified artifact: where it is, its manifest, and the pod types its features assume."""
+
+    path: Path
+    manifest: dict[str, Any]
+    types: PodTypes
+
+    @property
+    def version(self) -> str:
+        """Short identity of the model: the first 12 hex digits of the int8 file's sha256."""
+        return str(self.manifest["files"][INT8]["sha256"][:12])
+
+    def model_file(self, precision: str) -> Path:
+        if precision not in PRECISIONS:
+            raise ArtifactError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
+        return self.path / PRECISIONS[precision]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def types_to_json(types: PodTypes) -> dict[str, list[float]]:
+    return {"cpu": types.cpu.tolist(), "milli": types.milli.tolist(), "count": types.count.tolist(), "weight": types.weight.tolist()}
+
+
+def types_from_json(data: dict[str, list[float]]) -> PodTypes:
+    ints = {k: np.asarray(data[k], dtype=np.int64) for k in ("cpu", "milli", "count")}
+    return PodTypes(ints["cpu"], ints["milli"], ints["count"], np.asarray(data["weight"], dtype=np.float64))
+
+
+def write_manifest(path: Path, types: PodTypes, training: dict[str, Any]) -> dict[str, Any]:
+    """Hash the model files in ``path`` and write the manifest beside them."""
+    files = {name: {"sha256": sha256(path / name), "bytes": (path / name).stat().st_size} for name in (FP32, INT8)}
+    manifest = {
+        "format": FORMAT,
+        "feature_spec": SPEC_VERSION,
+        "pod_features": list(POD_FEATURES),
+        "node_features": list(NODE_FEATURES),
+        "files": files,
+        "pod_types": types_to_json(types),
+        "training": training,
+    }
+    (path / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def load(path: str | Path) -> Artifact:
+    """Read and verify an artifact directory; raises :class:`ArtifactError` saying what is wrong."""
+    path = Path(path)
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise ArtifactError(f"{path}: no {MANIFEST} (not a policy artifact directory)") from None
+    except json.JSONDecodeError as exc:
+        raise ArtifactError(f"{path / MANIFEST}: not valid JSON ({exc})") from None
+    if manifest.get("format") != FORMAT:
+        raise ArtifactError(f"{path}: artifact format {manifest.get('format')!r}, this runtime reads {FORMAT!r}")
+    spec = manifest.get("feature_spec")
+    if spec != SPEC_VERSION or manifest.get("node_features") != list(NODE_FEATURES) or manifest.get("pod_features") != list(POD_FEATURES):
+        raise ArtifactError(f"{path}: model was trained on feature spec {spec!r}, this runtime computes {SPEC_VERSION!r}; retrain or upgrade")
+    for name in (FP32, INT8):
+        entry = manifest.get("files", {}).get(name)
+        if entry is None or not (path / name).is_file():
+            raise ArtifactError(f"{path}: {name} is missing")
+        actual = sha256(path / name)
+        if actual != entry["sha256"]:
+            raise ArtifactError(f"{path / name}: sha256 {actual[:12]}... does not match the manifest's {entry['sha256'][:12]}... (corrupt or tampered)")
+    try:
+        types = types_from_json(manifest["pod_types"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ArtifactError(f"{path}: manifest pod_types unreadable ({exc})") from None
+    return Artifact(path, manifest, types)

@@ -1,0 +1,56 @@
+"""The learned policy as a scheduler score plugin and the ``learned`` profile (entry point ``fedplane.profiles``).
+
+Hard filters still decide feasibility (``default_filters``); the model only ranks the nodes that
+pass them, so it can never place a pod where the rules forbid it. Sharing pods take the device
+that keeps expected fragmentation lowest, from the same cache the features use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from fedcore.nodetable import NodeTable
+from fedcore.pods import Pod
+from fedcore.scheduling.filters import default_filters
+from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.scheduling.framework import Profile
+from fedcore.scheduling.profiles import ProfileContext
+from federated.runtime.scorer import PolicyRuntime, configured_model_dir
+
+
+class LearnedScore:
+    """Score plugin backed by a :class:`PolicyRuntime`; also its device picker."""
+
+    name = "Learned"
+
+    def __init__(self, runtime: PolicyRuntime) -> None:
+        self.runtime = runtime
+
+    def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        return self.runtime.scores(pod, table, rows)
+
+    def pick(self, pod: Pod, table: NodeTable, node: int) -> tuple[int, ...]:
+        if not pod.gpu.is_sharing:
+            return table.pick_gpus(pod, node)
+        return (self.runtime.features.drops.best_device(pod, table, node),)
+
+
+def make_profile(ctx: ProfileContext, model: str | Path | None = None, precision: str | None = None) -> Profile:
+    """The learned profile with an explicit model directory and precision (the profile's options).
+
+    ``model`` defaults to ``$FEDPLANE_MODEL``, else the shipped artifact; ``precision`` to
+    ``$FEDPLANE_MODEL_PRECISION``, else int8. Typical pod types come from the run's workload when given.
+    """
+    model_dir = Path(model) if model is not None else configured_model_dir()
+    types = PodTypes.from_pods(ctx.workload) if ctx.workload else None
+    runtime = PolicyRuntime(model_dir, precision or os.environ.get("FEDPLANE_MODEL_PRECISION", "int8"), types)
+    plugin = LearnedScore(runtime)
+    return Profile("learned", default_filters(), [(plugin, 1.0)], devices=plugin)
+
+
+def learned_profile(ctx: ProfileContext) -> Profile:
+    """Entry point for ``fedplane sim --profile learned`` and ``fedplane bench schedule --profiles ...,learned``."""
+    return make_profile(ctx)

@@ -1,0 +1,132 @@
+"""The runtime scorer used by edge agents and the control plane: onnxruntime + numpy, never torch.
+
+One batched onnxruntime call scores every candidate node of a pod (candidates are the batch
+dimension), on one intra-op thread. When no model is configured, or onnxruntime cannot be
+imported (armv7 has no wheel), the heuristic fallback scores with FGD's fragmentation drop,
+computed from the very same features, so placement keeps working and stays comparable.
+
+Hot swap: :meth:`PolicyRuntime.swap` verifies and opens the new artifact completely before
+replacing the current model, so a corrupt or mismatched file leaves the caller's model in place.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from fedcore.nodetable import NodeTable
+from fedcore.pods import Pod
+from fedcore.scheduling.fragmentation import PodTypes
+from federated.runtime import artifacts
+from federated.runtime.features import NODE_FEATURES, FeatureBuilder, pod_features
+
+HEURISTIC = "heuristic-fgd"
+FGD_SCORE = NODE_FEATURES.index("fgd_score")
+
+
+class Scorer(Protocol):
+    """Scores candidate feature rows; ``version`` names the model (or the heuristic) for logs and gossip."""
+
+    version: str
+
+    def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray: ...
+
+
+class HeuristicScorer:
+    """FGD's score from the feature rows: the fallback when there is no model or no onnxruntime."""
+
+    version = HEURISTIC
+
+    def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
+        return 100.0 * node_x[:, FGD_SCORE].astype(np.float64)
+
+
+def onnxruntime_available() -> bool:
+    """False on armv7 (no wheel) or wherever onnxruntime does not import."""
+    if platform.machine().lower().startswith("armv7"):
+        return False
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class OnnxScorer:
+    """One onnxruntime session over an artifact's model file, single-threaded."""
+
+    def __init__(self, model: Path, version: str) -> None:
+        os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        try:
+            self.session: Any = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own untyped errors for unreadable models
+            raise artifacts.ArtifactError(f"{model}: onnxruntime cannot load it ({exc})") from exc
+        self.version = version
+
+    def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
+        (scores,) = self.session.run(None, {"pod": pod_x, "nodes": node_x})
+        return np.asarray(scores, dtype=np.float64)
+
+
+def default_model_dir() -> Path:
+    """The artifact shipped with the package (``federated/models/default``)."""
+    return Path(__file__).resolve().parents[1] / "models" / "default"
+
+
+def configured_model_dir() -> Path | None:
+    """``$FEDPLANE_MODEL`` if set ("none" disables the model), else the shipped default when present."""
+    env = os.environ.get("FEDPLANE_MODEL")
+    if env is not None:
+        return None if env.strip().lower() in ("", "none") else Path(env)
+    default = default_model_dir()
+    return default if (default / artifacts.MANIFEST).is_file() else None
+
+
+class PolicyRuntime:
+    """What a scheduler holds: the feature builder and the current scorer (ONNX model or heuristic).
+
+    ``types`` (the workload's typical pod shapes) define the fragmentation feature; when None they
+    come from the artifact's manifest (an edge agent does not see the whole workload).
+    """
+
+    def __init__(self, model_dir: Path | None = None, precision: str = "int8", types: PodTypes | None = None) -> None:
+        self.precision = precision
+        self.artifact: artifacts.Artifact | None = None
+        self.scorer: Scorer = HeuristicScorer()
+        self._types = types
+        if model_dir is not None and onnxruntime_available():
+            self.swap(model_dir)
+        if types is None and self.artifact is None:
+            raise ValueError("without a model artifact the runtime needs the workload's pod types")
+        self.features = FeatureBuilder(types if types is not None else self.artifact.types)  # type: ignore[union-attr]
+
+    @property
+    def version(self) -> str:
+        return self.scorer.version
+
+    def swap(self, model_dir: str | Path) -> str:
+        """Verify and load a new artifact, then switch to it; on any error the current model stays. Returns the new version."""
+        artifact = artifacts.load(model_dir)
+        scorer = OnnxScorer(artifact.model_file(self.precision), f"{artifact.version}-{self.precision}")
+        self.artifact, self.scorer = artifact, scorer
+        return scorer.version
+
+    def inputs(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The model's two inputs for ``pod`` over ``rows`` (advances the load-trend state: once per decision)."""
+        return pod_features(pod), self.features(pod, table, rows)
+
+    def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        """Scores 0-100 for ``pod`` on each of ``rows`` (an edge agent passes just its own row)."""
+        pod_x, node_x = self.inputs(pod, table, rows)
+        return np.clip(self.scorer(pod_x, node_x), 0.0, 100.0)
