@@ -1,0 +1,449 @@
+from fedapi import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Backend(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    BACKEND_UNSPECIFIED: _ClassVar[Backend]
+    BACKEND_TWIN: _ClassVar[Backend]
+    BACKEND_KUBERNETES: _ClassVar[Backend]
+
+class Health(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    HEALTH_UNSPECIFIED: _ClassVar[Health]
+    HEALTH_HEALTHY: _ClassVar[Health]
+    HEALTH_DEGRADED: _ClassVar[Health]
+    HEALTH_AGENTS_SILENT: _ClassVar[Health]
+    HEALTH_PARTITIONED: _ClassVar[Health]
+    HEALTH_DOWN: _ClassVar[Health]
+    HEALTH_UNKNOWN: _ClassVar[Health]
+
+class PeerState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PEER_STATE_UNSPECIFIED: _ClassVar[PeerState]
+    PEER_ALIVE: _ClassVar[PeerState]
+    PEER_SUSPECT: _ClassVar[PeerState]
+    PEER_DEAD: _ClassVar[PeerState]
+    PEER_LEFT: _ClassVar[PeerState]
+
+class Spread(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SPREAD_NONE: _ClassVar[Spread]
+    SPREAD_CLUSTERS: _ClassVar[Spread]
+    SPREAD_REGIONS: _ClassVar[Spread]
+
+class MigrationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MIGRATION_STATE_UNSPECIFIED: _ClassVar[MigrationState]
+    MIGRATION_PLANNED: _ClassVar[MigrationState]
+    MIGRATION_TARGET_CREATED: _ClassVar[MigrationState]
+    MIGRATION_TARGET_READY: _ClassVar[MigrationState]
+    MIGRATION_SOURCE_REMOVED: _ClassVar[MigrationState]
+    MIGRATION_DONE: _ClassVar[MigrationState]
+    MIGRATION_FAILED: _ClassVar[MigrationState]
+    MIGRATION_CANCELLED: _ClassVar[MigrationState]
+BACKEND_UNSPECIFIED: Backend
+BACKEND_TWIN: Backend
+BACKEND_KUBERNETES: Backend
+HEALTH_UNSPECIFIED: Health
+HEALTH_HEALTHY: Health
+HEALTH_DEGRADED: Health
+HEALTH_AGENTS_SILENT: Health
+HEALTH_PARTITIONED: Health
+HEALTH_DOWN: Health
+HEALTH_UNKNOWN: Health
+PEER_STATE_UNSPECIFIED: PeerState
+PEER_ALIVE: PeerState
+PEER_SUSPECT: PeerState
+PEER_DEAD: PeerState
+PEER_LEFT: PeerState
+SPREAD_NONE: Spread
+SPREAD_CLUSTERS: Spread
+SPREAD_REGIONS: Spread
+MIGRATION_STATE_UNSPECIFIED: MigrationState
+MIGRATION_PLANNED: MigrationState
+MIGRATION_TARGET_CREATED: MigrationState
+MIGRATION_TARGET_READY: MigrationState
+MIGRATION_SOURCE_REMOVED: MigrationState
+MIGRATION_DONE: MigrationState
+MIGRATION_FAILED: MigrationState
+MIGRATION_CANCELLED: MigrationState
+
+class ClusterSpec(_message.Message):
+    __slots__ = ("name", "region", "backend", "kube_context", "kubeconfig", "labels", "twin_nodes", "twin_node_capacity")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    KUBE_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    KUBECONFIG_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    TWIN_NODES_FIELD_NUMBER: _ClassVar[int]
+    TWIN_NODE_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    region: str
+    backend: Backend
+    kube_context: str
+    kubeconfig: str
+    labels: _containers.ScalarMap[str, str]
+    twin_nodes: int
+    twin_node_capacity: _common_pb2.ResourceVector
+    def __init__(self, name: _Optional[str] = ..., region: _Optional[str] = ..., backend: _Optional[_Union[Backend, str]] = ..., kube_context: _Optional[str] = ..., kubeconfig: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., twin_nodes: _Optional[int] = ..., twin_node_capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ...) -> None: ...
+
+class RegisterClusterRequest(_message.Message):
+    __slots__ = ("cluster",)
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    cluster: ClusterSpec
+    def __init__(self, cluster: _Optional[_Union[ClusterSpec, _Mapping]] = ...) -> None: ...
+
+class Verdict(_message.Message):
+    __slots__ = ("health", "reasons", "since_ms")
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    health: Health
+    reasons: _containers.RepeatedCompositeFieldContainer[_common_pb2.Reason]
+    since_ms: int
+    def __init__(self, health: _Optional[_Union[Health, str]] = ..., reasons: _Optional[_Iterable[_Union[_common_pb2.Reason, _Mapping]]] = ..., since_ms: _Optional[int] = ...) -> None: ...
+
+class ClusterStatus(_message.Message):
+    __slots__ = ("spec", "verdict", "capacity", "allocated", "load", "load_forecast", "taints", "nodes", "agents_reporting")
+    SPEC_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FORECAST_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_REPORTING_FIELD_NUMBER: _ClassVar[int]
+    spec: ClusterSpec
+    verdict: Verdict
+    capacity: _common_pb2.ResourceVector
+    allocated: _common_pb2.ResourceVector
+    load: float
+    load_forecast: float
+    taints: _containers.RepeatedScalarFieldContainer[str]
+    nodes: int
+    agents_reporting: int
+    def __init__(self, spec: _Optional[_Union[ClusterSpec, _Mapping]] = ..., verdict: _Optional[_Union[Verdict, _Mapping]] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., load: _Optional[float] = ..., load_forecast: _Optional[float] = ..., taints: _Optional[_Iterable[str]] = ..., nodes: _Optional[int] = ..., agents_reporting: _Optional[int] = ...) -> None: ...
+
+class ListClustersRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListClustersResponse(_message.Message):
+    __slots__ = ("clusters",)
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    clusters: _containers.RepeatedCompositeFieldContainer[ClusterStatus]
+    def __init__(self, clusters: _Optional[_Iterable[_Union[ClusterStatus, _Mapping]]] = ...) -> None: ...
+
+class PeerView(_message.Message):
+    __slots__ = ("node", "cluster", "state", "incarnation")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    cluster: str
+    state: PeerState
+    incarnation: int
+    def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., state: _Optional[_Union[PeerState, str]] = ..., incarnation: _Optional[int] = ...) -> None: ...
+
+class NodeSummary(_message.Message):
+    __slots__ = ("node", "capacity", "allocated", "pods", "arch", "ready", "model_version")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    ARCH_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    capacity: _common_pb2.ResourceVector
+    allocated: _common_pb2.ResourceVector
+    pods: int
+    arch: str
+    ready: bool
+    model_version: str
+    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., pods: _Optional[int] = ..., arch: _Optional[str] = ..., ready: _Optional[bool] = ..., model_version: _Optional[str] = ...) -> None: ...
+
+class AgentReport(_message.Message):
+    __slots__ = ("cluster", "node", "agent_id", "sequence", "summary", "peers")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    node: str
+    agent_id: str
+    sequence: int
+    summary: NodeSummary
+    peers: _containers.RepeatedCompositeFieldContainer[PeerView]
+    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ...) -> None: ...
+
+class AgentAck(_message.Message):
+    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    REPORT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    accepted: bool
+    server_time_ms: int
+    report_interval_ms: int
+    reason: str
+    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class Toleration(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+
+class PodTemplate(_message.Message):
+    __slots__ = ("cpu_milli", "memory_mib", "gpus", "gpu_model", "archs", "tolerations", "node_selector", "priority", "image")
+    class NodeSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_MIB_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    ARCHS_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    gpu_model: str
+    archs: _containers.RepeatedScalarFieldContainer[str]
+    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    node_selector: _containers.ScalarMap[str, str]
+    priority: int
+    image: str
+    def __init__(self, cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ...) -> None: ...
+
+class PlacementPolicy(_message.Message):
+    __slots__ = ("spread", "clusters", "regions", "avoid_clusters", "cluster_labels", "movable", "max_per_cluster", "home_region")
+    class ClusterLabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SPREAD_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    REGIONS_FIELD_NUMBER: _ClassVar[int]
+    AVOID_CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_LABELS_FIELD_NUMBER: _ClassVar[int]
+    MOVABLE_FIELD_NUMBER: _ClassVar[int]
+    MAX_PER_CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    HOME_REGION_FIELD_NUMBER: _ClassVar[int]
+    spread: Spread
+    clusters: _containers.RepeatedScalarFieldContainer[str]
+    regions: _containers.RepeatedScalarFieldContainer[str]
+    avoid_clusters: _containers.RepeatedScalarFieldContainer[str]
+    cluster_labels: _containers.ScalarMap[str, str]
+    movable: bool
+    max_per_cluster: int
+    home_region: str
+    def __init__(self, spread: _Optional[_Union[Spread, str]] = ..., clusters: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., avoid_clusters: _Optional[_Iterable[str]] = ..., cluster_labels: _Optional[_Mapping[str, str]] = ..., movable: _Optional[bool] = ..., max_per_cluster: _Optional[int] = ..., home_region: _Optional[str] = ...) -> None: ...
+
+class WorkloadSpec(_message.Message):
+    __slots__ = ("name", "replicas", "pod", "policy")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    POD_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    replicas: int
+    pod: PodTemplate
+    policy: PlacementPolicy
+    def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., pod: _Optional[_Union[PodTemplate, _Mapping]] = ..., policy: _Optional[_Union[PlacementPolicy, _Mapping]] = ...) -> None: ...
+
+class SubmitWorkloadRequest(_message.Message):
+    __slots__ = ("workload", "dry_run")
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    workload: WorkloadSpec
+    dry_run: bool
+    def __init__(self, workload: _Optional[_Union[WorkloadSpec, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+
+class ClusterPlacement(_message.Message):
+    __slots__ = ("cluster", "replicas", "epoch", "ready", "state")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    replicas: int
+    epoch: int
+    ready: int
+    state: str
+    def __init__(self, cluster: _Optional[str] = ..., replicas: _Optional[int] = ..., epoch: _Optional[int] = ..., ready: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+
+class PlacementDecision(_message.Message):
+    __slots__ = ("workload", "accepted", "dry_run", "placements", "reasons")
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    workload: str
+    accepted: bool
+    dry_run: bool
+    placements: _containers.RepeatedCompositeFieldContainer[ClusterPlacement]
+    reasons: _containers.RepeatedCompositeFieldContainer[_common_pb2.Reason]
+    def __init__(self, workload: _Optional[str] = ..., accepted: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., placements: _Optional[_Iterable[_Union[ClusterPlacement, _Mapping]]] = ..., reasons: _Optional[_Iterable[_Union[_common_pb2.Reason, _Mapping]]] = ...) -> None: ...
+
+class GetPlacementsRequest(_message.Message):
+    __slots__ = ("workload",)
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    workload: str
+    def __init__(self, workload: _Optional[str] = ...) -> None: ...
+
+class GetPlacementsResponse(_message.Message):
+    __slots__ = ("workloads",)
+    WORKLOADS_FIELD_NUMBER: _ClassVar[int]
+    workloads: _containers.RepeatedCompositeFieldContainer[PlacementDecision]
+    def __init__(self, workloads: _Optional[_Iterable[_Union[PlacementDecision, _Mapping]]] = ...) -> None: ...
+
+class Migration(_message.Message):
+    __slots__ = ("id", "workload", "source", "target", "replicas", "epoch", "state", "kind", "reasons", "error", "attempts")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    workload: str
+    source: str
+    target: str
+    replicas: int
+    epoch: int
+    state: MigrationState
+    kind: str
+    reasons: _containers.RepeatedCompositeFieldContainer[_common_pb2.Reason]
+    error: str
+    attempts: int
+    def __init__(self, id: _Optional[str] = ..., workload: _Optional[str] = ..., source: _Optional[str] = ..., target: _Optional[str] = ..., replicas: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[MigrationState, str]] = ..., kind: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[_common_pb2.Reason, _Mapping]]] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ...) -> None: ...
+
+class StartMigrationRequest(_message.Message):
+    __slots__ = ("workload", "source", "target")
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    workload: str
+    source: str
+    target: str
+    def __init__(self, workload: _Optional[str] = ..., source: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+
+class CancelMigrationRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class ListMigrationsRequest(_message.Message):
+    __slots__ = ("active_only",)
+    ACTIVE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    active_only: bool
+    def __init__(self, active_only: _Optional[bool] = ...) -> None: ...
+
+class ListMigrationsResponse(_message.Message):
+    __slots__ = ("migrations",)
+    MIGRATIONS_FIELD_NUMBER: _ClassVar[int]
+    migrations: _containers.RepeatedCompositeFieldContainer[Migration]
+    def __init__(self, migrations: _Optional[_Iterable[_Union[Migration, _Mapping]]] = ...) -> None: ...
+
+class Decision(_message.Message):
+    __slots__ = ("at_ms", "kind", "workload", "source", "target", "reasons")
+    AT_MS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    REASONS_FIELD_NUMBER: _ClassVar[int]
+    at_ms: int
+    kind: str
+    workload: str
+    source: str
+    target: str
+    reasons: _containers.RepeatedCompositeFieldContainer[_common_pb2.Reason]
+    def __init__(self, at_ms: _Optional[int] = ..., kind: _Optional[str] = ..., workload: _Optional[str] = ..., source: _Optional[str] = ..., target: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[_common_pb2.Reason, _Mapping]]] = ...) -> None: ...
+
+class ListDecisionsRequest(_message.Message):
+    __slots__ = ("limit",)
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    def __init__(self, limit: _Optional[int] = ...) -> None: ...
+
+class ListDecisionsResponse(_message.Message):
+    __slots__ = ("decisions",)
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    decisions: _containers.RepeatedCompositeFieldContainer[Decision]
+    def __init__(self, decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ...) -> None: ...
+
+class RunDrillRequest(_message.Message):
+    __slots__ = ("scenario", "runs", "seed")
+    SCENARIO_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    scenario: str
+    runs: int
+    seed: int
+    def __init__(self, scenario: _Optional[str] = ..., runs: _Optional[int] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class DrillReport(_message.Message):
+    __slots__ = ("scenario", "runs", "detect_s_median", "recovery_s_p50", "recovery_s_p99", "success_rate", "pods_lost", "pods_duplicated", "json")
+    SCENARIO_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    DETECT_S_MEDIAN_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_S_P50_FIELD_NUMBER: _ClassVar[int]
+    RECOVERY_S_P99_FIELD_NUMBER: _ClassVar[int]
+    SUCCESS_RATE_FIELD_NUMBER: _ClassVar[int]
+    PODS_LOST_FIELD_NUMBER: _ClassVar[int]
+    PODS_DUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    scenario: str
+    runs: int
+    detect_s_median: float
+    recovery_s_p50: float
+    recovery_s_p99: float
+    success_rate: float
+    pods_lost: int
+    pods_duplicated: int
+    json: str
+    def __init__(self, scenario: _Optional[str] = ..., runs: _Optional[int] = ..., detect_s_median: _Optional[float] = ..., recovery_s_p50: _Optional[float] = ..., recovery_s_p99: _Optional[float] = ..., success_rate: _Optional[float] = ..., pods_lost: _Optional[int] = ..., pods_duplicated: _Optional[int] = ..., json: _Optional[str] = ...) -> None: ...

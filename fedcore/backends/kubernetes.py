@@ -1,0 +1,237 @@
+"""The Kubernetes back end: workloads as Deployments through the official ``kubernetes`` client.
+
+One instance per kubeconfig context and namespace. The fencing epoch rides as the annotation
+``fedplane.io/epoch`` on the Deployment and its pod template; pods are found by the label
+``fedplane.io/workload``. Client exceptions are mapped to the back-end error taxonomy so callers
+retry 409/5xx/timeouts and stop on 4xx. This is the only module that imports ``kubernetes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from fedcore.backends import errors
+from fedcore.backends.model import (
+    EPOCH_ANNOTATION, WORKLOAD_LABEL, BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState,
+    Workload, WorkloadSpec, check_name,
+)
+from fedcore.resources import Resources
+
+T = TypeVar("T")
+TIMEOUT_S = 5.0
+
+
+def _client() -> Any:
+    try:
+        import kubernetes
+    except ImportError as exc:  # pragma: no cover - the 'full' extra
+        raise RuntimeError("the Kubernetes back end needs the client: pip install 'fedplane[full]'") from exc
+    return kubernetes
+
+
+def contexts(kubeconfig: str | None = None) -> list[str]:
+    """Context names in a kubeconfig (each becomes one cluster)."""
+    k8s = _client()
+    try:
+        found, _active = k8s.config.list_kube_config_contexts(config_file=kubeconfig)
+    except (k8s.config.ConfigException, OSError) as exc:
+        raise ValueError(f"cannot read kubeconfig {kubeconfig or '$KUBECONFIG'}: {exc}") from exc
+    return [c["name"] for c in found]
+
+
+def parse_quantity(value: str | int | float, milli: bool = False) -> int:
+    """Kubernetes quantities ("500m", "2", "4Gi", "1000Mi") as CPU milli or MiB."""
+    s = str(value)
+    if milli:
+        return int(float(s[:-1])) if s.endswith("m") else int(float(s) * 1000)
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2, "k": 1000 / 2**20, "M": 10**6 / 2**20, "G": 10**9 / 2**20}
+    for suffix, factor in units.items():
+        if s.endswith(suffix):
+            return int(float(s[: -len(suffix)]) * factor)
+    return int(float(s) / 2**20)
+
+
+class KubernetesCluster:
+    """One Kubernetes cluster (context) as a :class:`fedcore.backends.contract.ClusterBackend`."""
+
+    def __init__(self, name: str, api_client: Any, namespace: str = "default") -> None:
+        check_name("cluster", name)
+        k8s = _client()
+        self.name = name
+        self.namespace = namespace
+        self.k8s = k8s
+        self.apps = k8s.client.AppsV1Api(api_client)
+        self.core = k8s.client.CoreV1Api(api_client)
+
+    @classmethod
+    def from_kubeconfig(cls, context: str, kubeconfig: str | None = None, namespace: str = "default", name: str | None = None) -> KubernetesCluster:
+        k8s = _client()
+        if context not in contexts(kubeconfig):
+            raise errors.UnknownCluster(context, f"no context {context!r} in {kubeconfig or '$KUBECONFIG'}")
+        api = k8s.config.new_client_from_config(config_file=kubeconfig, context=context)
+        return cls(name or context, api, namespace)
+
+    # -- ClusterBackend ------------------------------------------------------------------------
+    def create_workload(self, spec: WorkloadSpec) -> Workload:
+        body = self.manifest(spec)
+        return self._workload(self._call(lambda: self.apps.create_namespaced_deployment(self.namespace, body, _request_timeout=TIMEOUT_S)))
+
+    def get_workload(self, name: str) -> Workload:
+        return self._workload(self._call(lambda: self.apps.read_namespaced_deployment(name, self.namespace, _request_timeout=TIMEOUT_S)))
+
+    def list_workloads(self) -> list[Workload]:
+        found = self._call(lambda: self.apps.list_namespaced_deployment(
+            self.namespace, label_selector=WORKLOAD_LABEL, _request_timeout=TIMEOUT_S))
+        return [self._workload(d) for d in found.items if WORKLOAD_LABEL in (d.metadata.labels or {})]
+
+    def scale_workload(self, name: str, replicas: int) -> Workload:
+        if replicas < 0:
+            raise errors.InvalidRequest(self.name, f"replicas must be >= 0, got {replicas}")
+        self._call(lambda: self.apps.patch_namespaced_deployment_scale(
+            name, self.namespace, {"spec": {"replicas": replicas}}, _request_timeout=TIMEOUT_S))
+        return self.get_workload(name)
+
+    def delete_workload(self, name: str) -> None:
+        self._call(lambda: self.apps.delete_namespaced_deployment(name, self.namespace, _request_timeout=TIMEOUT_S))
+
+    def list_pods(self, workload: str | None = None) -> list[PodState]:
+        selector = f"{WORKLOAD_LABEL}={workload}" if workload else WORKLOAD_LABEL
+        found = self._call(lambda: self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=TIMEOUT_S))
+        states = [self._pod(p) for p in found.items]
+        # Filter again on our side: the selector is a request, and API doubles may ignore it.
+        return [s for s in states if s.workload and (workload is None or s.workload == workload)]
+
+    def list_nodes(self) -> list[NodeState]:
+        found = self._call(lambda: self.core.list_node(_request_timeout=TIMEOUT_S))
+        return [self._node(n) for n in found.items]
+
+    def bind_pod(self, pod: str, node: str, epoch: int) -> BindResult:
+        """A Binding for a pod with ``schedulerName: fedplane``, fenced by the pod's epoch annotation."""
+        current = self._call(lambda: self.core.read_namespaced_pod(pod, self.namespace, _request_timeout=TIMEOUT_S))
+        state = self._pod(current)
+        if epoch < state.epoch:
+            return BindResult(BindOutcome.STALE_EPOCH, epoch=state.epoch, reason=f"epoch {epoch} < current {state.epoch}")
+        if state.node:
+            outcome = BindOutcome.ALREADY_BOUND if state.node == node else BindOutcome.DUPLICATE
+            return BindResult(outcome, state.node, state.epoch)
+        body = self.k8s.client.V1Binding(
+            metadata=self.k8s.client.V1ObjectMeta(name=pod, namespace=self.namespace),
+            target=self.k8s.client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        self._call(lambda: self.core.create_namespaced_pod_binding(pod, self.namespace, body, _preload_content=False, _request_timeout=TIMEOUT_S))
+        return BindResult(BindOutcome.BOUND, node, state.epoch)
+
+    def watch_pods(self, timeout_s: float) -> Iterator[PodEvent]:
+        watch = self.k8s.watch.Watch()
+        try:
+            for raw in watch.stream(self.core.list_namespaced_pod, self.namespace, label_selector=WORKLOAD_LABEL,
+                                    timeout_seconds=max(1, int(timeout_s)), _request_timeout=timeout_s + 1):
+                state = self._pod(raw["object"])
+                if state.workload:
+                    yield PodEvent(EventKind(raw["type"]), state)
+        except self.k8s.client.ApiException as exc:
+            raise self._error(exc) from exc
+        except Exception as exc:  # urllib3 read timeouts end a watch like its timeout does
+            if not self._is_network_error(exc):
+                raise
+        finally:
+            watch.stop()
+
+    # -- mapping -------------------------------------------------------------------------------
+    def manifest(self, spec: WorkloadSpec) -> dict[str, Any]:
+        """The Deployment for a workload spec (plain dict, so it can be validated and shown)."""
+        labels = {WORKLOAD_LABEL: spec.name}
+        annotations = {EPOCH_ANNOTATION: str(spec.epoch)}
+        requests: dict[str, str] = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
+        if spec.gpus:
+            requests["nvidia.com/gpu"] = str(spec.gpus)
+        pod_spec: dict[str, Any] = {"containers": [{"name": "main", "image": spec.image, "resources": {"requests": requests}}]}
+        if spec.scheduler_name:
+            pod_spec["schedulerName"] = spec.scheduler_name
+        if spec.node_selector:
+            pod_spec["nodeSelector"] = dict(spec.node_selector)
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": spec.name, "namespace": self.namespace, "labels": labels, "annotations": annotations},
+            "spec": {
+                "replicas": spec.replicas,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+            },
+        }
+
+    def _workload(self, d: Any) -> Workload:
+        d = self._dict(d)
+        meta, spec = d.get("metadata", {}), d.get("spec", {})
+        template = spec.get("template", {}).get("spec", {})
+        container = (template.get("containers") or [{}])[0]
+        requests = container.get("resources", {}).get("requests", {})
+        ws = WorkloadSpec(
+            meta["name"], int(spec.get("replicas", 0)),
+            parse_quantity(requests.get("cpu", "0"), milli=True), parse_quantity(requests.get("memory", "0")),
+            int(requests.get("nvidia.com/gpu", 0)), int((meta.get("annotations") or {}).get(EPOCH_ANNOTATION, 1)),
+            container.get("image", ""), template.get("schedulerName", ""), dict(template.get("nodeSelector") or {}),
+        )
+        return Workload(ws, int((d.get("status") or {}).get("readyReplicas") or 0))
+
+    def _pod(self, p: Any) -> PodState:
+        p = self._dict(p)
+        meta, spec, status = p.get("metadata", {}), p.get("spec") or {}, p.get("status") or {}
+        conditions = status.get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        requests = ((spec.get("containers") or [{}])[0].get("resources") or {}).get("requests") or {}
+        return PodState(
+            meta.get("name", ""), (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""),
+            int((meta.get("annotations") or {}).get(EPOCH_ANNOTATION, 1)), Phase(status.get("phase") or "Pending"),
+            ready, spec.get("nodeName") or "",
+            Resources(parse_quantity(requests.get("cpu", "0"), milli=True), parse_quantity(requests.get("memory", "0"))),
+        )
+
+    def _node(self, n: Any) -> NodeState:
+        n = self._dict(n)
+        meta, status = n.get("metadata", {}), n.get("status") or {}
+        alloc = status.get("allocatable") or status.get("capacity") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        labels = dict(meta.get("labels") or {})
+        capacity = Resources(
+            parse_quantity(alloc.get("cpu", "0"), milli=True), parse_quantity(alloc.get("memory", "0")), 0,
+            int(alloc.get("nvidia.com/gpu", 0)) * 1000,
+        )
+        return NodeState(meta.get("name", ""), capacity, ready, labels.get("kubernetes.io/arch", "amd64"), labels)
+
+    def _dict(self, obj: Any) -> dict[str, Any]:
+        """Client models and watch payloads both as camelCase dicts."""
+        if isinstance(obj, dict):
+            return obj
+        out: dict[str, Any] = self.apps.api_client.sanitize_for_serialization(obj)
+        return out
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        try:
+            return fn()
+        except self.k8s.client.ApiException as exc:
+            raise self._error(exc) from exc
+        except Exception as exc:
+            if self._is_network_error(exc):
+                raise errors.Unreachable(self.name, f"API server unreachable: {type(exc).__name__}: {exc}") from exc
+            raise
+
+    def _error(self, exc: Any) -> errors.BackendError:
+        status, reason = int(exc.status or 0), f"{exc.status} {exc.reason}"
+        if status == 409:
+            return errors.Conflict(self.name, reason)
+        if status == 404:
+            return errors.NotFound(self.name, reason)
+        if status in (400, 422):
+            return errors.InvalidRequest(self.name, f"{reason}: {str(exc.body)[:300]}")
+        if status == 0 or status >= 500 or status == 429:
+            return errors.ServerError(self.name, reason)
+        return errors.InvalidRequest(self.name, reason)
+
+    @staticmethod
+    def _is_network_error(exc: Exception) -> bool:
+        import urllib3
+
+        return isinstance(exc, (urllib3.exceptions.HTTPError, OSError, TimeoutError))

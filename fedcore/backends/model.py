@@ -1,0 +1,130 @@
+"""The objects a back end stores and reports: workload specs, pods, nodes and pod events.
+
+A workload is Deployment-like: a name, a replica count, one pod template (requests) and a
+fencing ``epoch`` that every pod it creates carries, so binds and runs from an older epoch
+can be told apart from the current one after a failover.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+
+from fedcore.resources import Resources
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+EPOCH_ANNOTATION = "fedplane.io/epoch"
+WORKLOAD_LABEL = "fedplane.io/workload"
+
+
+def check_name(kind: str, name: str) -> None:
+    """Kubernetes object names (RFC 1123 labels); the twin applies the same rule so both back ends agree."""
+    if not DNS_LABEL.match(name):
+        raise ValueError(f"{kind} name {name!r} must be a lowercase RFC 1123 label (a-z, 0-9, '-', at most 63)")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadSpec:
+    """Desired state of a Deployment-like workload in one cluster."""
+
+    name: str
+    replicas: int
+    cpu_milli: int
+    memory_mib: int
+    gpus: int = 0
+    epoch: int = 1
+    image: str = "registry.k8s.io/pause:3.9"
+    scheduler_name: str = ""
+    node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+    def __post_init__(self) -> None:
+        check_name("workload", self.name)
+        if self.replicas < 0:
+            raise ValueError(f"workload {self.name}: replicas must be >= 0")
+        if min(self.cpu_milli, self.memory_mib, self.gpus) < 0:
+            raise ValueError(f"workload {self.name}: requests must be non-negative")
+        if self.epoch < 1:
+            raise ValueError(f"workload {self.name}: epoch must be >= 1")
+
+    @property
+    def request(self) -> Resources:
+        return Resources(self.cpu_milli, self.memory_mib, 0, self.gpus * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A workload as a cluster reports it: its spec and how many replicas are ready."""
+
+    spec: WorkloadSpec
+    ready_replicas: int = 0
+
+
+class Phase(enum.Enum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True, slots=True)
+class PodState:
+    name: str
+    workload: str
+    epoch: int
+    phase: Phase
+    ready: bool = False
+    node: str = ""
+    request: Resources = Resources()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    name: str
+    capacity: Resources
+    ready: bool = True
+    arch: str = "amd64"
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+
+
+class EventKind(enum.Enum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(frozen=True, slots=True)
+class PodEvent:
+    kind: EventKind
+    pod: PodState
+
+
+class BindOutcome(enum.Enum):
+    """Expected results of a bind (values, not exceptions): only BOUND/ALREADY_BOUND place the pod."""
+
+    BOUND = "bound"
+    ALREADY_BOUND = "already-bound"
+    STALE_EPOCH = "stale-epoch"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class BindResult:
+    outcome: BindOutcome
+    node: str = ""
+    epoch: int = 0
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (BindOutcome.BOUND, BindOutcome.ALREADY_BOUND)
+
+
+def ready_capacity(nodes: list[NodeState]) -> Resources:
+    """Total capacity of the ready nodes (a probe's view of what a cluster can hold)."""
+    total = Resources()
+    for n in nodes:
+        if n.ready:
+            total = total + n.capacity
+    return total

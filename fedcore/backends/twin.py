@@ -1,0 +1,304 @@
+"""The embedded twin back end: a cluster held in memory, driven by an injected clock.
+
+Pods move Pending -> Running (bound) -> Ready ``ready_delay_s`` after binding. Who binds is a
+choice: ``Binder.INTERNAL`` places pending pods itself (best fit, standing in for the edge agents
+until they run), ``Binder.EXTERNAL`` leaves them pending for agents to bind over the twin cluster
+API. State only changes inside calls (``_advance(now)``), so a run is deterministic for a clock.
+
+Faults: ``outage()`` stops the cluster (its pods stop running, its API is unreachable);
+``partition()`` cuts its API off while its pods keep running; ``heal()`` ends either.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+
+from fedcore.backends import errors
+from fedcore.backends.model import (
+    BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
+)
+from fedcore.nodes import Node
+from fedcore.nodetable import NodeTable, OvercommitError, Placement
+from fedcore.pods import Pod
+from fedcore.resources import GpuRequest
+from fedcore.scheduling import profiles
+from fedcore.scheduling.framework import Scheduler
+
+Clock = Callable[[], float]
+MAX_EVENTS = 10_000
+
+
+class Binder(enum.Enum):
+    INTERNAL = "internal"
+    EXTERNAL = "external"
+
+
+@dataclass(slots=True)
+class _Pod:
+    name: str
+    workload: str
+    epoch: int
+    pod: Pod
+    phase: Phase = Phase.PENDING
+    placement: Placement | None = None
+    bound_at: float = 0.0
+    ready: bool = False
+
+    def state(self, table: NodeTable) -> PodState:
+        node = table.nodes[self.placement.node].name if self.placement else ""
+        return PodState(self.name, self.workload, self.epoch, self.phase, self.ready, node, self.pod.request)
+
+
+@dataclass(slots=True)
+class SafetyCounters:
+    """Refused binds, kept as evidence: a duplicate is a (pod, epoch) someone tried to bind twice."""
+
+    duplicate_binds: int = 0
+    stale_binds: int = 0
+
+
+def make_nodes(cluster: str, region: str, count: int, cpu_milli: int = 8000, memory_mib: int = 32768, gpus: int = 0) -> list[Node]:
+    """A uniform set of nodes for a twin cluster (drills, ``controlplane serve --twin-clusters``)."""
+    return [
+        Node(f"{cluster}-n{i}", cpu_milli, memory_mib, gpus=gpus, cluster=cluster, region=region, zone=f"{region}-z{i % 2}")
+        for i in range(count)
+    ]
+
+
+class TwinCluster:
+    """One embedded cluster implementing :class:`fedcore.backends.contract.ClusterBackend`."""
+
+    def __init__(
+        self, name: str, nodes: Sequence[Node], clock: Clock = time.monotonic, ready_delay_s: float = 0.5,
+        binder: Binder = Binder.INTERNAL,
+    ) -> None:
+        check_name("cluster", name)
+        self.name = name
+        self.region = nodes[0].region if nodes else ""
+        self.table = NodeTable(nodes)
+        self.clock = clock
+        self.ready_delay_s = ready_delay_s
+        self.binder = binder
+        self.scheduler = Scheduler(profiles.make("bestfit", profiles.ProfileContext()), self.table)
+        self.workloads: dict[str, WorkloadSpec] = {}
+        self.pods: dict[str, _Pod] = {}
+        self.reachable = True
+        self.running = True
+        self.safety = SafetyCounters()
+        self._events: list[PodEvent] = []
+        self._event_base = 0
+
+    # -- faults (the drill's and tests' hands; not part of the contract) -----------------
+    def outage(self) -> None:
+        """The cluster goes dark: API unreachable, every pod stops (its desired state survives)."""
+        self.reachable = False
+        self.running = False
+        for p in self.pods.values():
+            self._unbind(p)
+
+    def partition(self) -> None:
+        """Cut the cluster's API off from the caller; pods keep running and binding inside."""
+        self.reachable = False
+
+    def heal(self) -> None:
+        self.reachable = True
+        self.running = True
+
+    # -- ClusterBackend ------------------------------------------------------------------------
+    def create_workload(self, spec: WorkloadSpec) -> Workload:
+        self._enter()
+        if spec.name in self.workloads:
+            raise errors.Conflict(self.name, f"workload {spec.name} already exists")
+        self.workloads[spec.name] = spec
+        self._reconcile(spec.name)
+        self._advance()
+        return self._workload(spec.name)
+
+    def get_workload(self, name: str) -> Workload:
+        self._enter()
+        return self._workload(name)
+
+    def list_workloads(self) -> list[Workload]:
+        self._enter()
+        return [self._workload(n) for n in sorted(self.workloads)]
+
+    def scale_workload(self, name: str, replicas: int) -> Workload:
+        self._enter()
+        spec = self._spec(name)
+        self.workloads[name] = replace(spec, replicas=replicas)
+        self._reconcile(name)
+        self._advance()
+        return self._workload(name)
+
+    def delete_workload(self, name: str) -> None:
+        self._enter()
+        self._spec(name)
+        del self.workloads[name]
+        self._reconcile(name)
+
+    def list_pods(self, workload: str | None = None) -> list[PodState]:
+        self._enter()
+        return self.snapshot(workload)
+
+    def list_nodes(self) -> list[NodeState]:
+        self._enter()
+        return [
+            NodeState(n.name, n.capacity, bool(self.table.alive[i]), n.arch.value, dict(n.labels))
+            for i, n in enumerate(self.table.nodes)
+        ]
+
+    def bind_pod(self, pod: str, node: str, epoch: int) -> BindResult:
+        """Fenced bind: refuses stale epochs and a second node for the same (pod, epoch)."""
+        self._enter()
+        p = self.pods.get(pod)
+        if p is None:
+            raise errors.NotFound(self.name, f"pod {pod} does not exist")
+        if epoch < p.epoch:
+            self.safety.stale_binds += 1
+            return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} < current {p.epoch}")
+        if epoch > p.epoch:
+            raise errors.InvalidRequest(self.name, f"bind of {pod} names epoch {epoch}, newer than the pod's {p.epoch}")
+        if p.placement is not None:
+            bound_to = self.table.nodes[p.placement.node].name
+            if bound_to == node:
+                return BindResult(BindOutcome.ALREADY_BOUND, node, p.epoch)
+            self.safety.duplicate_binds += 1
+            return BindResult(BindOutcome.DUPLICATE, bound_to, p.epoch, f"already bound to {bound_to} at epoch {epoch}")
+        row = self.table.index.get(node)
+        if row is None:
+            raise errors.NotFound(self.name, f"node {node} does not exist")
+        if not self.table.alive[row] or not self.running:
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} is not ready")
+        try:
+            self._bind(p, row)
+        except OvercommitError as exc:
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, str(exc))
+        return BindResult(BindOutcome.BOUND, node, p.epoch)
+
+    def watch_pods(self, timeout_s: float) -> Iterator[PodEvent]:
+        """Blocking shell over :meth:`events_since` (polls every 20 ms of real time)."""
+        for state in self.list_pods():
+            yield PodEvent(EventKind.ADDED, state)
+        cursor = self.cursor()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            events, cursor = self.events_since(cursor)
+            yield from events
+            time.sleep(0.02)
+
+    # -- twin cluster API extras (agents: node status, pod completion, event cursor) -------------
+    def cursor(self) -> int:
+        return self._event_base + len(self._events)
+
+    def events_since(self, cursor: int) -> tuple[list[PodEvent], int]:
+        """Events after ``cursor`` and the new cursor; a cursor older than the kept window restarts at the oldest."""
+        self._enter()
+        start = max(0, cursor - self._event_base)
+        return self._events[start:], self.cursor()
+
+    def mark_node(self, node: str, ready: bool) -> int:
+        """Node status from its agent. A node going not-ready frees its pods with a bumped epoch; returns how many."""
+        self._enter()
+        row = self.table.index.get(node)
+        if row is None:
+            raise errors.NotFound(self.name, f"node {node} does not exist")
+        self.table.alive[row] = ready
+        moved = 0
+        if not ready:
+            for p in self.pods.values():
+                if p.placement is not None and p.placement.node == row:
+                    self._unbind(p)
+                    p.epoch += 1
+                    moved += 1
+        self._advance()
+        return moved
+
+    def complete_pod(self, pod: str, epoch: int, succeeded: bool) -> BindResult:
+        self._enter()
+        p = self.pods.get(pod)
+        if p is None:
+            raise errors.NotFound(self.name, f"pod {pod} does not exist")
+        if epoch != p.epoch:
+            self.safety.stale_binds += 1
+            return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} != current {p.epoch}")
+        self._unbind(p)
+        p.phase = Phase.SUCCEEDED if succeeded else Phase.FAILED
+        self._emit(EventKind.MODIFIED, p)
+        return BindResult(BindOutcome.BOUND, epoch=p.epoch)
+
+    def snapshot(self, workload: str | None = None) -> list[PodState]:
+        """Ground truth regardless of reachability (drills judge outcomes with it)."""
+        self._advance()
+        return [p.state(self.table) for p in self.pods.values() if workload is None or p.workload == workload]
+
+    # -- internals -----------------------------------------------------------------------------
+    def _enter(self) -> None:
+        if not self.reachable:
+            raise errors.Unreachable(self.name, "API server unreachable")
+        self._advance()
+
+    def _spec(self, name: str) -> WorkloadSpec:
+        spec = self.workloads.get(name)
+        if spec is None:
+            raise errors.NotFound(self.name, f"workload {name} does not exist")
+        return spec
+
+    def _workload(self, name: str) -> Workload:
+        spec = self._spec(name)
+        ready = sum(1 for p in self.pods.values() if p.workload == name and p.ready)
+        return Workload(spec, ready)
+
+    def _reconcile(self, name: str) -> None:
+        """Create or remove pods so the workload has exactly ``replicas`` (the twin's ReplicaSet controller)."""
+        spec = self.workloads.get(name)
+        want = spec.replicas if spec else 0
+        for i in range(want):
+            pod_name = f"{name}-{i}"
+            if pod_name not in self.pods and spec is not None:
+                pod = Pod(pod_name, spec.cpu_milli, spec.memory_mib, gpu=GpuRequest(spec.gpus, 1000 if spec.gpus else 0), workload=name)
+                self.pods[pod_name] = p = _Pod(pod_name, name, spec.epoch, pod)
+                self._emit(EventKind.ADDED, p)
+        for pod_name, p in list(self.pods.items()):
+            if p.workload == name and int(pod_name.rsplit("-", 1)[1]) >= want:
+                self._unbind(p)
+                del self.pods[pod_name]
+                self._emit(EventKind.DELETED, p)
+
+    def _advance(self) -> None:
+        if not self.running:
+            return
+        now = self.clock()
+        for p in self.pods.values():
+            if p.phase is Phase.PENDING and p.placement is None and self.binder is Binder.INTERNAL:
+                chosen = self.scheduler.select(p.pod)
+                if chosen is not None:
+                    self._bind(p, chosen[0])
+            if p.phase is Phase.RUNNING and not p.ready and now >= p.bound_at + self.ready_delay_s:
+                p.ready = True
+                self._emit(EventKind.MODIFIED, p)
+
+    def _bind(self, p: _Pod, row: int) -> None:
+        p.placement = self.table.allocate(p.pod, row)
+        p.phase = Phase.RUNNING
+        p.bound_at = self.clock()
+        p.ready = self.ready_delay_s <= 0
+        self._emit(EventKind.MODIFIED, p)
+
+    def _unbind(self, p: _Pod) -> None:
+        if p.placement is not None:
+            self.table.release(p.pod, p.placement)
+            p.placement = None
+        if p.phase is Phase.RUNNING:
+            p.phase = Phase.PENDING
+        p.ready = False
+
+    def _emit(self, kind: EventKind, p: _Pod) -> None:
+        self._events.append(PodEvent(kind, p.state(self.table)))
+        if len(self._events) > MAX_EVENTS:
+            drop = len(self._events) - MAX_EVENTS // 2
+            del self._events[:drop]
+            self._event_base += drop
+
