@@ -18,13 +18,12 @@ Safety argument, in three lines:
   superseded and its agent is told to evict.
 
 The replica is pure: no clocks, no I/O, no randomness. Lamport time advances on
-local claims and on merges.
+local claims and on merges. The lattice itself lives in :mod:`crdt.claims_state`.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_right, insort
 from collections.abc import Iterator
 
 from fedcore.resources import Resources
@@ -42,32 +41,11 @@ from crdt.claims import (
     StatusCode,
     rank,
 )
-from crdt.dots import Dot, VersionVector
-from crdt.errors import InvalidDelta
+from crdt.claims_state import ClaimsState, PodClaims
+from crdt.dots import VersionVector
 from crdt.escrow import Escrow
 
 NO_CHANGES: tuple[Change, ...] = ()
-
-
-class _Pod:
-    """Everything one replica knows about one pod."""
-
-    __slots__ = ("epoch", "mark", "claims", "leader", "done")
-
-    def __init__(self) -> None:
-        self.epoch = 0
-        """The pod's fencing epoch: the highest of its claims' epochs and its mark."""
-        self.mark: EpochMark | None = None
-        self.claims: dict[tuple[int, str], Claim] = {}
-        """Current version of every claim, by ``(epoch, node)``."""
-        self.leader: Claim | None = None
-        """Highest-ranked claim at ``epoch``, kept incrementally."""
-        self.done: Claim | None = None
-        """Highest-ranked completed claim at any epoch: once set, the pod is over."""
-
-    @property
-    def winner(self) -> Claim | None:
-        return self.done or self.leader
 
 
 class ClaimsReplica:
@@ -77,52 +55,43 @@ class ClaimsReplica:
         self.agent_id = agent_id
         self.node = node
         self.capacity = capacity
-        self._pods: dict[str, _Pod] = {}
-        self._context = VersionVector()
-        self._live: dict[Dot, Claim | EpochMark] = {}
-        """Dot of every current record version (superseded and pruned versions are gone)."""
-        self._seqs: dict[str, list[int]] = {}
-        """Sorted seqs per writer, so ``state_delta_since`` skips what a peer has seen in O(log n)."""
-        self._lamport = 0
+        self._state = ClaimsState(agent_id, node)
         self._escrow = Escrow()
         self._escrow.add(agent_id, capacity)
         self._reserved: dict[str, Claim] = {}
         """Our unreleased claim per pod (at most one)."""
-        self._finished: set[str] = set()
-        """Uids of pods dropped by :meth:`compact`: a 1-string tombstone each, so late records stay out."""
-        self._completed: set[str] = set()
-        """Pods that completed: the only candidates for :meth:`compact`."""
-        self._winning: set[str] = set()
-        """Pods where our reserved claim is the winner; the rest of ``_reserved`` must be released."""
+        self._winning = self._state.watched
+        """Pods where our reserved claim is the winner; the rest of ``_reserved`` must be released.
+        Shared with the state, which reports merges that touch them."""
 
     # ---- queries ---------------------------------------------------------------
 
     def winner(self, pod_uid: str) -> Claim | None:
-        """The winning claim at the pod's current epoch, or ``None`` if it has none yet."""
-        pod = self._pods.get(pod_uid)
+        """The pod's winning claim: its completing claim, else the best at its current epoch, else ``None``."""
+        pod = self._state.pods.get(pod_uid)
         return None if pod is None else pod.winner
 
     def epoch(self, pod_uid: str) -> int:
-        pod = self._pods.get(pod_uid)
+        pod = self._state.pods.get(pod_uid)
         return 0 if pod is None else pod.epoch
 
     def claims(self, pod_uid: str) -> list[Claim]:
-        pod = self._pods.get(pod_uid)
+        pod = self._state.pods.get(pod_uid)
         return [] if pod is None else list(pod.claims.values())
 
     def pods(self) -> Iterator[str]:
         """Uids of the pods held in full (not yet compacted away)."""
-        return iter(self._pods)
+        return iter(self._state.pods)
 
     def is_finished(self, pod_uid: str) -> bool:
         """True once the pod completed and :meth:`compact` dropped its records."""
-        return pod_uid in self._finished
+        return pod_uid in self._state.finished
 
     def pods_on(self, node: str) -> list[str]:
         """Pods whose winner is ``node`` and not completed: what to re-place if ``node`` dies."""
         return [
             uid
-            for uid, pod in self._pods.items()
+            for uid, pod in self._state.pods.items()
             if pod.done is None and pod.leader is not None and pod.leader.node == node
         ]
 
@@ -136,15 +105,15 @@ class ClaimsReplica:
 
     def version(self) -> VersionVector:
         """What this replica has seen; a peer answers it with :meth:`state_delta_since`."""
-        return self._context.copy()
+        return self._state.version()
 
     def has_news_for(self, seen: VersionVector) -> bool:
         """True when :meth:`state_delta_since` ``(seen)`` would carry something: a cheap pre-check."""
-        return not seen.dominates(self._context)
+        return not seen.dominates(self._state.context)
 
     @property
     def lamport(self) -> int:
-        return self._lamport
+        return self._state.lamport
 
     # ---- local operations ------------------------------------------------------
 
@@ -152,10 +121,10 @@ class ClaimsReplica:
         """Bid for ``pod_uid`` on our node, reserving ``request`` in our escrow first."""
         if not math.isfinite(score):
             return Status(StatusCode.BAD_SCORE, f"score {score!r} is not finite")
-        if pod_uid in self._finished:
+        if pod_uid in self._state.finished:
             return Status(StatusCode.COMPLETED, "pod completed and was compacted")
-        pod = self._pods.get(pod_uid)
-        lamport = self._lamport + 1
+        pod = self._state.pods.get(pod_uid)
+        lamport = self._state.lamport + 1
         if pod is not None:
             if epoch < pod.epoch:
                 return Status(StatusCode.STALE_EPOCH, f"pod is at epoch {pod.epoch}, not {epoch}")
@@ -169,13 +138,11 @@ class ClaimsReplica:
                     return Status(StatusCode.ALREADY_BOUND, f"pod is bound to {best.node}")
                 if (epoch, 0, float(score), -lamport, self.node) < rank(best):
                     return Status(StatusCode.OUTRANKED, f"{best.node} holds a better claim")
-        spent = self._escrow.consume(self.agent_id, request)
-        if spent is None:
+        if self._escrow.consume(self.agent_id, request) is None:
             return Status(StatusCode.INSUFFICIENT_ESCROW, f"{request} does not fit in {self.free()}")
-        self._lamport = lamport
         record = Claim(pod_uid, epoch, self.node, self.agent_id, float(score), lamport,
-                       request.as_tuple(), 0, self._next_seq())
-        self._store_claim(record, self._pods.setdefault(pod_uid, _Pod()))
+                       request.as_tuple(), 0, self._state.next_seq())
+        self._state.write_claim(record)
         self._reserved[pod_uid] = record
         self._winning.add(pod_uid)
         return ClaimDelta(claims=(record,))
@@ -209,178 +176,58 @@ class ClaimsReplica:
 
     def bump_epoch(self, pod_uid: str) -> tuple[int, ClaimDelta] | Status:
         """Re-place the pod (its node was declared dead): every claim below the new epoch is stale."""
-        if pod_uid in self._finished:
+        if pod_uid in self._state.finished:
             return Status(StatusCode.COMPLETED, "pod completed and was compacted")
-        pod = self._pods.setdefault(pod_uid, _Pod())
-        if pod.done is not None:
+        pod = self._state.pods.get(pod_uid)
+        if pod is not None and pod.done is not None:
             return Status(StatusCode.COMPLETED, f"pod completed on {pod.done.node}")
-        mark = EpochMark(pod_uid, pod.epoch + 1, self.agent_id, self._next_seq())
-        self._store_mark(mark, pod)
+        mark = EpochMark(pod_uid, (pod.epoch if pod else 0) + 1, self.agent_id, self._state.next_seq())
+        pod = self._state.write_mark(mark)
         if pod_uid in self._winning:  # we re-placed a pod of our own: it shows in pending_releases()
             self._check_own(pod_uid, pod, [])
         return mark.epoch, ClaimDelta(marks=(mark,))
 
-    # ---- merging ---------------------------------------------------------------
+    # ---- merging, anti-entropy, compaction -------------------------------------
 
     def validate(self, delta: ClaimDelta) -> None:
-        """Reject a delta that contradicts what we hold; fields are checked by :mod:`crdt.wire`."""
-        pods, live, me = self._pods, self._live, self.agent_id
-        for record in delta.claims:
-            dot = (record.agent, record.seq)
-            if record.agent == me or record.node == self.node:
-                self._check_own_record(record, dot)
-            known = live.get(dot)
-            if known is not None and known != record:
-                raise InvalidDelta(f"dot {dot} names two different records")
-            pod = pods.get(record.pod)
-            current = None if pod is None else pod.claims.get((record.epoch, record.node))
-            if current is not None and current is not record:
-                _check_versions(current, record)
-        for mark in delta.marks:
-            dot = (mark.agent, mark.seq)
-            if mark.agent == me:
-                self._check_own_record(mark, dot)
-            known = live.get(dot)
-            if known is not None and known != mark:
-                raise InvalidDelta(f"dot {dot} names two different records")
+        """Raise :class:`crdt.errors.InvalidDelta` if ``delta`` contradicts this replica; never mutates."""
+        self._state.validate(delta)
 
     def merge(self, delta: ClaimDelta) -> tuple[Change, ...]:
         """Validate, then join ``delta``; returns what happened to our own reservations.
 
-        Raises :class:`InvalidDelta` (state untouched) if the delta contradicts this replica.
+        Raises :class:`crdt.errors.InvalidDelta` (state untouched) if the delta contradicts this replica.
         """
-        self.validate(delta)
-        changes: list[Change] | None = None
-        pods, context, watched = self._pods, self._context, self._winning
-        finished = self._finished
-        for record in delta.claims:
-            pod = pods.get(record.pod)
-            if pod is None:
-                if record.pod in finished:
-                    context.add((record.agent, record.seq))
-                    continue
-                pod = pods[record.pod] = _Pod()
-            current = pod.claims.get((record.epoch, record.node))
-            if current is not None and record.seq <= current.seq:
-                continue
-            if record.lamport > self._lamport:
-                self._lamport = record.lamport
-            self._store_claim(record, pod)
-            if record.pod in watched:
-                changes = self._check_own(record.pod, pod, changes or [])
-        for mark in delta.marks:
-            pod = pods.get(mark.pod)
-            if pod is None:
-                if mark.pod in finished:
-                    context.add((mark.agent, mark.seq))
-                    continue
-                pod = pods[mark.pod] = _Pod()
-            self._store_mark(mark, pod)
-            if mark.pod in watched:
-                changes = self._check_own(mark.pod, pod, changes or [])
-        if delta.context is not None:
-            context.merge(delta.context)
-        return tuple(changes) if changes else NO_CHANGES
-
-    # ---- anti-entropy and compaction --------------------------------------------
+        touched = self._state.join(delta)
+        if not touched:
+            return NO_CHANGES
+        changes: list[Change] = []
+        for uid in touched:
+            self._check_own(uid, self._state.pods[uid], changes)
+        return tuple(changes)
 
     def state_delta_since(self, seen: VersionVector) -> ClaimDelta:
         """Every current record whose dot ``seen`` lacks, with our context: a peer's catch-up."""
-        claims: list[Claim] = []
-        marks: list[EpochMark] = []
-        for agent, seqs in self._seqs.items():
-            for seq in seqs[bisect_right(seqs, seen.base(agent)):]:
-                record = self._live.get((agent, seq))
-                if record is None or (agent, seq) in seen:
-                    continue
-                (claims if isinstance(record, Claim) else marks).append(record)  # type: ignore[arg-type]
-        return ClaimDelta(tuple(claims), tuple(marks), self._context.copy())
+        return self._state.delta_since(seen)
 
     def full_state(self) -> ClaimDelta:
-        return self.state_delta_since(VersionVector())
+        return self._state.delta_since(VersionVector())
 
     def compact(self, stable: VersionVector) -> int:
-        """Forget completed pods whose records every replica has seen (``stable``: the meet of all versions).
-
-        A pod goes once it completed, every claim we know is released and
-        all their dots are in ``stable``. Only its uid stays (in a finished set),
-        because a claim made concurrently with the completion may still be in
-        flight and must not resurrect it. Returns how many pods were dropped.
-        """
-        dropped = 0
-        touched: set[str] = set()
-        for uid in list(self._completed):
-            pod = self._pods[uid]
-            records: list[Claim | EpochMark] = [*pod.claims.values(), *([pod.mark] if pod.mark else [])]
-            if not all(r.seq <= stable.base(r.agent) for r in records):
-                continue
-            if not all(c.flags & RELEASED for c in pod.claims.values()):
-                continue
-            del self._pods[uid]
-            self._completed.discard(uid)
-            self._finished.add(uid)
-            dropped += 1
-            for record in records:
-                del self._live[(record.agent, record.seq)]
-                touched.add(record.agent)
-        for agent in touched:
-            self._seqs[agent] = [s for s in self._seqs[agent] if (agent, s) in self._live]
-        return dropped
+        """Forget completed, released pods every replica has fully seen; see :meth:`ClaimsState.compact`."""
+        return self._state.compact(stable)
 
     # ---- internals -------------------------------------------------------------
 
-    def _next_seq(self) -> int:
-        return self._context.base(self.agent_id) + 1
-
-    def _index(self, agent: str, seq: int, record: Claim | EpochMark) -> None:
-        self._live[(agent, seq)] = record
-        seqs = self._seqs.get(agent)
-        if not seqs:
-            self._seqs[agent] = [seq]
-        elif seq > seqs[-1]:
-            seqs.append(seq)
-        else:
-            insort(seqs, seq)
-        self._context.add((agent, seq))
-
-    def _store_claim(self, record: Claim, pod: _Pod) -> None:
-        key = (record.epoch, record.node)
-        current = pod.claims.get(key)
-        if current is not None:
-            del self._live[(current.agent, current.seq)]
-        pod.claims[key] = record
-        self._index(record.agent, record.seq, record)
-        if record.epoch > pod.epoch:
-            pod.epoch, pod.leader = record.epoch, record
-        elif record.epoch == pod.epoch:
-            best = pod.leader
-            if best is None or best.node == record.node or rank(record) > rank(best):
-                pod.leader = record
-        if record.flags & COMPLETED:
-            if pod.done is None or rank(record) > rank(pod.done):
-                pod.done = record
-            self._completed.add(record.pod)
-
-    def _store_mark(self, mark: EpochMark, pod: _Pod) -> None:
-        current = pod.mark
-        if current is not None and (mark.epoch, mark.agent, mark.seq) <= (current.epoch, current.agent, current.seq):
-            self._context.add((mark.agent, mark.seq))  # superseded on arrival: seen, not kept
-            return
-        if current is not None:
-            del self._live[(current.agent, current.seq)]
-        pod.mark = mark
-        self._index(mark.agent, mark.seq, mark)
-        if mark.epoch > pod.epoch:
-            pod.epoch, pod.leader = mark.epoch, None
-
-    def _check_own(self, pod_uid: str, pod: _Pod, changes: list[Change]) -> list[Change]:
+    def _check_own(self, pod_uid: str, pod: PodClaims, changes: list[Change]) -> None:
         """After ``pod`` changed: if our winning claim stopped winning, say so (it never wins again)."""
+        if pod_uid not in self._winning:
+            return
         mine = self._reserved[pod_uid]
         best = pod.winner
-        if pod_uid in self._winning and (best is None or best.node != self.node or best.epoch != mine.epoch):
+        if best is None or best.node != self.node or best.epoch != mine.epoch:
             self._winning.discard(pod_uid)
             changes.append(Change(pod_uid, ChangeKind.EVICT if mine.flags & BOUND else ChangeKind.LOST))
-        return changes
 
     def _winning_claim(self, pod_uid: str) -> Claim | Status:
         if pod_uid not in self._winning:
@@ -390,8 +237,8 @@ class ClaimsReplica:
         return self._reserved[pod_uid]
 
     def _update_own(self, mine: Claim, flags: int) -> ClaimDelta:
-        record = mine._replace(flags=mine.flags | flags, seq=self._next_seq())
-        self._store_claim(record, self._pods[record.pod])
+        record = mine._replace(flags=mine.flags | flags, seq=self._state.next_seq())
+        self._state.write_claim(record)
         if flags & RELEASED:
             self._escrow.add(self.agent_id, mine.resources)
             del self._reserved[record.pod]
@@ -399,20 +246,3 @@ class ClaimsReplica:
         else:
             self._reserved[record.pod] = record
         return ClaimDelta(claims=(record,))
-
-    def _check_own_record(self, record: Claim | EpochMark, dot: Dot) -> None:
-        if record.agent != self.agent_id:
-            raise InvalidDelta(f"a claim for our node {self.node!r} by another agent {record.agent!r}")
-        if dot not in self._context:
-            raise InvalidDelta(f"record {dot} claims to be ours but we never wrote it")
-
-
-def _check_versions(current: Claim, other: Claim) -> None:
-    """Two versions of one claim must agree on its bid, and the later must hold every earlier flag."""
-    if (current.agent, current.score, current.lamport, current.request) != (
-        other.agent, other.score, other.lamport, other.request
-    ):
-        raise InvalidDelta(f"conflicting versions of the claim of {other.node!r} on {other.pod!r}")
-    newer, older = (other, current) if other.seq > current.seq else (current, other)
-    if older.flags & ~newer.flags or (newer.seq == older.seq and newer.flags != older.flags):
-        raise InvalidDelta(f"claim of {other.node!r} on {other.pod!r} loses flags between versions")

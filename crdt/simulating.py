@@ -259,6 +259,9 @@ class Simulation:
                     self.agents[i].won_at[uid] = self.round
                 elif isinstance(outcome, Status) and outcome.code is StatusCode.INSUFFICIENT_ESCROW:
                     self.result.escrow_refusals += 1
+                elif isinstance(outcome, Status) and outcome.code is StatusCode.COMPLETED:
+                    del self.unplaced[uid]  # re-placed, but the original run turned out to have finished
+                    break
 
     def _bind(self) -> None:
         cfg = self.cfg
