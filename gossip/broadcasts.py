@@ -4,64 +4,71 @@ After memberlist's queue.go (TransmitLimitedQueue). A newer broadcast about the 
 subject (a member, or one record of one owner) replaces the older one, so stale news is
 never sent. Items least transmitted go first, newest first among equals; each item
 is sent at most ``limit`` times, a limit that grows with log N (``timeouts.retransmit_limit``).
+
+Items sit in one bucket per transmit count (insertion-ordered dicts), so ``take`` walks
+them in priority order without sorting: under loss the queue holds hundreds of items
+and ``take`` runs for every packet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
-
-
-@dataclass(slots=True)
-class _Broadcast:
-    payload: bytes
-    """One encoded message, ready to be concatenated into a compound packet."""
-    transmits: int
-    order: int
-    """Insertion counter: among equally transmitted items the newest wins."""
 
 
 class BroadcastQueue:
     """Pending broadcasts keyed by subject, drained by ``take`` under a byte budget."""
 
-    __slots__ = ("_items", "_order")
+    __slots__ = ("_payloads", "_transmits", "_buckets")
 
     def __init__(self) -> None:
-        self._items: dict[Hashable, _Broadcast] = {}
-        self._order = 0
+        self._payloads: dict[Hashable, bytes] = {}
+        """One encoded message per subject, ready to concatenate into a compound packet."""
+        self._transmits: dict[Hashable, int] = {}
+        self._buckets: list[dict[Hashable, None]] = [{}]
+        """Subjects by transmit count, oldest first within a bucket."""
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._payloads)
 
     def queue(self, subject: Hashable, payload: bytes) -> None:
         """Queue news about subject, invalidating anything older about the same subject."""
-        self._order += 1
-        self._items[subject] = _Broadcast(payload, 0, self._order)
+        self.drop(subject)
+        self._payloads[subject] = payload
+        self._transmits[subject] = 0
+        self._buckets[0][subject] = None
 
     def take(self, budget: int, limit: int) -> list[bytes]:
         """Payloads that fit in ``budget`` bytes; counts one transmission for each.
 
         Items that reached ``limit`` transmissions are dropped from the queue.
         """
-        if not self._items or budget <= 0:
-            return []
-        chosen: list[bytes] = []
-        done: list[Hashable] = []
-        for subject, item in sorted(self._items.items(), key=lambda kv: (kv[1].transmits, -kv[1].order)):
-            size = len(item.payload)
-            if size > budget:
-                continue
-            budget -= size
-            chosen.append(item.payload)
-            item.transmits += 1
-            if item.transmits >= limit:
-                done.append(subject)
+        chosen: list[Hashable] = []
+        payloads: list[bytes] = []
+        for bucket in self._buckets:
+            for subject in reversed(bucket):
+                size = len(self._payloads[subject])
+                if size <= budget:
+                    budget -= size
+                    chosen.append(subject)
+                    payloads.append(self._payloads[subject])
+                    if budget < 16:
+                        break
             if budget < 16:
                 break
-        for subject in done:
-            del self._items[subject]
-        return chosen
+        for subject in chosen:
+            sent = self._transmits[subject]
+            del self._buckets[sent][subject]
+            if sent + 1 >= limit:
+                del self._payloads[subject], self._transmits[subject]
+                continue
+            self._transmits[subject] = sent + 1
+            if sent + 1 == len(self._buckets):
+                self._buckets.append({})
+            self._buckets[sent + 1][subject] = None
+        return payloads
 
     def drop(self, subject: Hashable) -> None:
-        """Forget any pending news about subject (e.g. a reaped member)."""
-        self._items.pop(subject, None)
+        """Forget any pending news about subject (superseded, or a reaped member)."""
+        sent = self._transmits.pop(subject, None)
+        if sent is not None:
+            del self._payloads[subject], self._buckets[sent][subject]

@@ -78,7 +78,8 @@ def test_paused_member_is_suspected_then_refutes_and_stays_alive() -> None:
     net.listeners.append(lambda node, e, t: suspected.append(node) if isinstance(e, MemberEvent) and e.name == "n5" and e.state == MemberState.SUSPECT else None)
     dead = deaths(net)
     net.pause("n5")
-    net.run_for(1.5)
+    assert net.run_for(3.0, stop=lambda: bool(suspected))
+    net.run_for(0.3)  # still silent a while after the first suspicion
     net.resume("n5")
     net.run_for(5.0)
     assert suspected, "a silent member is suspected"
