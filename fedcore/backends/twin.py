@@ -12,9 +12,12 @@ Faults: ``outage()`` stops the cluster (its pods stop running, its API is unreac
 from __future__ import annotations
 
 import enum
+import functools
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 from fedcore.backends import errors
 from fedcore.backends.model import (
@@ -29,6 +32,18 @@ from fedcore.scheduling.framework import Scheduler
 
 Clock = Callable[[], float]
 MAX_EVENTS = 10_000
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(method: F) -> F:
+    """Serialise a public method: the control plane's tick, gRPC handlers and drills share a twin."""
+
+    @functools.wraps(method)
+    def wrapper(self: TwinCluster, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 class Binder(enum.Enum):
@@ -90,8 +105,10 @@ class TwinCluster:
         self.safety = SafetyCounters()
         self._events: list[PodEvent] = []
         self._event_base = 0
+        self.lock = threading.RLock()
 
     # -- faults (the drill's and tests' hands; not part of the contract) -----------------
+    @_locked
     def outage(self) -> None:
         """The cluster goes dark: API unreachable, every pod stops (its desired state survives)."""
         self.reachable = False
@@ -99,15 +116,18 @@ class TwinCluster:
         for p in self.pods.values():
             self._unbind(p)
 
+    @_locked
     def partition(self) -> None:
         """Cut the cluster's API off from the caller; pods keep running and binding inside."""
         self.reachable = False
 
+    @_locked
     def heal(self) -> None:
         self.reachable = True
         self.running = True
 
     # -- ClusterBackend ------------------------------------------------------------------------
+    @_locked
     def create_workload(self, spec: WorkloadSpec) -> Workload:
         self._enter()
         if spec.name in self.workloads:
@@ -117,14 +137,17 @@ class TwinCluster:
         self._advance()
         return self._workload(spec.name)
 
+    @_locked
     def get_workload(self, name: str) -> Workload:
         self._enter()
         return self._workload(name)
 
+    @_locked
     def list_workloads(self) -> list[Workload]:
         self._enter()
         return [self._workload(n) for n in sorted(self.workloads)]
 
+    @_locked
     def scale_workload(self, name: str, replicas: int) -> Workload:
         self._enter()
         spec = self._spec(name)
@@ -133,16 +156,19 @@ class TwinCluster:
         self._advance()
         return self._workload(name)
 
+    @_locked
     def delete_workload(self, name: str) -> None:
         self._enter()
         self._spec(name)
         del self.workloads[name]
         self._reconcile(name)
 
+    @_locked
     def list_pods(self, workload: str | None = None) -> list[PodState]:
         self._enter()
         return self.snapshot(workload)
 
+    @_locked
     def list_nodes(self) -> list[NodeState]:
         self._enter()
         return [
@@ -150,6 +176,7 @@ class TwinCluster:
             for i, n in enumerate(self.table.nodes)
         ]
 
+    @_locked
     def bind_pod(self, pod: str, node: str, epoch: int) -> BindResult:
         """Fenced bind: refuses stale epochs and a second node for the same (pod, epoch)."""
         self._enter()
@@ -190,15 +217,18 @@ class TwinCluster:
             time.sleep(0.02)
 
     # -- twin cluster API extras (agents: node status, pod completion, event cursor) -------------
+    @_locked
     def cursor(self) -> int:
         return self._event_base + len(self._events)
 
+    @_locked
     def events_since(self, cursor: int) -> tuple[list[PodEvent], int]:
         """Events after ``cursor`` and the new cursor; a cursor older than the kept window restarts at the oldest."""
         self._enter()
         start = max(0, cursor - self._event_base)
         return self._events[start:], self.cursor()
 
+    @_locked
     def mark_node(self, node: str, ready: bool) -> int:
         """Node status from its agent. A node going not-ready frees its pods with a bumped epoch; returns how many."""
         self._enter()
@@ -216,6 +246,7 @@ class TwinCluster:
         self._advance()
         return moved
 
+    @_locked
     def complete_pod(self, pod: str, epoch: int, succeeded: bool) -> BindResult:
         self._enter()
         p = self.pods.get(pod)
@@ -229,6 +260,7 @@ class TwinCluster:
         self._emit(EventKind.MODIFIED, p)
         return BindResult(BindOutcome.BOUND, epoch=p.epoch)
 
+    @_locked
     def snapshot(self, workload: str | None = None) -> list[PodState]:
         """Ground truth regardless of reachability (drills judge outcomes with it)."""
         self._advance()

@@ -1,0 +1,125 @@
+"""Liveness evidence about clusters from many vantage points, kept as the latest word of each.
+
+Two sources: agents' reports (each agent's own node summary and its gossip view of peers, in
+its own cluster and others) and the control plane's own probes of each cluster's API. Sans-IO:
+every input carries ``now``; :meth:`EvidenceBook.about` folds it into counts a verdict can use.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from fedcore.backends.model import NodeState
+from fedcore.resources import Resources
+
+
+class PeerState(enum.Enum):
+    ALIVE = "alive"
+    SUSPECT = "suspect"
+    DEAD = "dead"
+    LEFT = "left"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSummary:
+    node: str
+    capacity: Resources
+    allocated: Resources
+    pods: int = 0
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    cluster: str
+    node: str
+    agent_id: str
+    sequence: int
+    summary: NodeSummary
+    peers: tuple[tuple[str, str, PeerState], ...]  # (cluster, node, state)
+
+
+@dataclass(slots=True)
+class _Probe:
+    last_ok: float = -1.0
+    failures: int = 0
+    first_failure: float = -1.0
+    nodes: list[NodeState] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvidence:
+    """What every vantage point says about one cluster at ``now``."""
+
+    cluster: str
+    now: float
+    probe_failures: int
+    probe_failing_for: float  # seconds since the first failure of the current run (0 if OK)
+    probed_ok: bool           # ever probed successfully
+    probe_error: str
+    agents_known: int
+    agents_fresh: int
+    last_report_age: float    # seconds since the newest report from this cluster (inf if none)
+    insider_alive: int        # (fresh insider, peer in this cluster) pairs seen alive
+    insider_down: int         # ... seen suspect/dead
+    outsider_alive: int       # (fresh agent of another cluster, node of this cluster) seen alive
+    outsider_down: int
+    nodes: tuple[NodeState, ...] = ()
+    summaries: tuple[NodeSummary, ...] = ()
+
+
+class EvidenceBook:
+    def __init__(self, fresh_s: float) -> None:
+        self.fresh_s = fresh_s
+        self.reports: dict[tuple[str, str], tuple[float, AgentReport]] = {}
+        self.sequences: dict[str, int] = {}
+        self.probes: dict[str, _Probe] = {}
+
+    def add_report(self, report: AgentReport, now: float) -> bool:
+        """Keep the newest report per (cluster, node); a replayed or older sequence is refused."""
+        if report.sequence <= self.sequences.get(report.agent_id, -1):
+            return False
+        self.sequences[report.agent_id] = report.sequence
+        self.reports[(report.cluster, report.node)] = (now, report)
+        return True
+
+    def add_probe(self, cluster: str, now: float, nodes: list[NodeState] | None, error: str = "") -> None:
+        """A probe result: ``nodes`` when the API answered, None when it did not."""
+        p = self.probes.setdefault(cluster, _Probe())
+        if nodes is not None:
+            p.last_ok, p.failures, p.first_failure, p.nodes, p.error = now, 0, -1.0, nodes, ""
+        else:
+            if p.failures == 0:
+                p.first_failure = now
+            p.failures += 1
+            p.error = error
+
+    def forget(self, cluster: str) -> None:
+        self.probes.pop(cluster, None)
+        for key in [k for k in self.reports if k[0] == cluster]:
+            del self.reports[key]
+
+    def about(self, cluster: str, now: float) -> ClusterEvidence:
+        probe = self.probes.get(cluster, _Probe())
+        fresh = [r for (at, r) in self.reports.values() if now - at <= self.fresh_s]
+        mine = [at for (c, _), (at, _r) in self.reports.items() if c == cluster]
+        insider_alive = insider_down = outsider_alive = outsider_down = 0
+        for r in fresh:
+            for peer_cluster, _node, state in r.peers:
+                if peer_cluster != cluster:
+                    continue
+                alive = state is PeerState.ALIVE
+                if r.cluster == cluster:
+                    insider_alive += alive
+                    insider_down += not alive
+                else:
+                    outsider_alive += alive
+                    outsider_down += not alive
+        return ClusterEvidence(
+            cluster, now, probe.failures, now - probe.first_failure if probe.failures else 0.0, probe.last_ok >= 0,
+            probe.error, len(mine), sum(1 for r in fresh if r.cluster == cluster),
+            now - max(mine) if mine else float("inf"), insider_alive, insider_down, outsider_alive, outsider_down,
+            tuple(probe.nodes), tuple(r.summary for r in fresh if r.cluster == cluster),
+        )

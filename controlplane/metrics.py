@@ -1,0 +1,41 @@
+"""Prometheus metrics of one control plane, in its own registry (several can live in one process).
+
+Served on ``/metrics`` by ``controlplane serve``; the Grafana dashboard in deploy/grafana reads these names.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from controlplane.journal import Migration
+from controlplane.verdicts import Health
+
+SECONDS = (0.1, 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 30, 60)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.verdicts = Counter("fedplane_verdicts", "Verdict changes per cluster and new health", ["cluster", "health"], registry=r)
+        self.cluster_failed = Gauge("fedplane_cluster_failed", "1 while a cluster is partitioned or down", ["cluster"], registry=r)
+        self.cluster_health = Gauge("fedplane_cluster_health", "1 for the cluster's current health", ["cluster", "health"], registry=r)
+        self.load = Gauge("fedplane_cluster_load", "Allocated over capacity (max over CPU and memory)", ["cluster"], registry=r)
+        self.forecast = Gauge("fedplane_cluster_load_forecast", "Forecast load a horizon ahead", ["cluster"], registry=r)
+        self.migrations = Counter("fedplane_migrations", "Migrations reaching a state", ["kind", "state"], registry=r)
+        self.migrations_active = Gauge("fedplane_migrations_active", "Migrations not yet done, failed or cancelled", registry=r)
+        self.migration_queue = Gauge("fedplane_migration_queue_depth", "Active migrations due for a step now", registry=r)
+        self.reports = Counter("fedplane_agent_reports", "Agent reports received", ["accepted"], registry=r)
+        self.tick = Histogram("fedplane_tick_seconds", "Duration of one reconcile tick", registry=r,
+                              buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
+        self.drill_detect = Histogram("fedplane_drill_detect_seconds", "Drill: fault to verdict", ["scenario"], registry=r, buckets=SECONDS)
+        self.drill_recovery = Histogram("fedplane_drill_recovery_seconds", "Drill: fault to all pods healthy elsewhere", ["scenario"], registry=r, buckets=SECONDS)
+
+    def verdict(self, cluster: str, health: Health) -> None:
+        self.verdicts.labels(cluster, health.value).inc()
+        self.cluster_failed.labels(cluster).set(1 if health.failed else 0)
+        for h in Health:
+            self.cluster_health.labels(cluster, h.value).set(1 if h is health else 0)
+
+    def migration(self, m: Migration) -> None:
+        self.migrations.labels(m.kind.value, m.state.value).inc()

@@ -1,0 +1,174 @@
+"""Choosing clusters for replicas with the fedcore filter/score framework, at cluster level.
+
+Each cluster becomes one pseudo-node per architecture pool (capacity summed over its ready
+nodes, labels and verdict taints attached), so the same filter plugins answer "does it fit,
+is it tainted, is the arch right, may it go there" and score plugins rank clusters. Replicas
+are placed one at a time so spread scores see earlier ones. Every outcome carries reasons.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controlplane.workloads import Spread, Workload
+from fedcore.nodes import Arch, Node, Taint, TaintEffect
+from fedcore.nodetable import NodeTable, OvercommitError
+from fedcore.pods import Pod
+from fedcore.resources import GpuRequest, Resources
+from fedcore.scheduling import profiles
+from fedcore.scheduling.filters import default_filters
+from fedcore.scheduling.framework import Profile, Scheduler, ScorePlugin
+from fedcore.scheduling.scores import LeastAllocated
+from fedcore.topology import Topology
+
+EXCLUDED = Taint("fedplane.io/excluded", "", TaintEffect.NO_EXECUTE)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What placement knows of a cluster: per-arch capacity, what is used, labels and taints."""
+
+    name: str
+    region: str
+    pools: dict[str, Resources]
+    used: Resources = Resources()
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    counts: dict[str, int]
+    reasons: tuple[str, ...]
+    unplaced: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.unplaced == 0 and bool(self.counts)
+
+
+class ClusterPolicy:
+    """Policy filter: allowed clusters and regions, and clusters to avoid."""
+
+    name = "ClusterPolicy"
+
+    def __init__(self, workload: Workload) -> None:
+        self.policy = workload.policy
+
+    def filter(self, pod: Pod, table: NodeTable) -> np.ndarray:
+        p = self.policy
+        return np.array([
+            (not p.clusters or n.cluster in p.clusters) and (not p.regions or n.region in p.regions)
+            and n.cluster not in p.avoid_clusters
+            for n in table.nodes
+        ], dtype=bool)
+
+
+class SpreadScore:
+    """Spread replicas over clusters or regions (fewer of this workload there scores higher); pack otherwise."""
+
+    name = "Spread"
+
+    def __init__(self, spread: Spread, replicas: int) -> None:
+        self.spread, self.replicas = spread, max(1, replicas)
+
+    def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        counts = table.workload_count(pod.workload)
+        if self.spread is Spread.NONE:
+            per_cluster = np.bincount(table.cluster, weights=counts, minlength=len(table.clusters))
+            return 100.0 * per_cluster[table.cluster[rows]] / self.replicas
+        key = table.region if self.spread is Spread.REGIONS else table.cluster
+        per_group = np.bincount(key, weights=counts, minlength=int(key.max()) + 1)
+        return 100.0 * (1.0 - per_group[key[rows]] / self.replicas)
+
+
+class LatencyScore:
+    """Prefer clusters near the workload's home region (none given: all score the same)."""
+
+    name = "Latency"
+
+    def __init__(self, topology: Topology, home: str) -> None:
+        self.topology, self.home = topology, home
+
+    def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if not self.home:
+            return np.full(rows.size, 100.0)
+        ms = np.array([self.topology.latency(self.home, table.nodes[r].region) for r in rows])
+        return 100.0 * (1.0 - np.minimum(ms, 200.0) / 200.0)
+
+
+def pseudo_nodes(views: Sequence[ClusterView], exclude: Iterable[str]) -> list[Node]:
+    excluded = set(exclude)
+    nodes = []
+    for v in views:
+        taints = v.taints + ((EXCLUDED,) if v.name in excluded else ())
+        for arch, cap in sorted(v.pools.items()):
+            nodes.append(Node(
+                f"{v.name}/{arch}", max(0, cap.cpu_milli), max(0, cap.memory_mib), gpus=max(0, cap.gpu_milli // 1000),
+                arch=Arch(arch), cluster=v.name, region=v.region, labels=dict(v.labels), taints=taints,
+            ))
+    return nodes
+
+
+def _charge_used(table: NodeTable, views: Sequence[ClusterView]) -> None:
+    """Reserve what is already used in each cluster (spread over its pools, largest first)."""
+    for v in views:
+        left = v.used
+        for row in sorted((table.index[f"{v.name}/{a}"] for a in v.pools), key=lambda r: -int(table.cpu_cap[r])):
+            take = Resources(
+                min(left.cpu_milli, int(table.cpu_free[row])), min(left.memory_mib, int(table.mem_free[row])),
+                0, min(left.gpu_milli // 1000, int(table.gpu_count[row])) * 1000,
+            )
+            if take == Resources():
+                continue
+            bg = Pod(f"used-{v.name}-{row}", take.cpu_milli, take.memory_mib, gpu=GpuRequest(take.gpu_milli // 1000, 1000 if take.gpu_milli else 0))
+            try:
+                table.allocate(bg, row)
+            except OvercommitError:
+                continue
+            left = left - take
+
+
+def choose(
+    workload: Workload, views: Sequence[ClusterView], topology: Topology, replicas: int | None = None,
+    exclude: Iterable[str] = (), learned: str = "", already: dict[str, int] | None = None,
+) -> Choice:
+    """Pick clusters for ``replicas`` (default: all) replicas of ``workload``; never reserves anything.
+
+    ``already`` counts replicas of this workload that stay where they are (spread scores see them).
+    ``learned`` names a scheduling profile whose score plugins are added (e.g. a learned policy).
+    """
+    want = workload.replicas if replicas is None else replicas
+    nodes = pseudo_nodes(views, exclude)
+    if not nodes:
+        return Choice({}, ("no clusters registered",), want)
+    table = NodeTable(nodes)
+    _charge_used(table, views)
+    for cluster, count in (already or {}).items():
+        rows = [table.index[n.name] for n in nodes if n.cluster == cluster]
+        if rows:
+            table.workload_count(workload.name)[rows[0]] += count
+    scores: list[tuple[ScorePlugin, float]] = [
+        (LeastAllocated(), 1.0), (LatencyScore(topology, workload.policy.home_region), 1.0),
+        (SpreadScore(workload.policy.spread, workload.replicas), 2.0),
+    ]
+    if learned:
+        scores += list(profiles.make(learned, profiles.ProfileContext()).scores)
+    scheduler = Scheduler(Profile("cluster-level", [*default_filters(), ClusterPolicy(workload)], scores), table)
+    counts: Counter[str] = Counter()
+    reasons: list[str] = []
+    for i in range(want):
+        pod = workload.pod(i)
+        decision = scheduler.schedule(pod)
+        if decision.placement is None:
+            reasons.append(f"{want - i} replica(s) unplaced: {decision.status.message(len(table))}")
+            return Choice(dict(counts), tuple(reasons), want - i)
+        node = table.nodes[decision.placement.node]
+        if node.cluster not in counts:
+            reasons.append(f"{node.cluster} ({node.region}): score {decision.score:.0f} over {len(table)} cluster pools")
+        counts[node.cluster] += 1
+    return Choice(dict(counts), tuple(reasons), 0)

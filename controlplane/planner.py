@@ -1,0 +1,126 @@
+"""The planner: from verdicts, loads and placements to migrations, each with its reasons (sans-IO).
+
+- Failover: every placement on a PARTITIONED or DOWN cluster is recreated elsewhere from the
+  workload's desired state (targets chosen by :mod:`controlplane.placing`, failed clusters
+  excluded); the runtime gives each a bumped fencing epoch. Not rate-limited: the source is lost.
+- Rebalance: a healthy cluster whose load or forecast exceeds ``overload`` moves one movable
+  workload make-before-break to a cluster that stays under ``target_max`` after the move, at most
+  ``evictions_per_window`` per cluster per ``window_s`` (a token bucket on injected time).
+A workload with a migration in flight from a cluster is not planned again from that cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from controlplane import placing
+from controlplane.journal import Kind, Migration
+from controlplane.registry import Placement, PlacementState
+from controlplane.verdicts import Verdict
+from controlplane.workloads import Workload
+from fedcore.topology import Topology
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    kind: Kind
+    workload: str
+    source: str
+    target: str
+    replicas: int
+    target_total: int
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    now: float
+    forecast: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlannerConfig:
+    overload: float = 0.85
+    target_max: float = 0.75
+    evictions_per_window: int = 1
+    window_s: float = 30.0
+    learned_profile: str = ""
+
+
+@dataclass(slots=True)
+class Planner:
+    topology: Topology
+    config: PlannerConfig = PlannerConfig()
+    _evictions: dict[str, list[float]] = field(default_factory=dict)
+
+    def plan(
+        self, now: float, verdicts: Mapping[str, Verdict], views: Sequence[placing.ClusterView],
+        loads: Mapping[str, Load], workloads: Mapping[str, Workload], placements: Sequence[Placement],
+        active: Sequence[Migration],
+    ) -> tuple[list[Plan], list[str]]:
+        """Migrations to start now, and notes on what could not be planned (also explainable)."""
+        busy = {(m.workload, m.source) for m in active} | {(m.workload, m.target) for m in active}
+        failed = {c for c, v in verdicts.items() if v.health.failed}
+        plans: list[Plan] = []
+        notes: list[str] = []
+        for p in placements:
+            if p.cluster in failed and p.state is PlacementState.PLACED and p.replicas and (p.workload, p.cluster) not in busy:
+                w = workloads.get(p.workload)
+                if w is not None:
+                    made, note = self._failover(w, p, verdicts[p.cluster], views, placements, failed)
+                    plans += made
+                    notes += note
+        moving = {pl.workload for pl in plans} | {m.workload for m in active}
+        for cluster, load in sorted(loads.items()):
+            if cluster in failed or max(load.now, load.forecast) <= self.config.overload or not self._token(cluster, now):
+                continue
+            if any(m.source == cluster for m in active):
+                continue
+            plan = self._rebalance(cluster, load, views, loads, workloads, placements, moving, failed)
+            if plan is not None:
+                self._evictions.setdefault(cluster, []).append(now)
+                plans.append(plan)
+                moving.add(plan.workload)
+        return plans, notes
+
+    def _failover(
+        self, w: Workload, p: Placement, verdict: Verdict, views: Sequence[placing.ClusterView],
+        placements: Sequence[Placement], failed: set[str],
+    ) -> tuple[list[Plan], list[str]]:
+        already = {q.cluster: q.replicas for q in placements if q.workload == w.name and q.state is PlacementState.PLACED and q.cluster not in failed}
+        choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed, learned=self.config.learned_profile, already=already)
+        why = (f"{p.cluster} is {verdict.health.value}", *verdict.reasons)
+        plans = [
+            Plan(Kind.FAILOVER, w.name, p.cluster, target, k, already.get(target, 0) + k, why + choice.reasons)
+            for target, k in sorted(choice.counts.items())
+        ]
+        notes = [f"failover of {w.name} from {p.cluster}: {r}" for r in choice.reasons if "unplaced" in r] if choice.unplaced else []
+        return plans, notes
+
+    def _rebalance(
+        self, cluster: str, load: Load, views: Sequence[placing.ClusterView], loads: Mapping[str, Load],
+        workloads: Mapping[str, Workload], placements: Sequence[Placement], moving: set[str], failed: set[str],
+    ) -> Plan | None:
+        cool = {c for c, l in loads.items() if max(l.now, l.forecast) > self.config.target_max}
+        candidates = sorted(
+            (p for p in placements if p.cluster == cluster and p.state is PlacementState.PLACED and p.workload not in moving
+             and p.workload in workloads and workloads[p.workload].policy.movable),
+            key=lambda p: -p.replicas * workloads[p.workload].template.cpu_milli,
+        )
+        for p in candidates:
+            w = workloads[p.workload]
+            others = {q.cluster: q.replicas for q in placements if q.workload == w.name and q.cluster != cluster}
+            choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed | cool | {cluster}, already=others,
+                                    learned=self.config.learned_profile)
+            if choice.ok and len(choice.counts) == 1:
+                target = next(iter(choice.counts))
+                why = (f"{cluster} load {load.now:.2f}, forecast {load.forecast:.2f} > {self.config.overload:.2f}",
+                       f"{w.name} is movable ({p.replicas} replicas)", *choice.reasons)
+                return Plan(Kind.REBALANCE, w.name, cluster, target, p.replicas, others.get(target, 0) + p.replicas, why)
+        return None
+
+    def _token(self, cluster: str, now: float) -> bool:
+        recent = [t for t in self._evictions.get(cluster, []) if now - t < self.config.window_s]
+        self._evictions[cluster] = recent
+        return len(recent) < self.config.evictions_per_window

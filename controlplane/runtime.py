@@ -1,0 +1,312 @@
+"""The control plane as one object: registry, evidence, verdicts, planner and executor on one tick.
+
+``tick(now)`` probes every cluster, judges it from all evidence, applies verdict taints, plans,
+starts migrations (bumping fencing epochs), advances the executor and cleans up stale copies on
+clusters that came back. One tick at a time (``lock``); API calls use the same lock for writes.
+Time is injected: ``now`` comes from the caller (the server's loop, a test, a drill).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from controlplane import placing
+from controlplane.db import Database
+from controlplane.evidence import AgentReport, EvidenceBook
+from controlplane.forecast import LoadForecast
+from controlplane.journal import Journal, Kind, Migration, new_id
+from controlplane.metrics import Metrics
+from controlplane.migrations import CrashHook, Executor, RetryPolicy, _no_crash
+from controlplane.planner import Load, Plan, Planner, PlannerConfig
+from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Placement, PlacementState, Registry
+from controlplane.verdicts import Health, Timings, Verdict, judge
+from controlplane.workloads import Workload
+from fedcore.backends import errors
+from fedcore.backends.contract import ClusterBackend
+from fedcore.backends.model import NodeState, ready_capacity
+from fedcore.backends.twin import TwinCluster, make_nodes
+from fedcore.resources import Resources
+from fedcore.topology import Cluster, Topology
+
+FORECAST_HORIZON_S = 10.0
+
+
+class Backends:
+    """Cluster name -> back end; twin clusters are built on registration, Kubernetes ones from kubeconfig contexts."""
+
+    def __init__(self, clock: Callable[[], float], twin_ready_delay_s: float = 0.5) -> None:
+        self.clock, self.twin_ready_delay_s = clock, twin_ready_delay_s
+        self.by_name: dict[str, ClusterBackend] = {}
+
+    def __call__(self, name: str) -> ClusterBackend:
+        backend = self.by_name.get(name)
+        if backend is None:
+            raise errors.UnknownCluster(name, "no such cluster is registered")
+        return backend
+
+    def ensure(self, spec: ClusterSpec) -> ClusterBackend:
+        if spec.name not in self.by_name:
+            if spec.backend is BackendKind.TWIN:
+                nodes = make_nodes(spec.name, spec.region, spec.twin_nodes, spec.twin_cpu_milli, spec.twin_memory_mib)
+                self.by_name[spec.name] = TwinCluster(spec.name, nodes, self.clock, self.twin_ready_delay_s)
+            else:
+                from fedcore.backends.kubernetes import KubernetesCluster
+
+                self.by_name[spec.name] = KubernetesCluster.from_kubeconfig(spec.kube_context, spec.kubeconfig or None, name=spec.name)
+        return self.by_name[spec.name]
+
+    def twins(self) -> dict[str, TwinCluster]:
+        return {n: b for n, b in self.by_name.items() if isinstance(b, TwinCluster)}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRow:
+    """One cluster's status for ``ListClusters``."""
+
+    spec: ClusterSpec
+    verdict: Verdict
+    since: float
+    capacity: Resources
+    used: Resources
+    load: float
+    forecast: float
+    nodes: int
+    agents: int
+
+
+class ControlPlane:
+    def __init__(
+        self, db_path: str | Path, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
+        planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = _no_crash,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.db = Database(db_path)
+        self.registry, self.journal = Registry(self.db), Journal(self.db)
+        self.backends, self.clock, self.timings = backends, clock, timings
+        self.metrics = metrics or Metrics()
+        self.evidence = EvidenceBook(timings.fresh_s)
+        self.verdicts: dict[str, tuple[Verdict, float]] = {}
+        self.forecasts: dict[str, LoadForecast] = {}
+        self.loads: dict[str, Load] = {}
+        self.planner = Planner(Topology(), planner)
+        self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration)
+        self.lock = threading.RLock()
+        for spec in self.registry.clusters():
+            self._attach(spec)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -- API operations --------------------------------------------------------------------------
+    def register_cluster(self, spec: ClusterSpec) -> None:
+        with self.lock:
+            self._attach(spec)
+            self.registry.add_cluster(spec)
+
+    def report(self, report: AgentReport) -> bool:
+        with self.lock:
+            ok = self.evidence.add_report(report, self.clock())
+        self.metrics.reports.labels(str(ok).lower()).inc()
+        return ok
+
+    def submit(self, workload: Workload, dry_run: bool) -> placing.Choice:
+        """Choose clusters for a new workload and (unless ``dry_run``) create it there."""
+        with self.lock:
+            if not dry_run and self.registry.workload(workload.name) is not None:
+                raise ValueError(f"workload {workload.name} already exists")
+            choice = placing.choose(workload, self.views(), self.planner.topology, learned=self.planner.config.learned_profile)
+            if dry_run or not choice.ok:
+                return choice
+            self.registry.put_workload(workload)
+            for cluster, count in sorted(choice.counts.items()):
+                self.registry.set_placement(Placement(workload.name, cluster, count, 1))
+            self._record(DecisionRecord(self.clock(), "place", workload.name, "", ",".join(sorted(choice.counts)), choice.reasons))
+            created: list[str] = []
+            try:
+                for cluster, count in sorted(choice.counts.items()):
+                    try:
+                        self.backends(cluster).create_workload(workload.spec(count, 1))
+                    except errors.Conflict:
+                        pass
+                    created.append(cluster)
+            except errors.BackendError:
+                self._unsubmit(workload.name, created)
+                raise
+            return choice
+
+    def _unsubmit(self, name: str, created: list[str]) -> None:
+        """Undo a submission that failed half way: nothing of it stays anywhere."""
+        for cluster in created:
+            try:
+                self.backends(cluster).delete_workload(name)
+            except errors.BackendError:
+                pass
+        for p in self.registry.placements(name):
+            self.registry.drop_placement(name, p.cluster)
+        self.registry.drop_workload(name)
+
+    def start_migration(self, workload: str, source: str, target: str, now: float) -> Migration:
+        with self.lock:
+            w = self.registry.workload(workload)
+            if w is None:
+                raise KeyError(f"unknown workload {workload!r}")
+            here = {p.cluster: p for p in self.registry.placements(workload) if p.state is PlacementState.PLACED}
+            if source not in here:
+                raise ValueError(f"workload {workload} has no replicas on {source!r} (it runs on {', '.join(sorted(here)) or 'nothing'})")
+            if not target:
+                failed = {c for c, (v, _) in self.verdicts.items() if v.health.failed}
+                already = {c: p.replicas for c, p in here.items() if c != source}
+                choice = placing.choose(w, self.views(), self.planner.topology, here[source].replicas, exclude=failed | {source}, already=already)
+                if not choice.ok or len(choice.counts) != 1:
+                    raise ValueError(f"no single target can take {workload} from {source}: {'; '.join(choice.reasons)}")
+                target = next(iter(choice.counts))
+            if target == source:
+                raise ValueError("source and target are the same cluster")
+            self.backends(target)
+            plan = Plan(Kind.MANUAL, workload, source, target, here[source].replicas,
+                        (here[target].replicas if target in here else 0) + here[source].replicas, ("requested by operator",))
+            return self._start(plan, now)
+
+    def cancel_migration(self, mid: str, now: float) -> Migration:
+        with self.lock:
+            return self.executor.cancel(mid, now)
+
+    def clusters(self) -> list[ClusterRow]:
+        with self.lock:
+            now = self.clock()
+            rows = []
+            for spec in self.registry.clusters():
+                verdict, since = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ("not judged yet",)), now))
+                ev = self.evidence.about(spec.name, now)
+                cap = ready_capacity(list(ev.nodes))
+                load = self.loads.get(spec.name, Load(0.0, 0.0))
+                rows.append(ClusterRow(spec, verdict, since, cap, self._used().get(spec.name, Resources()), load.now, load.forecast,
+                                       len(ev.nodes), ev.agents_fresh))
+            return rows
+
+    # -- the reconcile tick ---------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        with self.lock, self.metrics.tick.time():
+            specs = self.registry.clusters()
+            for spec in specs:
+                self._probe(spec.name, now)
+            for spec in specs:
+                self._judge(spec.name, now)
+            self._measure_loads(now)
+            plans, notes = self.planner.plan(
+                now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(), self.loads,
+                {w.name: w for w in self.registry.workloads()}, self.registry.placements(), self.journal.active(),
+            )
+            for note in notes:
+                self._record(DecisionRecord(now, "unplaced", "", "", "", (note,)))
+            for plan in plans:
+                self._start(plan, now)
+            self.metrics.migration_queue.set(sum(1 for m in self.journal.active() if m.next_at <= now))
+            self.executor.advance(now)
+            self.metrics.migrations_active.set(len(self.journal.active()))
+            self._cleanup(now)
+
+    def views(self) -> list[placing.ClusterView]:
+        used = self._used()
+        views = []
+        for spec in self.registry.clusters():
+            ev = self.evidence.about(spec.name, self.clock())
+            pools: dict[str, Resources] = {}
+            for n in ev.nodes:
+                if n.ready:
+                    pools[n.arch] = pools.get(n.arch, Resources()) + n.capacity
+            verdict = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
+            views.append(placing.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints))
+        return views
+
+    # -- internals -----------------------------------------------------------------------------------
+    def _attach(self, spec: ClusterSpec) -> None:
+        self.backends.ensure(spec)
+        if spec.name not in self.planner.topology.clusters:
+            self.planner.topology.add(Cluster(spec.name, spec.region))
+
+    def _probe(self, cluster: str, now: float) -> None:
+        nodes: list[NodeState] | None
+        try:
+            nodes, error = self.backends(cluster).list_nodes(), ""
+        except errors.BackendError as exc:
+            nodes, error = None, str(exc)
+        self.evidence.add_probe(cluster, now, nodes, error)
+
+    def _judge(self, cluster: str, now: float) -> None:
+        verdict = judge(self.evidence.about(cluster, now), self.timings)
+        old = self.verdicts.get(cluster)
+        if old is None or old[0].health is not verdict.health:
+            self.verdicts[cluster] = (verdict, now)
+            self.metrics.verdict(cluster, verdict.health)
+            self._record(DecisionRecord(now, f"verdict:{verdict.health.value}", "", cluster, "", verdict.reasons))
+        else:
+            self.verdicts[cluster] = (verdict, old[1])
+
+    def _used(self) -> dict[str, Resources]:
+        workloads = {w.name: w for w in self.registry.workloads()}
+        used: dict[str, Resources] = {}
+        for p in self.registry.placements():
+            w = workloads.get(p.workload)
+            if w is not None and p.state is PlacementState.PLACED:
+                t = w.template
+                used[p.cluster] = used.get(p.cluster, Resources()) + Resources(t.cpu_milli * p.replicas, t.memory_mib * p.replicas, 0, t.gpus * 1000 * p.replicas)
+        return used
+
+    def _measure_loads(self, now: float) -> None:
+        used = self._used()
+        for cluster in self.verdicts:
+            ev = self.evidence.about(cluster, now)
+            cap = ready_capacity(list(ev.nodes))
+            background = Resources()
+            for s in ev.summaries:  # what agents see allocated beyond our placements
+                background = background + s.allocated
+            u = used.get(cluster, Resources())
+            load = max(
+                max(u.cpu_milli, background.cpu_milli) / cap.cpu_milli if cap.cpu_milli else 0.0,
+                max(u.memory_mib, background.memory_mib) / cap.memory_mib if cap.memory_mib else 0.0,
+            )
+            if not cap.cpu_milli:  # unknown capacity: no basis for a rebalance
+                continue
+            fc = self.forecasts.setdefault(cluster, LoadForecast())
+            fc.add(now, load)
+            self.loads[cluster] = Load(load, fc.at(FORECAST_HORIZON_S))
+            self.metrics.load.labels(cluster).set(load)
+            self.metrics.forecast.labels(cluster).set(self.loads[cluster].forecast)
+
+    def _start(self, plan: Plan, now: float) -> Migration:
+        epoch = self.registry.bump_epoch(plan.workload)
+        m = Migration(new_id(), plan.workload, plan.source, plan.target, plan.replicas, plan.target_total, epoch, plan.kind, reasons=plan.reasons)
+        self._record(DecisionRecord(now, plan.kind.value, plan.workload, plan.source, plan.target, plan.reasons))
+        return self.executor.start(m, now)
+
+    def _cleanup(self, now: float) -> None:
+        """Remove copies left on a failed cluster once it answers again (they carry an older epoch)."""
+        for p in self.registry.placements():
+            if p.state is not PlacementState.STALE:
+                continue
+            verdict = self.verdicts.get(p.cluster, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
+            if verdict.health.failed or verdict.health is Health.UNKNOWN:
+                continue
+            try:
+                backend = self.backends(p.cluster)
+                if p.replicas:
+                    backend.scale_workload(p.workload, p.replicas)
+                else:
+                    backend.delete_workload(p.workload)
+            except errors.NotFound:
+                pass
+            except errors.BackendError:
+                continue
+            if p.replicas:
+                self.registry.set_placement(Placement(p.workload, p.cluster, p.replicas, p.epoch))
+            else:
+                self.registry.drop_placement(p.workload, p.cluster)
+            self._record(DecisionRecord(now, "cleanup", p.workload, p.cluster, "", (f"{p.cluster} is {verdict.health.value} again; stale epoch-{p.epoch} copy removed",)))
+
+    def _record(self, d: DecisionRecord) -> None:
+        self.registry.record_decision(d)
+

@@ -1,0 +1,87 @@
+"""Verdicts: what the evidence from every vantage point says about a cluster, and why.
+
+Rules (first match wins), with ``probe down`` = at least ``probe_failures`` probes failed in a row:
+- probe down, fresh insider reports whose views see peers alive  -> PARTITIONED (alive, cut from us)
+- probe down, agents of other clusters see its nodes alive        -> PARTITIONED
+- probe down, no vantage point sees it alive                      -> DOWN (crash, outage or total partition)
+- probe up, agents known but none fresh                            -> AGENTS_SILENT (no failover: the API answers)
+- probe up, insiders see some peers suspect/dead                   -> DEGRADED
+- probe up                                                         -> HEALTHY
+- never probed, no reports                                         -> UNKNOWN
+PARTITIONED and DOWN fail the cluster's workloads over; each verdict carries its evidence.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from controlplane.evidence import ClusterEvidence
+from fedcore.nodes import Taint, TaintEffect
+
+
+class Health(enum.Enum):
+    HEALTHY = "healthy"
+    DEGRADED = "degraded"
+    AGENTS_SILENT = "agents-silent"
+    PARTITIONED = "partitioned"
+    DOWN = "down"
+    UNKNOWN = "unknown"
+
+    @property
+    def failed(self) -> bool:
+        """The control plane cannot manage the cluster: its workloads must run elsewhere."""
+        return self in (Health.PARTITIONED, Health.DOWN)
+
+
+@dataclass(frozen=True, slots=True)
+class Timings:
+    """LAN defaults: probe and report every 200 ms; three failed probes in a row mark a probe down."""
+
+    probe_interval_s: float = 0.2
+    report_interval_s: float = 0.2
+    fresh_s: float = 1.0
+    probe_failures: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    health: Health
+    reasons: tuple[str, ...]
+
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        return TAINTS.get(self.health, ())
+
+
+TAINTS: dict[Health, tuple[Taint, ...]] = {
+    Health.DOWN: (Taint("fedplane.io/unreachable", "down", TaintEffect.NO_EXECUTE),),
+    Health.PARTITIONED: (Taint("fedplane.io/unreachable", "partitioned", TaintEffect.NO_EXECUTE),),
+    Health.AGENTS_SILENT: (Taint("fedplane.io/agents-silent", "", TaintEffect.PREFER_NO_SCHEDULE),),
+    Health.DEGRADED: (Taint("fedplane.io/degraded", "", TaintEffect.PREFER_NO_SCHEDULE),),
+    Health.UNKNOWN: (Taint("fedplane.io/not-ready", "", TaintEffect.NO_SCHEDULE),),
+}
+
+
+def judge(ev: ClusterEvidence, t: Timings) -> Verdict:
+    """The verdict for one cluster from its evidence (pure; see the module docstring for the rules)."""
+    reports = f"{ev.agents_fresh}/{ev.agents_known} agents reporting"
+    if ev.agents_known and ev.last_report_age != float("inf"):
+        reports += f" (newest {ev.last_report_age:.1f}s ago)"
+    if ev.probe_failures >= t.probe_failures:
+        probes = f"{ev.probe_failures} probes failed over {ev.probe_failing_for:.1f}s ({ev.probe_error or 'no answer'})"
+        if ev.agents_fresh and ev.insider_alive > ev.insider_down:
+            return Verdict(Health.PARTITIONED, (
+                probes, reports, f"its agents see {ev.insider_alive} peer views alive, {ev.insider_down} down: alive but cut off from us"))
+        if ev.outsider_alive > ev.outsider_down:
+            return Verdict(Health.PARTITIONED, (
+                probes, reports, f"agents of other clusters see its nodes alive ({ev.outsider_alive} alive / {ev.outsider_down} down views)"))
+        remote = f"remote views: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead"
+        return Verdict(Health.DOWN, (probes, reports, remote, "no vantage point sees it alive: crash, outage or total partition"))
+    if not ev.probed_ok and not ev.agents_known:
+        return Verdict(Health.UNKNOWN, ("not probed yet and no agent has reported",))
+    if ev.agents_known and not ev.agents_fresh:
+        return Verdict(Health.AGENTS_SILENT, ("API answers probes", reports, "agents silent: no failover while the API answers"))
+    if ev.insider_down:
+        return Verdict(Health.DEGRADED, ("API answers probes", reports, f"{ev.insider_down} peer views suspect/dead inside the cluster"))
+    return Verdict(Health.HEALTHY, ("API answers probes", reports))

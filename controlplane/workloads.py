@@ -1,0 +1,107 @@
+"""Workloads as the control plane keeps them: a pod template, a placement policy, a replica count.
+
+This is the desired state failover recreates from; it is stored as JSON in the registry, so
+every field has a plain-data form (``to_dict``/``from_dict``) and is validated on the way in.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fedcore.backends.model import WorkloadSpec, check_name
+from fedcore.nodes import Arch, TaintEffect
+from fedcore.pods import Pod, Toleration
+from fedcore.resources import GpuRequest
+
+
+class Spread(enum.Enum):
+    NONE = "none"
+    CLUSTERS = "clusters"
+    REGIONS = "regions"
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    cpu_milli: int
+    memory_mib: int
+    gpus: int = 0
+    gpu_model: str = ""
+    archs: tuple[str, ...] = ()
+    tolerations: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect); "" = any
+    node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    priority: int = 0
+    image: str = "registry.k8s.io/pause:3.9"
+
+    def __post_init__(self) -> None:
+        if min(self.cpu_milli, self.memory_mib, self.gpus) < 0:
+            raise ValueError("pod requests must be non-negative")
+        known = {a.value for a in Arch}
+        for arch in self.archs:
+            if arch not in known:
+                raise ValueError(f"unknown arch {arch!r}; choose from {', '.join(sorted(known))}")
+        effects = {e.value for e in TaintEffect} | {""}
+        for _key, _value, effect in self.tolerations:
+            if effect not in effects:
+                raise ValueError(f"unknown toleration effect {effect!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    spread: Spread = Spread.NONE
+    clusters: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    avoid_clusters: tuple[str, ...] = ()
+    cluster_labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    movable: bool = True
+    max_per_cluster: int = 0
+    home_region: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    name: str
+    replicas: int
+    template: Template
+    policy: Policy = Policy()
+
+    def __post_init__(self) -> None:
+        check_name("workload", self.name)
+        if not 1 <= self.replicas <= 10_000:
+            raise ValueError(f"workload {self.name}: replicas must be 1..10000, got {self.replicas}")
+        if self.policy.max_per_cluster < 0:
+            raise ValueError("max_per_cluster must be >= 0")
+
+    def pod(self, index: int) -> Pod:
+        """The scheduling view of one replica (the cluster-level filters and scores read it)."""
+        t = self.template
+        tolerations = tuple(
+            Toleration(k, v or None, TaintEffect(e) if e else None) for k, v, e in t.tolerations
+        )
+        return Pod(
+            f"{self.name}-{index}", t.cpu_milli, t.memory_mib, gpu=GpuRequest(t.gpus, 1000 if t.gpus else 0),
+            gpu_model=t.gpu_model, priority=t.priority, tolerations=tolerations,
+            node_selector=dict(self.policy.cluster_labels), archs=frozenset(Arch(a) for a in t.archs),
+            workload=self.name, max_per_node=self.policy.max_per_cluster or -1,
+        )
+
+    def spec(self, replicas: int, epoch: int) -> WorkloadSpec:
+        """What one cluster is asked to run."""
+        t = self.template
+        return WorkloadSpec(self.name, replicas, t.cpu_milli, t.memory_mib, t.gpus, epoch, t.image, node_selector=dict(t.node_selector))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["policy"]["spread"] = self.policy.spread.value
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Workload:
+        t, p = dict(d["template"]), dict(d["policy"])
+        t["archs"] = tuple(t.get("archs", ()))
+        t["tolerations"] = tuple(tuple(x) for x in t.get("tolerations", ()))
+        p["spread"] = Spread(p.get("spread", "none"))
+        for key in ("clusters", "regions", "avoid_clusters"):
+            p[key] = tuple(p.get(key, ()))
+        return cls(d["name"], int(d["replicas"]), Template(**t), Policy(**p))
