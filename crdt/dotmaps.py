@@ -5,10 +5,13 @@ ever seen. A dot the other side has *seen* but no longer holds was removed
 there, so it goes; a dot the other side never saw stays. That is add-wins
 without tombstones: removals live only in the (compacted) version vector.
 
-``kills`` remembers, per replica, the seq of its latest mutation that removed
-dots. ``delta_since`` can ship only new dots when the peer has seen every such
-removal; otherwise it must ship the whole (tombstone-free) state, because a
-removal of a dot the peer already holds cannot be told apart from "not sent".
+Mutator deltas are one key's dots and context: small. ``delta_since`` for a
+lagging peer ships the whole (tombstone-free) state: without tombstones, "we
+removed a dot you hold" cannot be told apart from "we did not send it", and a
+cheaper rule tried here (ship only new dots once the peer has seen every
+removal) was unsound — a peer can learn of a removing write's dot, as a
+superseded dot in a later write's context, without learning what it removed.
+The gossip tests found that case.
 """
 
 from __future__ import annotations
@@ -30,16 +33,13 @@ class DotMap(Generic[K, V]):
 
     entries: dict[K, dict[Dot, V]] = field(default_factory=dict)
     context: VersionVector = field(default_factory=VersionVector)
-    kills: dict[str, int] = field(default_factory=dict)
 
     def _write(self, key: K, value: V, replica: str) -> Self:
         """Replace every observed dot of ``key`` by one new dot carrying ``value``; returns the delta."""
         dot = self.context.next_dot(replica)
         old = self.entries.get(key, {})
-        kills = {replica: dot[1]} if old else {}
         self.entries[key] = {dot: value}
-        self.kills.update(kills)
-        return type(self)({key: {dot: value}}, VersionVector(cloud=[dot, *old]), kills)
+        return type(self)({key: {dot: value}}, VersionVector(cloud=[dot, *old]))
 
     def _remove(self, key: K, replica: str) -> Self:
         """Drop every observed dot of ``key`` (a concurrent write elsewhere survives); returns the delta."""
@@ -47,8 +47,7 @@ class DotMap(Generic[K, V]):
         if not old:
             return type(self)()
         dot = self.context.next_dot(replica)
-        self.kills[replica] = dot[1]
-        return type(self)({}, VersionVector(cloud=[dot, *old]), {replica: dot[1]})
+        return type(self)({}, VersionVector(cloud=[dot, *old]))
 
     def validate(self, other: Self) -> None:
         for key, dots in other.entries.items():
@@ -72,23 +71,11 @@ class DotMap(Generic[K, V]):
             else:
                 self.entries.pop(key, None)
         self.context.merge(other.context)
-        for replica, seq in other.kills.items():
-            self.kills[replica] = max(seq, self.kills.get(replica, 0))
 
     def version(self) -> VersionVector:
         return self.context.copy()
 
     def delta_since(self, seen: VersionVector) -> Self:
-        if any(seq > seen.base(r) for r, seq in self.kills.items()):
-            return type(self)(
-                {k: dict(dots) for k, dots in self.entries.items()}, self.context.copy(), dict(self.kills)
-            )
-        fresh: dict[K, dict[Dot, V]] = {}
-        context = VersionVector()
-        for key, dots in self.entries.items():
-            new = {d: v for d, v in dots.items() if d not in seen}
-            if new:
-                fresh[key] = new
-                for dot in new:
-                    context.add(dot)
-        return type(self)(fresh, context, dict(self.kills))
+        if seen.dominates(self.context):
+            return type(self)()
+        return type(self)({k: dict(dots) for k, dots in self.entries.items()}, self.context.copy())
