@@ -40,7 +40,7 @@ class VersionVector:
         return self._base == other._base and self._cloud == other._cloud
 
     def __repr__(self) -> str:
-        return f"VersionVector({self._base!r}, cloud={sorted(self.cloud())!r})"
+        return f"VersionVector({dict(sorted(self._base.items()))!r}, cloud={sorted(self.cloud())!r})"
 
     def base(self, replica: str) -> int:
         """The highest ``seq`` such that every dot of ``replica`` up to it is in the set."""
