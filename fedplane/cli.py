@@ -39,11 +39,13 @@ BENCHES = {
     "schedule": "fedcore.commands:bench_schedule",
     "gossip": "gossip.commands:bench_gossip",
     "claims": "crdt.commands:bench_claims",
+    "agent": "edgeagent.commands:bench_agent",
 }
 
 COMMANDS = {
     "sim": "fedcore.commands:sim",
     "demo": "fedcore.commands:demo",
+    "agent": "edgeagent.commands:agent",
 }
 
 

@@ -1,0 +1,340 @@
+"""``fedplane bench agent``: N real agent processes on loopback place trace pods through the twin.
+
+The bench process hosts the twin cluster (:class:`InMemoryCluster` served by the
+:mod:`edgeagent.twinharness` test harness), which is also the ground truth: it times
+each decision from the pod's announcement (pending at an epoch) to its bind, fences
+every bind, and refuses any over-commit. Pods are the openb trace's requests in file
+order, arriving at ``rate`` per second and living an exponential time (the trace has
+no lifetimes). Halfway through, ``kill`` agents are SIGKILLed; their pods must be
+re-placed by the survivors. Figures: per-agent RSS (sampled throughout), idle CPU
+(every agent, before any pod arrives), decision latency, throughput and the safety
+counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedcore.nodes import Node
+from fedcore.pods import Pod
+from fedcore.traces import locate, openb
+
+from edgeagent.clusters import Phase
+from edgeagent.memcluster import InMemoryCluster
+from edgeagent.twinharness import TwinHarness
+
+NODE_SHAPE = (96000, 393216, 8, "G2")
+"""The openb fleet's most common node (549 of 1,523): 96 cores, 384 GiB, 8 GPUs."""
+IDLE_SECONDS = 10.0
+SETTLE_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class BenchSettings:
+    agents: int = 16
+    pods: int = 1000
+    rate: float = 50.0
+    life: float = 2.0
+    kill: int = 2
+    seed: int = 1
+    traces: str | None = None
+
+
+@dataclass(slots=True)
+class _Proc:
+    name: str
+    process: subprocess.Popen[bytes]
+    http: int
+    rss_max: int = 0
+    killed: bool = False
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports free for both UDP and TCP right now (gossip binds both on one port)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            tcp.bind(("127.0.0.1", 0))
+            port = tcp.getsockname()[1]
+            try:
+                udp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            if port not in ports:
+                ports.append(port)
+    return ports
+
+
+def write_policy_model(models: Path, seed: int) -> bool:
+    """A small int8 MLP in the agent's feature spec (best fit imitated by random weights); False without ``onnx``.
+
+    The bench needs a real model so the agents load onnxruntime (the footprint goal
+    counts it); federated/ will publish trained ones in the same layout.
+    """
+    try:
+        import onnx
+        from onnx import TensorProto, helper, numpy_helper
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError:
+        return False
+    import hashlib
+
+    from edgeagent.models import MANIFEST_FILE, MODEL_FILE
+    from edgeagent.scoring import FEATURE_SPEC, FEATURES
+
+    rng = np.random.default_rng(seed)
+    w1 = rng.normal(0, 0.5, (len(FEATURES), 32)).astype(np.float32)
+    w2 = rng.normal(0, 0.5, (32, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["score"])],
+        "edge_policy",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, len(FEATURES)])],
+        [helper.make_tensor_value_info("score", TensorProto.FLOAT, [None, 1])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    directory = models / "v0001"
+    directory.mkdir(parents=True)
+    fp32 = directory / "fp32.onnx"
+    onnx.save(model, str(fp32))
+    quantize_dynamic(str(fp32), str(directory / MODEL_FILE), weight_type=QuantType.QInt8)
+    fp32.unlink()
+    digest = hashlib.sha256((directory / MODEL_FILE).read_bytes()).hexdigest()
+    manifest = {"version": "bench-int8-v1", "feature_spec": FEATURE_SPEC, "sha256": digest}
+    (directory / MANIFEST_FILE).write_text(json.dumps(manifest))
+    return True
+
+
+def _agent_config(name: str, port: int, seeds: list[int], http: int, address: str, data: Path, models: Path) -> str:
+    return json.dumps({
+        "node": name, "cluster": "c0", "data_dir": str(data), "log_level": "warning",
+        "gossip": {"bind": f"127.0.0.1:{port}", "seeds": [f"127.0.0.1:{s}" for s in seeds if s != port],
+                   "reap_after": 30.0},
+        "backend": {"kind": "twin", "address": address, "status_interval": 30.0},
+        "probe": {"kind": "twin"},
+        "models": {"dir": str(models)},
+        "http": {"bind": f"127.0.0.1:{http}"},
+    })
+
+
+def _get(port: int, path: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as reply:
+            return bytes(reply.read())
+    except OSError:
+        return None
+
+
+def _metric(port: int, name: str) -> float | None:
+    body = _get(port, "/metrics")
+    if body is None:
+        return None
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+class _Run:
+    def __init__(self, settings: BenchSettings, workdir: Path) -> None:
+        self.s = settings
+        self.workdir = workdir
+        self.rng = random.Random(settings.seed)
+        nodes = [Node(f"edge-{i:02d}", *NODE_SHAPE[:2], gpus=NODE_SHAPE[2], gpu_model=NODE_SHAPE[3])
+                 for i in range(settings.agents)]
+        self.cluster = InMemoryCluster(nodes)
+        self.procs: list[_Proc] = []
+        self.life_tasks: dict[str, asyncio.TimerHandle] = {}
+        self.on_killed_nodes: set[str] = set()
+        self.double_bindings = 0
+
+    async def start_agents(self, address: str, models: Path) -> None:
+        n = self.s.agents
+        ports, https = _free_ports(n), _free_ports(n)
+        seeds = ports[:3]
+        env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"}
+        for i in range(n):
+            name = f"edge-{i:02d}"
+            data = self.workdir / name
+            data.mkdir()
+            cfg = data / "agent.yaml"
+            cfg.write_text(_agent_config(name, ports[i], seeds, https[i], address, data, models))
+            log = open(data / "agent.log", "wb")
+            proc = subprocess.Popen([sys.executable, "-m", "fedplane", "agent", "--config", str(cfg)],
+                                    stdout=log, stderr=subprocess.STDOUT, env=env, cwd=data)
+            self.procs.append(_Proc(name, proc, https[i]))
+
+    async def wait_converged(self, timeout: float = 60.0) -> None:
+        """Until every agent serves HTTP and sees all its peers alive."""
+        deadline = time.monotonic() + timeout
+        want = self.s.agents - 1
+        while time.monotonic() < deadline:
+            seen = await asyncio.to_thread(lambda: [_metric(p.http, "fedplane_agent_peers_alive") for p in self.procs])
+            if all(v is not None and v >= want for v in seen):
+                return
+            for p in self.procs:
+                if p.process.poll() is not None:
+                    raise RuntimeError(f"agent {p.name} exited early; see {self.workdir / p.name / 'agent.log'}")
+            await asyncio.sleep(0.5)
+        raise RuntimeError(f"agents did not converge within {timeout:.0f}s: peers alive {seen}")
+
+    def sample_rss(self) -> None:
+        import psutil
+
+        for p in self.procs:
+            if not p.killed:
+                try:
+                    p.rss_max = max(p.rss_max, psutil.Process(p.process.pid).memory_info().rss)
+                except psutil.Error:
+                    pass
+
+    async def idle_cpu(self) -> list[float]:
+        import psutil
+
+        handles = [psutil.Process(p.process.pid) for p in self.procs]
+        before = [sum(h.cpu_times()[:2]) for h in handles]
+        await asyncio.sleep(IDLE_SECONDS)
+        after = [sum(h.cpu_times()[:2]) for h in handles]
+        return [100.0 * (a - b) / IDLE_SECONDS for a, b in zip(after, before)]
+
+    def watch_lifetimes(self) -> asyncio.Task[None]:
+        """Finish each pod ``life`` seconds after it starts running (re-armed if it is re-placed)."""
+        loop = asyncio.get_running_loop()
+
+        async def follow() -> None:
+            async for update in self.cluster.watch():
+                uid = update.pod.uid
+                if update.phase is Phase.RUNNING and uid not in self.life_tasks:
+                    life = self.rng.expovariate(1.0 / self.s.life)
+                    self.life_tasks[uid] = loop.call_later(life, self._finish, uid)
+                elif update.phase is Phase.PENDING and uid in self.life_tasks:
+                    self.life_tasks.pop(uid).cancel()
+
+        return loop.create_task(follow())
+
+    def _finish(self, uid: str) -> None:
+        self.life_tasks.pop(uid, None)
+        self.cluster.finish(uid)
+
+    def kill(self) -> list[str]:
+        victims = self.rng.sample(self.procs[1:], self.s.kill)  # the first agent stays: it is a seed
+        for p in victims:
+            p.process.send_signal(signal.SIGKILL)
+            p.killed = True
+            self.on_killed_nodes.update(uid for uid, c in self.cluster.pods.items()
+                                        if c.phase is Phase.RUNNING and self.cluster.bound_node(uid) == p.name)
+        return [p.name for p in victims]
+
+    async def check_double_bindings(self) -> None:
+        """Compare what every live agent says it runs with the cluster: the same epoch on another node is a double."""
+        reports = await asyncio.to_thread(lambda: [(p.name, _get(p.http, "/pods")) for p in self.procs if not p.killed])
+        for name, body in reports:
+            for uid, epoch in json.loads(body or b"{}").items():
+                held = self.cluster.pods.get(uid)
+                if held is not None and held.epoch == epoch and held.phase is Phase.RUNNING:
+                    if self.cluster.bound_node(uid) != name:
+                        self.double_bindings += 1
+
+    def stop_agents(self) -> None:
+        for p in self.procs:
+            if p.process.poll() is None:
+                p.process.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.process.kill()
+
+
+async def run_bench(settings: BenchSettings) -> dict[str, Any]:
+    pods = openb.load_pods(locate.trace_file(None, locate.OPENB_PODS, settings.traces))[: settings.pods]
+    workdir = Path(tempfile.mkdtemp(prefix="fedplane-bench-agent-"))
+    run = _Run(settings, workdir)
+    harness = TwinHarness(run.cluster)
+    try:
+        address = await harness.start()
+        models = workdir / "models"
+        models.mkdir()
+        scorer = "onnx-int8" if write_policy_model(models, settings.seed) else "heuristic"
+        await run.start_agents(address, models)
+        await run.wait_converged()
+        run.sample_rss()
+        idle = await run.idle_cpu()
+        run.sample_rss()
+        result = await _place(run, pods)
+        run.sample_rss()
+    finally:
+        run.stop_agents()
+        await harness.stop()
+    keep = os.environ.get("FEDPLANE_BENCH_KEEP")
+    if not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return {
+        "agents": settings.agents, "pods": len(pods),
+        "rss_mib_max": round(max(p.rss_max for p in run.procs) / 2**20, 1),
+        "idle_cpu_pct": round(max(idle), 2), "idle_cpu_pct_mean": round(float(np.mean(idle)), 2),
+        **result, "scorer": scorer,
+        "workload": f"openb requests (first {len(pods)}), arrivals {settings.rate:g}/s, exp lifetimes mean {settings.life:g}s",
+        "workdir": str(workdir) if keep else None,
+    }
+
+
+async def _place(run: _Run, pods: list[Pod]) -> dict[str, Any]:
+    s = run.s
+    cluster = run.cluster
+    follower = run.watch_lifetimes()
+    start = time.monotonic()
+    killed: list[str] = []
+    for i, pod in enumerate(pods):
+        await asyncio.sleep(max(0.0, start + i / s.rate - time.monotonic()))
+        cluster.submit(pod)
+        if i == len(pods) // 2 and s.kill:
+            killed = run.kill()
+        if i % 50 == 0:
+            run.sample_rss()
+            await run.check_double_bindings()
+    deadline = time.monotonic() + SETTLE_TIMEOUT
+    while time.monotonic() < deadline:
+        if all(p.phase.finished for p in cluster.pods.values()):
+            break
+        await asyncio.sleep(0.5)
+        run.sample_rss()
+        await run.check_double_bindings()
+    follower.cancel()
+    decisions = cluster.evidence.decisions
+    ms = np.array([d.seconds for d in decisions]) * 1000.0
+    replaced = [d for d in decisions if d.replaced]
+    span = max((d.at for d in decisions), default=start) - start
+    unfinished = [uid for uid, p in cluster.pods.items() if not p.phase.finished]
+    return {
+        "decision_ms_p50": round(float(np.percentile(ms, 50)), 1) if ms.size else None,
+        "decision_ms_p99": round(float(np.percentile(ms, 99)), 1) if ms.size else None,
+        "placements_per_s": round(len(decisions) / max(1e-9, span), 1),
+        "double_bindings": run.double_bindings,
+        "lost_pods": len(unfinished),
+        "overcommits": cluster.evidence.capacity_refusals,
+        "replaced_after_kill": len({d.pod for d in replaced} & run.on_killed_nodes),
+        "pods_on_killed_nodes": len(run.on_killed_nodes),
+        "killed": killed,
+        "refused_duplicate_binds": cluster.evidence.duplicate_refusals,
+        "refused_stale_binds": cluster.evidence.stale_refusals,
+        "replace_decision_ms_p99": round(float(np.percentile([d.seconds * 1000 for d in replaced], 99)), 1) if replaced else None,
+    }

@@ -1,0 +1,97 @@
+"""The seam between an agent and its cluster's API: watch pods, bind with a fencing epoch, report status.
+
+Two implementations sit behind :class:`ClusterAPI`: the twin cluster API over gRPC
+(:mod:`edgeagent.twinharness` until ``fedapi`` ships the real one) and Kubernetes
+(:mod:`edgeagent.kube`); tests use :class:`edgeagent.memcluster.InMemoryCluster`.
+
+Contracts the agent relies on:
+
+* ``watch`` yields every current pod first, then each change, for as long as the
+  connection holds; it raises :class:`ClusterUnavailable` when it cannot (the agent
+  reconnects with backoff and keeps placing what it already knows).
+* ``bind`` is fenced: a stale epoch, or a second node for the same (pod, epoch), is
+  refused with an outcome value, never silently accepted. Binding the same node
+  again answers ``ALREADY_BOUND`` (so a bind retried after a crash is harmless).
+* ``report_node(node, ready=False)`` unbinds that node's pods and bumps their epoch:
+  the back end's half of re-placing a dead peer's pods.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from fedcore.nodes import Node
+from fedcore.pods import Pod
+
+
+class ClusterUnavailable(Exception):
+    """The cluster API cannot be reached or answered garbage: retry later; nothing was changed here."""
+
+
+class Phase(enum.Enum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    DELETED = "Deleted"
+
+    @property
+    def finished(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.FAILED, Phase.DELETED)
+
+
+@dataclass(frozen=True, slots=True)
+class PodUpdate:
+    """A pod as the cluster reports it: its spec, fencing epoch, phase and node (empty while pending)."""
+
+    pod: Pod
+    epoch: int
+    phase: Phase
+    node: str = ""
+
+
+class BindOutcome(enum.Enum):
+    """Expected results of a bind; only BOUND and ALREADY_BOUND place the pod."""
+
+    BOUND = "bound"
+    ALREADY_BOUND = "already-bound"
+    STALE_EPOCH = "stale-epoch"
+    DUPLICATE = "duplicate"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class BindResult:
+    outcome: BindOutcome
+    node: str = ""
+    epoch: int = 0
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (BindOutcome.BOUND, BindOutcome.ALREADY_BOUND)
+
+
+class ClusterAPI(Protocol):
+    """What an agent needs from its cluster; every call may raise :class:`ClusterUnavailable`."""
+
+    def watch(self) -> AsyncIterator[PodUpdate]:
+        """Current pods, then changes, until the connection drops."""
+        ...
+
+    async def bind(self, pod: str, node: str, epoch: int) -> BindResult: ...
+
+    async def report_node(self, node: str, ready: bool) -> int:
+        """Node status from an agent; returns how many pods a not-ready report freed."""
+        ...
+
+    async def complete(self, pod: str, epoch: int, succeeded: bool) -> BindResult: ...
+
+    async def describe_node(self, node: str) -> Node:
+        """The node's static description (capacity, arch, labels, taints) as the cluster knows it."""
+        ...
+
+    async def close(self) -> None: ...

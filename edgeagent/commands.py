@@ -1,0 +1,77 @@
+"""``fedplane agent`` (the edge daemon) and ``fedplane bench agent``.
+
+The environment is pinned before anything imports numpy or onnxruntime: one BLAS
+thread (the agent does no linear algebra worth a pool) and no onnxruntime telemetry
+(which would write outside the data directory).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import json  # noqa: E402
+import sys  # noqa: E402
+
+import click  # noqa: E402
+
+from edgeagent import config as agent_config  # noqa: E402
+
+
+def _options_help() -> str:
+    lines = ["\b", "Configuration keys (YAML; $VAR expanded from the environment):"]
+    for name, text, default in agent_config.options():
+        lines.append(f"  {name} = {default!r}")
+        lines.append(f"      {text}")
+    return "\n".join(lines)
+
+
+@click.command(epilog=_options_help(), context_settings={"max_content_width": 120})
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), required=True, help="agent.yaml to load")
+@click.option("--check", is_flag=True, help="validate the configuration and exit")
+def agent(config_path: str, check: bool) -> None:
+    """Run the edge agent: gossip, placement claims, binding through the cluster back end."""
+    try:
+        config = agent_config.load(config_path)
+    except agent_config.ConfigError as exc:
+        raise click.UsageError(f"invalid configuration: {exc}") from None
+    if check:
+        click.echo(f"{config_path}: ok")
+        return
+    import asyncio
+    import logging
+
+    from edgeagent.daemon import run_agent
+
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run_agent(config))
+
+
+@click.command("agent")
+@click.option("--agents", default=16, show_default=True, help="agent processes on loopback")
+@click.option("--pods", default=1000, show_default=True, help="pods from the openb trace")
+@click.option("--rate", default=50.0, show_default=True, help="pod arrivals per second")
+@click.option("--life", default=2.0, show_default=True, help="mean pod lifetime in seconds (exponential)")
+@click.option("--kill", default=2, show_default=True, help="agents SIGKILLed halfway through")
+@click.option("--seed", default=1, show_default=True)
+@click.option("--traces", default=None, help="traces directory (default: $FEDPLANE_TRACES or ../shared/traces)")
+@click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON object")
+def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, seed: int, traces: str | None,
+                as_json: bool) -> None:
+    """16 agent processes place trace pods through the twin cluster API; footprint, latency and safety."""
+    import asyncio
+
+    from edgeagent.benching import BenchSettings, run_bench
+
+    if not 0 <= kill < agents:
+        raise click.UsageError("--kill must leave at least one live agent")
+    result = asyncio.run(run_bench(BenchSettings(agents, pods, rate, life, kill, seed, traces)))
+    if as_json:
+        click.echo(json.dumps(result))
+    else:
+        for key, value in result.items():
+            click.echo(f"{key:>24}: {value}")

@@ -1,0 +1,276 @@
+"""The agent's YAML configuration: typed sections, validated on load, every field documented.
+
+One frozen dataclass per YAML section; each field carries its help text in
+``metadata["help"]`` so ``fedplane agent --help`` and the README list the same
+options. Loading is strict because an edge board runs unattended: an unknown
+key (a typo) or a value of the wrong type or range is a :class:`ConfigError`
+that names the field, never a silently ignored default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; ``field`` is the dotted path of the offending key."""
+
+    def __init__(self, field_path: str, message: str) -> None:
+        super().__init__(f"{field_path}: {message}" if field_path else message)
+        self.field = field_path
+
+
+def _opt(default: Any, help: str, **kwargs: Any) -> Any:
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help}, **kwargs)
+    return field(default=default, metadata={"help": help}, **kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class GossipSection:
+    bind: str = _opt("127.0.0.1:7946", "host:port for gossip (UDP and TCP); also our name, so use an address peers reach")
+    seeds: list[str] = _opt([], "host:port of peers to join through (the cluster's other agents)")
+    key_file: str = _opt("", "file of base64 AES keys, one per line, primary first; empty = unencrypted")
+    probe_interval: float = _opt(0.2, "seconds between SWIM probes")
+    gossip_interval: float = _opt(0.02, "seconds between gossip rounds; claims spread in a few rounds")
+    pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")
+    suspicion_mult: float = _opt(2.5, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
+    reap_after: float = _opt(60.0, "seconds a dead peer and its records are kept before being forgotten")
+
+
+@dataclass(frozen=True, slots=True)
+class BackendSection:
+    kind: Literal["twin", "kubernetes"] = _opt("twin", "cluster back end: the twin cluster API (gRPC) or Kubernetes")
+    address: str = _opt("127.0.0.1:7070", "twin: host:port of the twin cluster API")
+    kubeconfig: str = _opt("", "kubernetes: kubeconfig file; empty = in-cluster service account")
+    scheduler_name: str = _opt("fedplane", "kubernetes: place only pods whose spec.schedulerName is this")
+    timeout: float = _opt(5.0, "seconds before a back-end call counts as failed (retried with backoff)")
+    status_interval: float = _opt(10.0, "seconds between node-status reports to the back end")
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementSection:
+    claim_window: float = _opt(0.08, "seconds a claim must keep winning before its owner binds (lets rivals' claims arrive)")
+    candidates: int = _opt(3, "only agents ranked in the top N by the gossiped node states claim at once; 0 = all")
+    fallback_after: float = _opt(0.25, "seconds after which every eligible agent claims a still-unclaimed pod")
+    retry_interval: float = _opt(1.0, "seconds between re-examinations of pods nobody could take")
+    compact_after: float = _opt(30.0, "seconds a finished pod's claim record stays in gossip before withdrawal")
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeSection:
+    kind: Literal["real", "twin"] = _opt("real", "node probe: this machine (psutil, cgroup v2, /proc) or the twin's node list")
+    interval: float = _opt(5.0, "seconds between load samples")
+    arch: str = _opt("", "override the reported architecture (amd64, arm64, armv7); empty = detect")
+    labels: dict[str, str] = _opt({}, "node labels for pods' node selectors (real probe)")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelsSection:
+    dir: str = _opt("", "directory watched for int8 ONNX policy versions; empty = <data_dir>/models")
+    poll_interval: float = _opt(5.0, "seconds between scans of the models directory")
+    threads: int = _opt(1, "onnxruntime intra-op threads")
+
+
+@dataclass(frozen=True, slots=True)
+class FederationSection:
+    enabled: bool = _opt(False, "supervise a Flower SuperNode that trains on the local experience log")
+    superlink: str = _opt("127.0.0.1:9092", "host:port of the Flower SuperLink fleet API")
+    restart_after: float = _opt(10.0, "seconds before a crashed SuperNode is restarted")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSection:
+    bind: str = _opt("127.0.0.1:9464", "host:port serving /metrics and /healthz; empty = no HTTP server")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    node: str = _opt("", "this node's name in the cluster (default: the hostname)")
+    cluster: str = _opt("c0", "the cluster whose pending pods this agent places")
+    data_dir: str = _opt("/var/lib/fedplane-agent", "the only directory the agent writes: journal, experience, models")
+    log_level: Literal["debug", "info", "warning", "error"] = _opt("info", "logging threshold")
+    experience_max_mib: int = _opt(64, "experience log size before it rotates (one older file is kept)")
+    gossip: GossipSection = field(default_factory=GossipSection)
+    backend: BackendSection = field(default_factory=BackendSection)
+    placement: PlacementSection = field(default_factory=PlacementSection)
+    probe: ProbeSection = field(default_factory=ProbeSection)
+    models: ModelsSection = field(default_factory=ModelsSection)
+    federation: FederationSection = field(default_factory=FederationSection)
+    http: HttpSection = field(default_factory=HttpSection)
+
+    @property
+    def node_name(self) -> str:
+        return self.node or socket.gethostname()
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir)
+
+    @property
+    def models_path(self) -> Path:
+        return Path(self.models.dir) if self.models.dir else self.data_path / "models"
+
+
+SECTIONS: dict[str, type] = {
+    "gossip": GossipSection, "backend": BackendSection, "placement": PlacementSection, "probe": ProbeSection,
+    "models": ModelsSection, "federation": FederationSection, "http": HttpSection,
+}
+
+_POSITIVE = {
+    "gossip.probe_interval", "gossip.gossip_interval", "gossip.pushpull_interval", "gossip.suspicion_mult",
+    "gossip.reap_after", "backend.timeout", "backend.status_interval", "placement.claim_window",
+    "placement.fallback_after", "placement.retry_interval", "probe.interval", "models.poll_interval",
+    "federation.restart_after", "experience_max_mib", "models.threads",
+}
+_ADDRESSES = {"gossip.bind", "backend.address", "federation.superlink"}
+
+
+def parse(raw: object, source: str = "config") -> AgentConfig:
+    """Build a validated config from a decoded YAML document (a mapping or None)."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("", f"{source}: the top level must be a mapping, got {type(raw).__name__}")
+    top = {k: v for k, v in raw.items() if k not in SECTIONS}
+    values = _fields(AgentConfig, top, "", skip=frozenset(SECTIONS))
+    for name, cls in SECTIONS.items():
+        section = raw.get(name, {})
+        if section is None:
+            section = {}
+        if not isinstance(section, dict):
+            raise ConfigError(name, f"must be a mapping, got {type(section).__name__}")
+        values[name] = cls(**_fields(cls, section, name + "."))
+    config = AgentConfig(**values)
+    _check_ranges(config)
+    return config
+
+
+def load(path: str | Path) -> AgentConfig:
+    """Read and validate a YAML file; every problem is a :class:`ConfigError` naming the field.
+
+    ``$VAR`` and ``${VAR}`` are expanded from the environment first (a DaemonSet passes
+    the pod IP that way).
+    """
+    import yaml
+
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError("", f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        raw = yaml.safe_load(os.path.expandvars(text))
+    except yaml.YAMLError as exc:
+        raise ConfigError("", f"{path}: not valid YAML: {exc}") from exc
+    return parse(raw, str(path))
+
+
+def defaults() -> AgentConfig:
+    return parse({})
+
+
+def options() -> list[tuple[str, str, object]]:
+    """Every option as (dotted name, help, default): the single source of the CLI help and the README."""
+    out: list[tuple[str, str, object]] = []
+    base = AgentConfig()
+    for f in dataclasses.fields(AgentConfig):
+        if f.name in SECTIONS:
+            section = getattr(base, f.name)
+            for sf in dataclasses.fields(section):
+                out.append((f"{f.name}.{sf.name}", sf.metadata["help"], getattr(section, sf.name)))
+        else:
+            out.append((f.name, f.metadata["help"], getattr(base, f.name)))
+    return out
+
+
+def _fields(cls: type, raw: dict[Any, Any], prefix: str, skip: frozenset[str] = frozenset()) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)} - skip
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        path = f"{prefix}{key}"
+        if not isinstance(key, str) or key not in known:
+            raise ConfigError(path, f"unknown key (known: {', '.join(sorted(known))})")
+        out[key] = _coerce(hints[key], value, path)
+    return out
+
+
+def _coerce(hint: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ConfigError(path, f"must be one of {', '.join(map(str, choices))}, got {value!r}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(path, f"must be a list, got {type(value).__name__}")
+        (item,) = typing.get_args(hint)
+        return [_coerce(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(path, f"must be a mapping, got {type(value).__name__}")
+        return {_coerce(str, k, f"{path} key"): _coerce(str, v, f"{path}.{k}") for k, v in value.items()}
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(path, f"must be true or false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(path, f"must be an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(path, f"must be a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(path, f"must be a string, got {value!r}")
+        return value
+    raise ConfigError(path, f"unsupported option type {hint!r}")  # pragma: no cover - a bug in this module
+
+
+def _check_ranges(config: AgentConfig) -> None:
+    from gossip.udp import split_addr
+
+    for name, _, _ in options():
+        value = _get(config, name)
+        if name in _POSITIVE and not value > 0:
+            raise ConfigError(name, f"must be > 0, got {value!r}")
+        if name in _ADDRESSES:
+            try:
+                split_addr(str(value))
+            except ValueError as exc:
+                raise ConfigError(name, str(exc)) from None
+    for i, seed in enumerate(config.gossip.seeds):
+        try:
+            split_addr(seed)
+        except ValueError as exc:
+            raise ConfigError(f"gossip.seeds[{i}]", str(exc)) from None
+    if config.http.bind:
+        try:
+            split_addr(config.http.bind)
+        except ValueError as exc:
+            raise ConfigError("http.bind", str(exc)) from None
+    if config.placement.candidates < 0:
+        raise ConfigError("placement.candidates", f"must be >= 0, got {config.placement.candidates}")
+    if config.placement.compact_after < 0:
+        raise ConfigError("placement.compact_after", "must be >= 0")
+    if config.probe.arch and config.probe.arch not in ("amd64", "arm64", "armv7"):
+        raise ConfigError("probe.arch", f"must be amd64, arm64 or armv7, got {config.probe.arch!r}")
+    if not config.data_dir:
+        raise ConfigError("data_dir", "must name a directory")
+
+
+def _get(config: AgentConfig, dotted: str) -> Any:
+    obj: Any = config
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
+

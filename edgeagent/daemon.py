@@ -1,0 +1,351 @@
+"""The asyncio shell around the placement core: sockets, timers, the journal and the back end.
+
+Everything the agent decides is decided in :class:`edgeagent.placing.Placer`; this
+module feeds it inputs (gossip events, the cluster's pod watch, bind answers, load
+samples, its own deadline) and performs the effects it returns. The one rule that
+makes restarts safe lives here: effects are queued, and once per event-loop turn the
+ledger's new operations are written and fsynced to the journal *before* any queued
+effect leaves the process (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from fedcore.nodes import Node
+
+from edgeagent import federation, twinwire
+from edgeagent.clusters import BindResult, ClusterAPI, ClusterUnavailable
+from edgeagent.config import AgentConfig
+from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
+from edgeagent.experience import ExperienceLog
+from edgeagent.journals import FrameLog
+from edgeagent.ledger import Ledger
+from edgeagent.metrics import AgentCollector, AgentMetrics
+from edgeagent.models import ModelWatcher
+from edgeagent.placing import Placer
+from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
+from edgeagent.scoring import HeuristicScorer
+from edgeagent.serving import StatusServer
+from gossip.config import GossipConfig
+from gossip.effects import MemberEvent, RecordEvent
+from gossip.keyring import Keyring
+from gossip.members import MemberState
+from gossip.udp import Event, UdpGossip, split_addr
+
+log = logging.getLogger("edgeagent")
+
+JOURNAL = "claims.journal"
+NODE_FILE = "node.json"
+MAX_BINDS_IN_FLIGHT = 32
+BACKOFF_MAX = 10.0
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves the old or the new file, never a mix."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def make_cluster(config: AgentConfig) -> ClusterAPI:
+    if config.backend.kind == "kubernetes":
+        from edgeagent.kube import KubeCluster
+
+        return KubeCluster(config.backend.kubeconfig, config.backend.scheduler_name, config.backend.timeout)
+    from edgeagent.twinclient import TwinClient
+
+    return TwinClient(config.backend.address, config.backend.timeout)
+
+
+async def run_agent(config: AgentConfig) -> None:
+    """Build the agent inside the running loop (its gRPC channel binds to it) and run it."""
+    await Agent(config).run()
+
+
+class Agent:
+    """One edge agent: run with :meth:`run` until :meth:`stop` (SIGTERM) or cancellation."""
+
+    def __init__(self, config: AgentConfig, cluster: ClusterAPI | None = None) -> None:
+        self.config = config
+        self.name = config.node_name
+        self.data = config.data_path
+        self.cluster = cluster or make_cluster(config)
+        self.backend_up = False
+        self.placer: Placer | None = None
+        self.gossip: UdpGossip | None = None
+        self._stop = asyncio.Event()
+        self._closing = False
+        self._queue: list[Effect] = []
+        self._flush_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._binds = asyncio.Semaphore(MAX_BINDS_IN_FLIGHT)
+        self._journal: FrameLog | None = None
+        self._experience: ExperienceLog | None = None
+        self.metrics: AgentMetrics | None = None
+        self._http: StatusServer | None = None
+        self.http_port = 0
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Start everything, serve until stopped, then leave gracefully."""
+        loop = asyncio.get_running_loop()
+        self.data.mkdir(parents=True, exist_ok=True)
+        probe = self._probe()
+        node = await self._describe_node(probe)
+        self._journal = FrameLog(self.data / JOURNAL)
+        ledger = Ledger.replay(self.name, node.name, node.capacity, (op for batch in self._journal.read() for op in batch))
+        self._experience = ExperienceLog(self.data, self.config.experience_max_mib * 2**20)
+        self.placer = Placer(node, ledger, HeuristicScorer(), self.config.placement, loop.time())
+        models = ModelWatcher(self.config.models_path, self.config.models.threads)
+        self._swap_model(models)
+        self.gossip = self._make_gossip()
+        await self.gossip.start()
+        self.gossip.subscribe(self._on_gossip)
+        self._apply(self.placer.announce(loop.time()))
+        await self._start_http()
+        log.info("agent %s up: gossip %s, %d pods held from the journal", self.name, self.gossip.name,
+                 sum(1 for _ in ledger.own_pods()))
+        self._spawn(self._watch_loop())
+        self._spawn(self._every(self.config.probe.interval, lambda: self._apply(self.placer_.set_load(probe.load(), loop.time()))))
+        self._spawn(self._status_loop())
+        self._spawn(self._every(self.config.models.poll_interval, lambda: self._swap_model(models)))
+        if self.config.federation.enabled:
+            self._spawn(federation.supervise(self.config.federation, self.data))
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.stop)
+            except (NotImplementedError, RuntimeError):  # not the main thread (tests)
+                pass
+        try:
+            await self._stop.wait()
+        finally:
+            await self._shutdown()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _shutdown(self) -> None:
+        log.info("agent %s leaving", self.name)
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._timer is not None:
+            self._timer.cancel()
+        self._commit()
+        if self.gossip is not None:
+            await self.gossip.leave(linger=self.config.gossip.gossip_interval * 10)
+        if self._http is not None:
+            await self._http.close()
+        for closable in (self._journal, self._experience):
+            if closable is not None:
+                closable.close()
+        await self.cluster.close()
+
+    # ---- the effect pipeline ----------------------------------------------------------------------
+
+    def _apply(self, effects: list[Effect]) -> None:
+        """Queue effects; they run after the next journal commit (at most one commit per loop turn)."""
+        self._queue.extend(effects)
+        if not self._flush_scheduled and not self._closing:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _commit(self) -> list[Effect]:
+        """Make the ledger's new operations durable; returns the queued effects, now safe to perform."""
+        ops = self.placer_.ledger.take_ops()
+        if ops and self._journal is not None:
+            self._journal.append(ops)
+        effects, self._queue = self._queue, []
+        rows = [e.row for e in effects if isinstance(e, Experience)]
+        if rows and self._experience is not None:
+            self._experience.write(rows)
+        return effects
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        placer = self.placer_
+        for effect in self._commit():
+            if isinstance(effect, Publish):
+                if self.gossip is not None:
+                    self.gossip.publish(effect.key, effect.value)
+            elif isinstance(effect, Bind):
+                self._spawn(self._bind(effect))
+            elif isinstance(effect, ReportNode):
+                self._spawn(self._report(effect.node, effect.ready, attempts=10))
+            elif isinstance(effect, Evict):
+                log.warning("pod %s (epoch %d) was re-placed elsewhere: stopping it here", effect.pod, effect.epoch)
+        if self.metrics is not None:
+            for seconds in placer.counters.decisions:
+                self.metrics.decisions.observe(seconds)
+        placer.counters.decisions.clear()
+        self._arm()
+
+    def _arm(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(max(self.placer_.next_deadline(), loop.time()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._apply(self.placer_.tick(asyncio.get_running_loop().time()))
+
+    # ---- inputs ---------------------------------------------------------------------------------------
+
+    def _on_gossip(self, event: Event) -> None:
+        now = asyncio.get_running_loop().time()
+        placer = self.placer_
+        if isinstance(event, RecordEvent):
+            if event.owner != self.gossip_.name:
+                self._apply(placer.record(event.owner, event.key, event.value, now))
+        elif isinstance(event, MemberEvent):
+            if event.state in (MemberState.DEAD, MemberState.LEFT):
+                self._apply(placer.member_dead(event.name, now))
+            elif event.state is MemberState.ALIVE:
+                self._apply(placer.member_alive(event.name, now))
+
+    async def _watch_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = 0.1
+        while True:
+            try:
+                async for update in self.cluster.watch():
+                    self.backend_up, backoff = True, 0.1
+                    self._apply(self.placer_.pod_update(update, loop.time()))
+            except ClusterUnavailable as exc:
+                log.warning("cluster watch: %s (retrying in %.1fs)", exc, backoff)
+            self.backend_up = False
+            await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
+            backoff = min(BACKOFF_MAX, backoff * 2)
+
+    async def _bind(self, effect: Bind) -> None:
+        result: BindResult | None
+        async with self._binds:
+            try:
+                result = await self.cluster.bind(effect.pod, effect.node, effect.epoch)
+            except ClusterUnavailable as exc:
+                log.warning("bind %s: %s", effect.pod, exc)
+                result = None
+        self._apply(self.placer_.bind_done(effect.pod, result, asyncio.get_running_loop().time()))
+
+    async def _report(self, node: str, ready: bool, attempts: int) -> None:
+        backoff = 0.2
+        for _ in range(attempts):
+            try:
+                freed = await self.cluster.report_node(node, ready)
+                if not ready:
+                    log.info("reported node %s not ready: the cluster freed %d pods", node, freed)
+                return
+            except ClusterUnavailable as exc:
+                log.warning("report node %s: %s", node, exc)
+            await asyncio.sleep(backoff)
+            backoff = min(BACKOFF_MAX, backoff * 2)
+
+    async def _status_loop(self) -> None:
+        while True:
+            await self._report(self.name, True, attempts=1)
+            await asyncio.sleep(self.config.backend.status_interval)
+
+    async def _every(self, seconds: float, step: Callable[[], object]) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            step()
+
+    # ---- setup helpers ----------------------------------------------------------------------------------
+
+    async def _describe_node(self, probe: NodeProbe) -> Node:
+        """Ask the probe; fall back to the last description on disk, so an agent restarts offline."""
+        saved = self.data / NODE_FILE
+        backoff = 0.2
+        while True:
+            try:
+                node = await probe.describe()
+                atomic_write(saved, json.dumps(twinwire.node_to_wire(node)).encode())
+                return node
+            except ClusterUnavailable as exc:
+                if saved.exists():
+                    log.warning("cluster unreachable (%s): using the saved node description", exc)
+                    return twinwire.node_from_wire(json.loads(saved.read_text()))
+                log.warning("cluster unreachable (%s): retrying", exc)
+            await asyncio.sleep(backoff)
+            backoff = min(BACKOFF_MAX, backoff * 2)
+
+    def _probe(self) -> NodeProbe:
+        if self.config.probe.kind == "twin":
+            def reserved() -> float:
+                if self.placer is None:
+                    return 0.0
+                cap, free = self.placer.node.capacity, self.placer.ledger.replica.free()
+                return 1.0 - free.cpu_milli / max(1, cap.cpu_milli)
+
+            return TwinProbe(self.name, self.cluster, reserved)
+        return RealProbe(self.name, self.config.cluster, self.data, self.config.probe.arch, self.config.probe.labels)
+
+    def _make_gossip(self) -> UdpGossip:
+        g = self.config.gossip
+        settings = GossipConfig(
+            probe_interval=g.probe_interval, probe_timeout=g.probe_interval / 2, gossip_interval=g.gossip_interval,
+            pushpull_interval=g.pushpull_interval, suspicion_mult=g.suspicion_mult, reap_after=g.reap_after,
+        )
+        keyring = Keyring.load(g.key_file) if g.key_file else None
+        return UdpGossip(g.bind, g.seeds, keyring=keyring, config=settings)
+
+    async def _start_http(self) -> None:
+        placer = self.placer_
+        collector = AgentCollector(
+            placer, lambda: sum(1 for m in self.gossip_.members().values() if m.state is MemberState.ALIVE) - 1,
+            lambda: self.backend_up, lambda: self._journal.size() if self._journal else 0)
+        self.metrics = AgentMetrics(collector)
+        if not self.config.http.bind:
+            return
+        host, port = split_addr(self.config.http.bind)
+        self._http = StatusServer(self.metrics, self._health, lambda: dict(placer.running))
+        self.http_port = await self._http.start(host, port)
+
+    def _health(self) -> str | None:
+        if self.gossip is None:
+            return "gossip not started"
+        if self.gossip.internal_errors:
+            return f"gossip had {self.gossip.internal_errors} internal errors"
+        return None
+
+    def _swap_model(self, models: ModelWatcher) -> None:
+        scorer = models.scan()
+        if scorer is not None:
+            placer = self.placer_
+            placer.scorer = scorer
+            self._apply(placer.set_load(placer.load, asyncio.get_running_loop().time()))  # republish: new model version
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def placer_(self) -> Placer:
+        assert self.placer is not None, "the agent is not running"
+        return self.placer
+
+    @property
+    def gossip_(self) -> UdpGossip:
+        assert self.gossip is not None, "the agent is not running"
+        return self.gossip

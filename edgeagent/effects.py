@@ -1,0 +1,53 @@
+"""What the placement core asks its shell to do: values, safe to keep, performed in order.
+
+The shell writes the ledger's pending operations to the journal before it performs
+any of these, so nothing leaves the process that a restart could forget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Publish:
+    """Set (or, with None, withdraw) one of our gossip records."""
+
+    key: str
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Bind the pod to our node at the back end's epoch; answer with ``Placer.bind_done``."""
+
+    pod: str
+    node: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReportNode:
+    """Tell the back end a node is (not) ready; not-ready frees its pods with a bumped epoch."""
+
+    node: str
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Evict:
+    """Stop a pod that runs here under a superseded epoch (its node was re-placed)."""
+
+    pod: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class Experience:
+    """One (state, action, outcome) row for the federated learner."""
+
+    row: dict[str, Any]
+
+
+Effect = Publish | Bind | ReportNode | Evict | Experience

@@ -1,0 +1,72 @@
+"""Append-only, checksummed frame logs: the ledger's journal and the experience log.
+
+A frame is ``length (4 bytes) | crc32 (4 bytes) | msgpack payload``. Appends are
+group-committed: the shell appends one frame per batch of operations and the
+journal fsyncs it before any effect of those operations leaves the process. A crash
+can only tear the last frame; :meth:`FrameLog.read` stops at the first frame whose
+length or checksum is wrong and truncates the file there, so what was committed
+is kept exactly and a torn tail is dropped, never misread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgpack
+
+log = logging.getLogger("edgeagent.journals")
+
+_HEADER = 8
+MAX_FRAME = 64 * 1024 * 1024
+
+
+class FrameLog:
+    """One append-only file of msgpack frames."""
+
+    def __init__(self, path: Path, durable: bool = True) -> None:
+        self.path = path
+        self.durable = durable
+        """fsync after every append (the journal); the experience log only flushes."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(path, "ab")
+
+    def append(self, payload: Any) -> None:
+        data = msgpack.packb(payload, use_bin_type=True)
+        self._file.write(len(data).to_bytes(4, "big") + zlib.crc32(data).to_bytes(4, "big") + data)
+        self._file.flush()
+        if self.durable:
+            os.fsync(self._file.fileno())
+
+    def size(self) -> int:
+        return self._file.tell()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def read(self) -> Iterator[Any]:
+        """Every intact frame, in order; a torn or corrupt tail is logged and cut off."""
+        with open(self.path, "rb") as f:
+            data = f.read()
+        offset = 0
+        while offset < len(data):
+            header = data[offset:offset + _HEADER]
+            size = int.from_bytes(header[:4], "big") if len(header) == _HEADER else -1
+            body = data[offset + _HEADER:offset + _HEADER + size] if 0 <= size <= MAX_FRAME else b""
+            if size < 0 or len(body) != size or zlib.crc32(body).to_bytes(4, "big") != header[4:]:
+                log.warning("%s: dropping a torn or corrupt tail of %d bytes at offset %d",
+                            self.path, len(data) - offset, offset)
+                self._file.truncate(offset)
+                return
+            yield msgpack.unpackb(body, raw=False, strict_map_key=False)
+            offset += _HEADER + size
+
+    def rotate(self, keep: Path) -> None:
+        """Move the current file to ``keep`` (replacing it) and start an empty one; both steps are renames."""
+        self._file.close()
+        os.replace(self.path, keep)
+        self._file = open(self.path, "ab")

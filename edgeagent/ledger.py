@@ -1,0 +1,156 @@
+"""The agent's claims replica with a write-ahead record of every change, and an index of its own records.
+
+:class:`crdt.claims_replica.ClaimsReplica` is pure and deterministic, so replaying the
+same inputs in the same order rebuilds the same state — same Lamport times, same
+sequence numbers, same reservations. That is how the agent survives a restart: every
+state-changing call is appended to :attr:`Ledger.ops`, the daemon writes them to the
+journal (fsync) *before* any effect of the call leaves the process, and on start
+:meth:`Ledger.replay` feeds the journal back in. (A snapshot/restore API on the
+replica would let the journal be truncated; until the crdt package offers one, the
+journal only grows — see the README.)
+
+The own-record index answers "what do I publish for pod P": the current version of
+each of my claims on P and the epoch mark I wrote, if any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from fedcore.resources import Resources
+
+from crdt import wire
+from crdt.claims import RELEASED, Claim, ClaimDelta, EpochMark, Status
+from crdt.claims_replica import ClaimsReplica
+from crdt.dots import VersionVector
+
+Op = list[Any]
+"""One journaled call: ``[name, *arguments]`` with msgpack-friendly arguments."""
+
+_EVERYTHING = 2**62
+"""Compaction treats every dot as stable (see :meth:`Ledger.compact`)."""
+
+
+class Ledger:
+    """A :class:`ClaimsReplica` whose every change is recorded for the journal."""
+
+    def __init__(self, agent_id: str, node: str, capacity: Resources) -> None:
+        self.replica = ClaimsReplica(agent_id, node, capacity)
+        self.agent_id = agent_id
+        self.ops: list[Op] = []
+        """Changes not yet handed to the journal (:meth:`take_ops`)."""
+        self._own: dict[str, dict[int, Claim]] = {}
+        self._marks: dict[str, EpochMark] = {}
+        self._agents: set[str] = {agent_id}
+
+    # ---- local operations (each recorded when it changed something) ----------------------
+
+    def claim(self, pod: str, epoch: int, score: float, request: Resources) -> ClaimDelta | Status:
+        out = self.replica.claim(pod, epoch, score, request)
+        return self._record(out, ["claim", pod, epoch, score, list(request.as_tuple())])
+
+    def bind(self, pod: str) -> ClaimDelta | Status:
+        return self._record(self.replica.bind(pod), ["bind", pod])
+
+    def complete(self, pod: str) -> ClaimDelta | Status:
+        return self._record(self.replica.complete(pod), ["complete", pod])
+
+    def release(self, pod: str) -> ClaimDelta | Status:
+        return self._record(self.replica.release(pod), ["release", pod])
+
+    def bump_epoch(self, pod: str) -> ClaimDelta | Status:
+        out = self.replica.bump_epoch(pod)
+        if isinstance(out, Status):
+            return out
+        return self._record(out[1], ["bump", pod])
+
+    def merge(self, data: bytes) -> ClaimDelta:
+        """Decode and merge a peer's record, returning it; raises :class:`crdt.errors.InvalidDelta` (nothing changed).
+
+        What the merge did to our own reservations shows in ``replica.pending_releases()``.
+        """
+        delta = wire.decode_delta(data)
+        self.replica.merge(delta)
+        self._agents.update(c.agent for c in delta.claims)
+        self._agents.update(m.agent for m in delta.marks)
+        self.ops.append(["merge", data])
+        return delta
+
+    def compact(self) -> list[str]:
+        """Drop completed pods whose claims are all released; returns their uids.
+
+        Every dot counts as stable: a replica's compaction is local (it only frees our
+        memory), completion is terminal in the CRDT and compacted uids stay tombstoned,
+        so a straggling record cannot resurrect the pod. Peers still learn of the
+        completion because our gossip record for the pod outlives compaction by
+        ``placement.compact_after`` seconds.
+        """
+        if not self.replica.compact(VersionVector({a: _EVERYTHING for a in self._agents})):
+            return []
+        self.ops.append(["compact"])
+        gone = [uid for uid in self.own_pods() if self.replica.is_finished(uid)]
+        for uid in gone:
+            self._own.pop(uid, None)
+            self._marks.pop(uid, None)
+        return gone
+
+    # ---- queries ----------------------------------------------------------------------------
+
+    def own_delta(self, pod: str) -> ClaimDelta | None:
+        """Our current records for ``pod`` (what our gossip record carries), or None if we wrote none."""
+        claims = tuple(self._own.get(pod, {}).values())
+        mark = self._marks.get(pod)
+        if not claims and mark is None:
+            return None
+        return ClaimDelta(claims=claims, marks=(mark,) if mark else ())
+
+    def own_pods(self) -> Iterator[str]:
+        """Pods we hold records for (not yet compacted)."""
+        return iter(set(self._own) | set(self._marks))
+
+    def reservations(self) -> Iterator[Claim]:
+        """Our unreleased claims: what our node's capacity is reserved for."""
+        for claims in self._own.values():
+            for claim in claims.values():
+                if not claim.flags & RELEASED:
+                    yield claim
+
+    def take_ops(self) -> list[Op]:
+        ops, self.ops = self.ops, []
+        return ops
+
+    # ---- restart -------------------------------------------------------------------------------
+
+    @classmethod
+    def replay(cls, agent_id: str, node: str, capacity: Resources, ops: Iterable[Op]) -> Ledger:
+        """Rebuild the ledger a previous life left, from its journal; raises ValueError on a foreign op."""
+        ledger = cls(agent_id, node, capacity)
+        apply = {
+            "claim": lambda a: ledger.claim(a[0], a[1], a[2], Resources.from_tuple(a[3])),
+            "bind": lambda a: ledger.bind(a[0]),
+            "complete": lambda a: ledger.complete(a[0]),
+            "release": lambda a: ledger.release(a[0]),
+            "bump": lambda a: ledger.bump_epoch(a[0]),
+            "merge": lambda a: ledger.merge(a[0]),
+            "compact": lambda a: ledger.compact(),
+        }
+        for op in ops:
+            step = apply.get(op[0]) if isinstance(op, list) and op else None
+            if step is None:
+                raise ValueError(f"journal holds an unknown operation {op!r:.80}")
+            step(op[1:])
+        ledger.ops.clear()
+        return ledger
+
+    # ---- internals -------------------------------------------------------------------------------
+
+    def _record(self, out: ClaimDelta | Status, op: Op) -> ClaimDelta | Status:
+        if isinstance(out, Status):
+            return out
+        for claim in out.claims:
+            self._own.setdefault(claim.pod, {})[claim.epoch] = claim
+        for mark in out.marks:
+            self._marks[mark.pod] = mark
+        self.ops.append(op)
+        return out

@@ -1,0 +1,470 @@
+"""The placement core: a sans-IO state machine that claims, binds, releases and re-places pods.
+
+Rules, in the order a reader needs them:
+
+* Inputs are calls with an injected ``now``: a pod update from the cluster
+  (:meth:`Placer.pod_update`), a peer's gossip record (:meth:`Placer.record`), a member
+  declared dead or alive, a bind result (:meth:`Placer.bind_done`), a load sample and
+  :meth:`Placer.tick`. Each returns effects (:mod:`edgeagent.effects`); the ledger's
+  journal operations are taken by the shell first, so effects never outrun durability.
+* A pending pod is claimed when our node passes fedcore's hard filters, our escrow
+  holds its request, and — to keep gossip quiet — we rank among the best
+  ``placement.candidates`` nodes by the heuristic estimate over the peers' gossiped
+  states. Past ``fallback_after`` anyone eligible claims.
+* A claim that still wins ``claim_window`` seconds after it was made is bound at the
+  back end, at the back end's epoch. The back end is the fence: a refused bind
+  (another node won in the meantime) just waits for the winner's record to arrive.
+* Epochs: we claim at ``max(back end epoch, CRDT epoch)`` and bind at the back end's.
+  When the back end is ahead of a claim of ours (our node was re-placed), we raise
+  the CRDT epoch to match, which turns our claim into a loser we release.
+* A peer declared dead is re-placed by the lowest-named live agent: it bumps the
+  CRDT epoch of the peer's pods (so the peer, should it return, is told to evict)
+  and reports the node not-ready (so the back end unbinds and bumps them too).
+  Every agent then claims at the new epoch and the usual winner rule decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedcore.nodes import Node
+from fedcore.nodetable import NodeTable, Placement
+from fedcore.pods import Pod
+from fedcore.resources import MILLI, GpuRequest, Resources
+from fedcore.scheduling.filters import default_filters
+
+from crdt import wire
+from crdt.claims import BOUND, ClaimDelta, Status
+from crdt.errors import InvalidDelta
+from edgeagent import records
+from edgeagent.clusters import BindOutcome, BindResult, Phase, PodUpdate
+from edgeagent.config import PlacementSection
+from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
+from edgeagent.ledger import Ledger
+from edgeagent.scoring import Scorer, estimate, features
+
+STATE_EVERY = 0.2
+"""Seconds between publications of our node state (it changes with every claim)."""
+COMPACT_EVERY = 5.0
+REFUSED_BACKOFF = 5.0
+"""Retry intervals a pod is left alone after the back end refused our bind for lack of room."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A pod the back end says is pending, and our progress on it."""
+
+    pod: Pod
+    epoch: int
+    """The back end's fencing epoch for the pod: what a bind must name."""
+    seen: float
+    due: float
+    claimed_at: float | None = None
+    claim_epoch: int = 0
+    features: np.ndarray | None = None
+    score: float = 0.0
+    binding: bool = False
+    elsewhere: bool = False
+    """The back end refused our bind because another node holds the pod."""
+
+
+@dataclass(slots=True)
+class _Peer:
+    node: str
+    state: records.NodeState | None = None
+    alive: bool = True
+
+
+@dataclass(slots=True)
+class Counters:
+    """Monotonic counts the shell exports as metrics."""
+
+    claims: int = 0
+    binds: int = 0
+    lost: int = 0
+    evictions: int = 0
+    refused_binds: int = 0
+    replaced: int = 0
+    completed: int = 0
+    bad_records: int = 0
+    decisions: list[float] = field(default_factory=list)
+    """Seconds from seeing a pod pending to its successful bind; the shell drains it."""
+
+
+class Placer:
+    """One agent's placement state machine for its own node."""
+
+    def __init__(self, node: Node, ledger: Ledger, scorer: Scorer, settings: PlacementSection, now: float) -> None:
+        self.node = node
+        self.ledger = ledger
+        self.scorer = scorer
+        self.settings = settings
+        self.counters = Counters()
+        self.load = 0.0
+        self.table = NodeTable([node])
+        self.pending: dict[str, _Pending] = {}
+        self.running: dict[str, int] = {}
+        """Pods bound to our node, with the epoch they were bound at."""
+        self._filters = default_filters()
+        self._placements: dict[str, tuple[Pod, Placement]] = {}
+        self._known: dict[str, tuple[Pod, int, str]] = {}
+        """Every unfinished pod the back end told us of: spec, epoch and node (for offline re-placement)."""
+        self._binding: dict[str, _Pending] = {}
+        self._peers: dict[str, _Peer] = {}
+        """Gossip member name -> what we know of its node."""
+        self._withdraw: dict[str, float] = {}
+        self._state_at = -STATE_EVERY
+        self._state_dirty = True
+        self._compact_at = now + COMPACT_EVERY
+        self._out: list[Effect] = []
+        self._restore_reservations()
+
+    # ---- inputs ----------------------------------------------------------------------------
+
+    def pod_update(self, update: PodUpdate, now: float) -> list[Effect]:
+        """The cluster reported a pod (watch event or listing)."""
+        uid = update.pod.uid
+        if update.phase.finished:
+            self._pod_finished(uid, now)
+            return self._flush()
+        self._known[uid] = (update.pod, update.epoch, update.node)
+        if update.phase is Phase.PENDING and not update.node:
+            held = self.pending.get(uid)
+            if held is None or held.epoch != update.epoch:
+                self.pending[uid] = _Pending(update.pod, update.epoch, now, now)
+            self._follow_epoch(uid, update.epoch, now)
+        else:
+            self.pending.pop(uid, None)
+        return self._flush()
+
+    def record(self, member: str, key: str, value: object, now: float) -> list[Effect]:
+        """A peer's gossip record changed (``value`` None: withdrawn or forgotten)."""
+        if key == records.NODE_KEY:
+            self._node_state(member, value)
+            return self._flush()
+        pod = records.pod_of(key)
+        if pod is None or not isinstance(value, bytes):
+            return self._flush()
+        try:
+            delta = self.ledger.merge(value)
+        except InvalidDelta as exc:
+            self.counters.bad_records += 1
+            self._out.append(Experience({"event": "bad-record", "member": member, "key": key, "error": str(exc)}))
+            return self._flush()
+        self._after_merge(delta, now)
+        return self._flush()
+
+    def member_dead(self, member: str, now: float) -> list[Effect]:
+        """Gossip declared a peer dead (or it left): the lowest live agent re-places its pods."""
+        peer = self._peers.get(member)
+        if peer is None or not peer.alive:
+            return self._flush()
+        peer.alive = False
+        if self._replacer() != self.node.name:
+            return self._flush()
+        self._out.append(ReportNode(peer.node, False))
+        for uid in self.ledger.replica.pods_on(peer.node):
+            out = self.ledger.bump_epoch(uid)
+            if isinstance(out, ClaimDelta):
+                self.counters.replaced += 1
+                self._publish_claims(uid)
+                self._reopen(uid, now)
+        self._release_losers(now)
+        return self._flush()
+
+    def member_alive(self, member: str, now: float) -> list[Effect]:
+        peer = self._peers.get(member)
+        if peer is not None:
+            peer.alive = True
+        return self._flush()
+
+    def bind_done(self, uid: str, result: BindResult | None, now: float) -> list[Effect]:
+        """The back end answered a :class:`Bind` (``None``: it could not be reached; retry later)."""
+        p = self._binding.pop(uid, None)
+        if p is None:
+            return self._flush()
+        p.binding = False
+        if result is None:
+            p.due = now + self.settings.retry_interval
+            self._requeue(uid, p)
+        elif result.ok:
+            self._bound(uid, p, now)
+        elif result.outcome is BindOutcome.DUPLICATE:
+            self.counters.refused_binds += 1
+            p.elsewhere = True
+            self._requeue(uid, p)
+        elif result.outcome is BindOutcome.STALE_EPOCH:
+            self._follow_epoch(uid, result.epoch, now)
+            self._requeue(uid, p)
+        else:  # REJECTED: the back end has no room for it here after all; let others try
+            self.counters.refused_binds += 1
+            self.ledger.bump_epoch(uid)
+            self._publish_claims(uid)
+            p.claimed_at, p.due = None, now + REFUSED_BACKOFF * self.settings.retry_interval
+            self._requeue(uid, p)
+        self._release_losers(now)
+        return self._flush()
+
+    def set_load(self, load: float, now: float) -> list[Effect]:
+        self.load = load
+        self._state_dirty = True
+        return self._flush()
+
+    def tick(self, now: float) -> list[Effect]:
+        """Run what is due: claims, binds, node-state publication, compaction, record withdrawal."""
+        for uid, p in list(self.pending.items()):
+            if p.binding or p.due > now:
+                continue
+            if p.claimed_at is None:
+                self._consider(uid, p, now)
+            else:
+                self._bind_if_winning(uid, p, now)
+        if now >= self._compact_at:
+            self._compact_at = now + COMPACT_EVERY
+            for uid in self.ledger.compact():
+                self._withdraw[uid] = now + self.settings.compact_after
+        for uid, when in list(self._withdraw.items()):
+            if when <= now:
+                del self._withdraw[uid]
+                self._out.append(Publish(records.claim_key(uid), None))
+        if self._state_dirty and now >= self._state_at + STATE_EVERY:
+            self._publish_state(now)
+        return self._flush()
+
+    def next_deadline(self) -> float:
+        """When :meth:`tick` must next run."""
+        times = [p.due for p in self.pending.values() if not p.binding]
+        times.append(self._compact_at)
+        times.extend(self._withdraw.values())
+        if self._state_dirty:
+            times.append(self._state_at + STATE_EVERY)
+        return min(times)
+
+    def announce(self, now: float) -> list[Effect]:
+        """Republish everything we own (after a restart, the gossip layer starts empty)."""
+        for uid in list(self.ledger.own_pods()):
+            self._publish_claims(uid)
+        self._publish_state(now)
+        return self._flush()
+
+    # ---- queries -------------------------------------------------------------------------------
+
+    def node_state(self) -> records.NodeState:
+        return records.NodeState(
+            self.node.name, self.node.capacity, self.ledger.replica.free(), self.load, self.scorer.version,
+            self.node.arch.value,
+        )
+
+    # ---- claiming and binding -------------------------------------------------------------------
+
+    def _consider(self, uid: str, p: _Pending, now: float) -> None:
+        replica = self.ledger.replica
+        p.due = now + self.settings.retry_interval
+        if p.elsewhere or replica.is_finished(uid):
+            return
+        epoch = max(p.epoch, replica.epoch(uid))
+        winner = replica.winner(uid)
+        if winner is not None and winner.epoch == epoch and winner.flags & BOUND:
+            return
+        if not self._fits(p.pod):
+            return
+        fallback = p.seen + self.settings.fallback_after
+        if winner is None and now < fallback and not self._among_best(p.pod):
+            p.due = fallback
+            return
+        request = p.pod.request
+        feats = features(request, replica.free(), self.node.capacity, self.load)
+        score = self.scorer.score(feats)
+        placement = self.table.allocate(p.pod, 0)
+        out = self.ledger.claim(uid, epoch, score, request)
+        if isinstance(out, Status):
+            self.table.release(p.pod, placement)
+            return
+        self.counters.claims += 1
+        self._placements[uid] = (p.pod, placement)
+        p.claimed_at, p.claim_epoch, p.features, p.score = now, epoch, feats, score
+        p.due = now + self.settings.claim_window
+        self._publish_claims(uid)
+        self._state_dirty = True
+
+    def _bind_if_winning(self, uid: str, p: _Pending, now: float) -> None:
+        winner = self.ledger.replica.winner(uid)
+        if winner is None or winner.node != self.node.name or winner.epoch != p.claim_epoch:
+            p.claimed_at, p.due = None, now + self.settings.retry_interval
+            return
+        p.binding = True
+        self._binding[uid] = p
+        self._out.append(Bind(uid, self.node.name, p.epoch))
+
+    def _bound(self, uid: str, p: _Pending, now: float) -> None:
+        out = self.ledger.bind(uid)
+        if isinstance(out, Status):  # we lost in the CRDT while the back end bound us: adopt at a new epoch
+            self.ledger.bump_epoch(uid)
+            self.ledger.release(uid)
+            self.ledger.claim(uid, self.ledger.replica.epoch(uid), p.score, p.pod.request)
+            self.ledger.bind(uid)
+        self.pending.pop(uid, None)
+        self.running[uid] = p.epoch
+        self.counters.binds += 1
+        self.counters.decisions.append(now - p.seen)
+        self._publish_claims(uid)
+        self._experience(uid, p, "bound", now)
+
+    def _requeue(self, uid: str, p: _Pending) -> None:
+        """Put a pod whose bind came back unfinished back among the pending, if the cluster still says pending."""
+        known = self._known.get(uid)
+        if known is not None and not known[2] and uid not in self.running:
+            self.pending.setdefault(uid, p)
+
+    # ---- losing, epochs and re-placement ---------------------------------------------------------
+
+    def _after_merge(self, delta: ClaimDelta, now: float) -> None:
+        replica = self.ledger.replica
+        for uid in {c.pod for c in delta.claims} | {m.pod for m in delta.marks}:
+            if uid not in self.pending and uid in self._known and replica.winner(uid) is None:
+                self._reopen(uid, now)
+        self._release_losers(now)
+
+    def _release_losers(self, now: float) -> None:
+        """Release every reservation of ours that lost, stopping the pod first if it ran here."""
+        for uid in self.ledger.replica.pending_releases():
+            if uid in self._binding:
+                continue  # bind_done decides: the back end may have bound it here
+            if uid in self.running:
+                self._out.append(Evict(uid, self.running.pop(uid)))
+                self.counters.evictions += 1
+            self.ledger.release(uid)
+            self.counters.lost += 1
+            self._publish_claims(uid)
+            self._free(uid)
+            p = self.pending.get(uid)
+            if p is not None:
+                self._experience(uid, p, "lost", now)
+                p.claimed_at, p.due = None, now + self.settings.retry_interval
+            self._kick(now)
+
+    def _follow_epoch(self, uid: str, epoch: int, now: float) -> None:
+        """The back end is at ``epoch``: a claim of ours below it must lose, so raise the CRDT epoch."""
+        replica = self.ledger.replica
+        mine = [c for c in self.ledger.reservations() if c.pod == uid]
+        if not mine or min(c.epoch for c in mine) >= epoch:
+            return
+        while replica.epoch(uid) < epoch:
+            if isinstance(self.ledger.bump_epoch(uid), Status):
+                return
+        self._publish_claims(uid)
+        self._release_losers(now)
+
+    def _reopen(self, uid: str, now: float) -> None:
+        """A pod with no live winner (re-placed): pending again, from what the back end last said of it."""
+        known = self._known.get(uid)
+        if known is not None and uid not in self.pending and uid not in self._binding and uid not in self.running:
+            self.pending[uid] = _Pending(known[0], known[1], now, now)
+
+    def _replacer(self) -> str:
+        live = [p.node for p in self._peers.values() if p.alive]
+        return min([self.node.name, *live])
+
+    def _pod_finished(self, uid: str, now: float) -> None:
+        self.pending.pop(uid, None)
+        self._known.pop(uid, None)
+        if uid in self.running:
+            del self.running[uid]
+            if isinstance(self.ledger.complete(uid), ClaimDelta):
+                self.counters.completed += 1
+                self._publish_claims(uid)
+                self._free(uid)
+                self._out.append(Experience({"t": now, "pod": uid, "outcome": "completed"}))
+                self._kick(now)
+        elif uid not in self._binding and any(c.pod == uid for c in self.ledger.reservations()):
+            self.ledger.bump_epoch(uid)  # gone before it ran anywhere: our claim has nothing left to win
+            self._publish_claims(uid)
+        self._release_losers(now)
+
+    # ---- capacity -------------------------------------------------------------------------------
+
+    def _fits(self, pod: Pod) -> bool:
+        if not self.table.alive[0]:
+            return False
+        return all(bool(f.filter(pod, self.table)[0]) for f in self._filters)
+
+    def _among_best(self, pod: Pod) -> bool:
+        """Whether our node ranks within ``candidates`` by the heuristic over live peers' gossiped states."""
+        k = self.settings.candidates
+        states = [p.state for p in self._peers.values() if p.alive and p.state is not None]
+        if k == 0 or len(states) < k:
+            return True
+        mine = self.node_state()
+        rows = [mine, *states]
+        free = np.array([s.free.as_tuple() for s in rows], dtype=np.float64)
+        cap = np.array([s.capacity.as_tuple() for s in rows], dtype=np.float64)
+        load = np.array([s.load for s in rows], dtype=np.float64)
+        scores = estimate(pod.request, free, cap, load)
+        if not np.isfinite(scores[0]):
+            return True  # our gossiped view disagrees with our filters; let the claim decide
+        better = int((scores[1:] > scores[0]).sum()) + int(
+            sum(1 for s, st in zip(scores[1:], states) if s == scores[0] and st.node < mine.node)
+        )
+        return better < k
+
+    def _free(self, uid: str) -> None:
+        held = self._placements.pop(uid, None)
+        if held is not None:
+            self.table.release(*held)
+        self._state_dirty = True
+
+    def _kick(self, now: float) -> None:
+        """Capacity came back: look again at pods we could not take."""
+        for p in self.pending.values():
+            if p.claimed_at is None and not p.binding and p.due > now + self.settings.claim_window:
+                p.due = now
+
+    def _restore_reservations(self) -> None:
+        """After a replay: reserve our node table for our unreleased claims, note the pods we run."""
+        for claim in self.ledger.reservations():
+            pod = _pod_for(claim.pod, claim.resources)
+            self._placements[claim.pod] = (pod, self.table.allocate(pod, 0))
+            if claim.flags & BOUND:
+                self.running[claim.pod] = claim.epoch
+
+    # ---- outputs --------------------------------------------------------------------------------
+
+    def _publish_claims(self, uid: str) -> None:
+        delta = self.ledger.own_delta(uid)
+        if delta is not None:
+            self._out.append(Publish(records.claim_key(uid), wire.encode_delta(delta)))
+
+    def _publish_state(self, now: float) -> None:
+        self._state_at, self._state_dirty = now, False
+        self._out.append(Publish(records.NODE_KEY, records.encode_node_state(self.node_state())))
+
+    def _node_state(self, member: str, value: object) -> None:
+        if value is None:
+            return
+        try:
+            state = records.decode_node_state(value)
+        except ValueError:
+            self.counters.bad_records += 1
+            return
+        peer = self._peers.setdefault(member, _Peer(state.node))
+        peer.node, peer.state = state.node, state
+
+    def _experience(self, uid: str, p: _Pending, outcome: str, now: float) -> None:
+        self._out.append(Experience({
+            "t": now, "pod": uid, "epoch": p.claim_epoch, "model": self.scorer.version,
+            "features": [] if p.features is None else [round(float(x), 5) for x in p.features],
+            "score": p.score, "outcome": outcome, "decision_s": round(now - p.seen, 6),
+        }))
+
+    def _flush(self) -> list[Effect]:
+        out, self._out = self._out, []
+        return out
+
+
+def _pod_for(uid: str, request: Resources) -> Pod:
+    """A pod spec rebuilt from a claim's reserved resources (restart: the back end's spec is not yet known)."""
+    gpu = request.gpu_milli
+    shape = GpuRequest(1, gpu) if 0 < gpu < MILLI else GpuRequest(gpu // MILLI, MILLI if gpu else 0)
+    return Pod(uid, request.cpu_milli, request.memory_mib, request.disk_mib, gpu=shape)
