@@ -1,8 +1,11 @@
 """Cold start by imitation: fit the scorer to a heuristic teacher's scores and choices from recorded rollouts.
 
-The loss pairs a regression on the teacher's (untruncated) score — so the framework's integer
-truncation and fixed tie order behave as they do for the teacher — with a listwise
-cross-entropy that makes the teacher's actual choice the top candidate.
+Pretrain, then distill: the wide (linear) part is first solved in closed form by least squares
+on the teacher's scores — exact when the teacher is linear in the features, as FGD's score is —
+then the whole network is trained with a regression on the teacher's untruncated score (so the
+framework's integer truncation and fixed tie order behave as for the teacher) plus a listwise
+cross-entropy that puts the teacher's best integer bin on top. The MLP's head starts at zero,
+so it only grows where the linear part falls short.
 """
 
 from __future__ import annotations
@@ -28,22 +31,48 @@ class ImitationConfig:
 
 
 def masked_loss(model: PlacementScorer, batch: tuple[torch.Tensor, ...], choice_weight: float) -> torch.Tensor:
-    pods, nodes, target, mask = batch
+    pods, nodes, target, mask, top = batch
     scores = model.batched(pods, nodes)
     mse = ((scores - target) ** 2 * mask).sum() / mask.sum()
-    logits = scores.masked_fill(~mask, -1e9)
-    choice = -torch.log_softmax(logits, dim=1)[:, 0].mean()
-    return mse + choice_weight * choice
+    everything = torch.logsumexp(scores.masked_fill(~mask, -1e9), dim=1)
+    best = torch.logsumexp(scores.masked_fill(~top, -1e9), dim=1)
+    return mse + choice_weight * (everything - best).mean()
+
+
+def solve_wide(model: PlacementScorer, data: Decisions, chunk: int = 2048) -> float:
+    """Least-squares fit of the bilinear wide part to the teacher's scores (normal equations, chunked); returns the RMS residual."""
+    size = model.wide.numel()
+    gram = np.zeros((size, size))
+    moment = np.zeros(size)
+    sq, n = 0.0, 0
+    for start in range(0, len(data), chunk):
+        design, target = _wide_design(data, slice(start, start + chunk))
+        gram += design.T @ design
+        moment += design.T @ target
+        sq += float(target @ target)
+        n += target.size
+    weights = np.linalg.solve(gram + 1e-6 * np.eye(size), moment)
+    with torch.no_grad():
+        model.wide.copy_(torch.from_numpy(weights.reshape(model.wide.shape)).float())
+    residual = sq - 2 * weights @ moment + weights @ gram @ weights
+    return float(np.sqrt(max(residual, 0.0) / n))
+
+
+def _wide_design(data: Decisions, part: slice) -> tuple[np.ndarray, np.ndarray]:
+    """Rows [1, pod] (x) node features for the real candidates of ``part``, and their targets."""
+    pods = data.pods[part]
+    pods = np.concatenate([np.ones((pods.shape[0], 1), dtype=np.float32), pods], axis=1)
+    mask = data.mask[part]
+    design = (pods[:, None, :, None] * data.nodes[part][:, :, None, :])[mask]
+    return design.reshape(design.shape[0], -1).astype(np.float64), data.target[part][mask].astype(np.float64)
 
 
 def agreement(model: PlacementScorer, data: Decisions) -> float:
-    """Share of decisions where the model's top candidate has the teacher's top (truncated) score."""
+    """Share of decisions where the model's top candidate is in the teacher's best integer-score bin."""
     with torch.no_grad():
         scores = model.batched(torch.from_numpy(data.pods), torch.from_numpy(data.nodes)).numpy()
-    scores = np.where(data.mask, scores, -np.inf)
-    picked = scores.argmax(axis=1)
-    best = np.floor(data.target[:, 0])
-    return float((np.floor(data.target[np.arange(len(data)), picked]) == best).mean())
+    picked = np.where(data.mask, np.floor(scores), -np.inf).argmax(axis=1)
+    return float(data.top[np.arange(len(data)), picked].mean())
 
 
 def train(
@@ -54,8 +83,13 @@ def train(
 ) -> PlacementScorer:
     """Fit ``model`` (a fresh seeded one by default) to the recorded teacher decisions."""
     torch.manual_seed(config.seed)
-    model = model or PlacementScorer()
-    tensors = [torch.from_numpy(a) for a in (data.pods, data.nodes, data.target, data.mask)]
+    if model is None:
+        model = PlacementScorer()
+        with torch.no_grad():
+            model.head.weight.zero_()
+            model.head.bias.zero_()
+        solve_wide(model, data)
+    tensors = [torch.from_numpy(a) for a in (data.pods, data.nodes, data.target, data.mask, data.top)]
     optimiser = torch.optim.Adam(model.parameters(), lr=config.lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimiser, T_max=config.epochs)
     generator = torch.Generator().manual_seed(config.seed)
@@ -68,7 +102,7 @@ def train(
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
-            total += float(loss) * idx.numel()
+            total += float(loss.detach()) * idx.numel()
         schedule.step()
         if on_epoch is not None:
             on_epoch(epoch, total / len(data))

@@ -9,8 +9,11 @@ The cost split is deliberate: the pod context network (most of the parameters) r
 decision; the per-candidate path is narrow, because it runs over up to thousands of nodes
 within a sub-millisecond budget. The context modulates the candidate layers FiLM-style
 (scale and shift per hidden unit), so one model behaves differently for sharing, whole-GPU and
-CPU-only pods. The linear skip lets imitation copy a heuristic's score exactly (FGD's score is
-one of the features) while the MLP learns corrections; it is also kept out of int8 quantization.
+CPU-only pods. The wide part is linear in the node features with weights that depend linearly
+on the pod (a bilinear form), so imitation can copy a heuristic's score exactly — FGD's score is
+a feature, LeastAllocated is linear in two — while the MLP learns corrections. It is built from
+elementwise ops, not MatMul, so int8 quantization leaves it fp32: its precision decides which
+nodes tie at the framework's integer scores.
 """
 
 from __future__ import annotations
@@ -38,16 +41,18 @@ class PlacementScorer(nn.Module):
         self.layer1 = nn.Linear(len(NODE_FEATURES), hidden)
         self.layer2 = nn.Linear(hidden, hidden)
         self.head = nn.Linear(hidden, 1)
-        self.skip = nn.Parameter(torch.zeros(len(NODE_FEATURES)))
-        self.bias = nn.Parameter(torch.zeros(1))
+        self.wide = nn.Parameter(torch.zeros(len(POD_FEATURES) + 1, len(NODE_FEATURES)))
 
     def forward(self, pod: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         film = self.context(pod)
         g1, b1, g2, b2 = torch.split(film, self.hidden, dim=-1)
         h = torch.relu(self.layer1(nodes) * (1.0 + g1) + b1)
         h = torch.relu(self.layer2(h) * (1.0 + g2) + b2)
-        wide = (nodes * self.skip).sum(dim=-1)
-        return self.head(h).squeeze(-1) + wide + self.bias
+        return self.head(h).squeeze(-1) + (nodes * self.wide_weights(pod)).sum(dim=-1)
+
+    def wide_weights(self, pod: torch.Tensor) -> torch.Tensor:
+        """Per-pod weights of the linear part: row 0 of ``wide`` plus the pod features times the rest."""
+        return self.wide[0] + (pod[..., :, None] * self.wide[1:]).sum(dim=-2)
 
     def batched(self, pods: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         """Training form: pods (B, P), nodes (B, K, F) -> scores (B, K); same maths as :meth:`forward`."""

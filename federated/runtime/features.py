@@ -34,6 +34,7 @@ POD_FEATURES = (
     "gpu_sharing",  # 1 for a fractional-GPU pod
     "priority",  # 1 for latency-sensitive / guaranteed work
     "spread_limited",  # 1 when the workload caps replicas per node
+    "replicated",  # 1 for a replica of a named long-running workload (a service), 0 for a standalone job
 )
 
 NODE_FEATURES = (
@@ -50,6 +51,7 @@ NODE_FEATURES = (
     "fgd_score",  # FGD's own score: sigmoid(drop), 0-1
     "frag_after",  # expected fragmentation after placement / node milli-GPU
     "bestfit",  # mean used share after placement over CPU, memory, GPU (BestFit score / 100)
+    "balanced",  # 1 - |CPU share - memory share| / 2 after placement (BalancedAllocation / 100)
     "accel_match",  # +1 GPU pod on GPU node, 0 CPU pod on CPU node, -1 CPU pod taking a GPU node's CPU
     "gpu_model_match",  # 1 when the pod names a GPU model this node has
     "arch_match",  # 1 when the node's architecture is one the pod accepts (or it names none)
@@ -77,6 +79,7 @@ def pod_features(pod: Pod) -> np.ndarray:
             float(pod.gpu.is_sharing),
             float(pod.priority > 0),
             float(pod.max_per_node > 0),
+            float(bool(pod.workload)),
         ]],
         dtype=np.float32,
     )
@@ -159,14 +162,15 @@ class FeatureBuilder:
         out[:, 10] = 1.0 / (1.0 + np.exp(-drop))
         out[:, 11] = np.where(np.isfinite(after), after, 0.0) * inv_gpu
         out[:, 12] = used_after / 3.0
-        out[:, 13] = has_gpu.astype(np.float64) if pod.gpu.count else -has_gpu.astype(np.float64)
-        out[:, 14] = self._model_match(pod, table, rows)
-        out[:, 15] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
-        out[:, 16], out[:, 17] = self._workload(pod, table, rows)
-        out[:, 18] = table.slow[rows]
-        out[:, 19] = trend
-        out[:, 20] = table.gpu_count[rows] / 8.0
-        out[:, 21] = np.maximum(whole, 0) / 8.0
+        out[:, 13] = 1.0 - np.abs(cpu_util + cpu_req - mem_util - mem_req) / 2.0
+        out[:, 14] = has_gpu.astype(np.float64) if pod.gpu.count else -has_gpu.astype(np.float64)
+        out[:, 15] = self._model_match(pod, table, rows)
+        out[:, 16] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
+        out[:, 17], out[:, 18] = self._workload(pod, table, rows)
+        out[:, 19] = table.slow[rows]
+        out[:, 20] = trend
+        out[:, 21] = table.gpu_count[rows] / 8.0
+        out[:, 22] = np.maximum(whole, 0) / 8.0
         return out
 
     @staticmethod

@@ -1,0 +1,90 @@
+"""The federation's data for tests and benches: teacher rollouts on the openb trace, cut into regions.
+
+Training decisions come from one episode of the openb protocol over the first 80% of the pod
+list (seed ``splits.TRAIN_SEED_BASE``), scheduled by FGD, the best heuristic; they are split into
+non-IID regions (:mod:`federated.flower.regions`) and written as experience logs, one per region.
+The held-out twin scenario is an episode over the last 20% of the pods with benchmark seed 0:
+neither those pods nor that permutation were ever trained on. Recording costs about a minute
+per episode on the full fleet, so a prepared directory is reused when its spec matches.
+
+Layout: ``spec.json``, ``region-<k>.npz`` (k = 0..clients-1), ``holdout.npz``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.traces import locate, openb
+from fedcore.twin import submission
+from federated import rollouts, splits
+from federated.flower import experience, regions
+from federated.rollouts import Decisions
+from federated.runtime import artifacts
+
+SPEC = "spec.json"
+HOLDOUT = "holdout.npz"
+TEACHER = "fgd"
+HOLDOUT_SEED = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DataSpec:
+    """What a prepared directory holds; two specs that compare equal produce the same files."""
+
+    clients: int
+    split: str = "app"
+    fleet: int = 0
+    """Use the first ``fleet`` GPU nodes of the trace (0 = the whole fleet); tests use a small fleet to record fast."""
+    traces: str = ""
+
+
+def region_file(root: Path, k: int) -> Path:
+    return root / f"region-{k}.npz"
+
+
+def prepare(root: Path, spec: DataSpec) -> Path:
+    """Record, split and write the data described by ``spec`` into ``root`` unless it is already there."""
+    if spec.split not in regions.SPLITS:
+        raise ValueError(f"split must be one of {regions.SPLITS}, got {spec.split!r}")
+    if spec.clients < 1:
+        raise ValueError("need at least one client")
+    traces = locate.traces_dir(spec.traces or None)
+    wanted = {**asdict(spec), "traces": str(traces)}
+    if (root / SPEC).is_file() and json.loads((root / SPEC).read_text()).get("data") == wanted:
+        return root
+    nodes = openb.load_nodes(traces / locate.OPENB_NODES)
+    nodes = submission.gpu_nodes(nodes)[: spec.fleet] if spec.fleet else nodes
+    pods = openb.load_pods(traces / locate.OPENB_PODS)
+    train_pods = splits.openb_train_pods(pods)
+    train = rollouts.openb_episode(nodes, train_pods, splits.train_seeds(1)[0], TEACHER)
+    holdout = rollouts.openb_episode(nodes, pods[len(train_pods):], HOLDOUT_SEED, TEACHER)
+    root.mkdir(parents=True, exist_ok=True)
+    for k, part in enumerate(regions.split(train, spec.split, spec.clients)):
+        experience.save(region_file(root, k), part)
+    experience.save(root / HOLDOUT, holdout)
+    meta = {"data": wanted, "pod_types": artifacts.types_to_json(PodTypes.from_pods(train_pods)),
+            "held_out": f"openb pods after the first {splits.TRAIN_FRACTION:.0%} (file order), seed {HOLDOUT_SEED}, teacher {TEACHER}"}
+    (root / SPEC).write_text(json.dumps(meta, indent=2) + "\n")
+    return root
+
+
+def read_spec(root: Path) -> dict[str, Any]:
+    try:
+        spec: dict[str, Any] = json.loads((root / SPEC).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise experience.ExperienceError(f"{root}: not a prepared federation data directory ({exc})") from None
+    return spec
+
+
+def pod_types(root: Path) -> PodTypes:
+    return artifacts.types_from_json(read_spec(root)["pod_types"])
+
+
+def union(root: Path) -> Decisions:
+    """Every region's decisions together: what central training sees."""
+    clients = int(read_spec(root)["data"]["clients"])
+    return Decisions.concat([experience.load(region_file(root, k)) for k in range(clients)])

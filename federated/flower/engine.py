@@ -1,0 +1,164 @@
+"""The Flower Deployment Engine on loopback: one SuperLink and N SuperNodes as real processes.
+
+Everything runs offline under a private ``FLWR_HOME`` inside ``workdir``: telemetry and update
+checks off, runtime dependency installation off, free ports chosen at start. Each process runs
+in its own process group, and :meth:`Engine.stop` ends every group (ClientApp and ServerApp
+processes included) and checks that none survives. ``engine.json`` in ``workdir`` records the
+process groups so ``fedplane federated down`` can stop an engine started by another process.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from federated.flower import appdir, supervisor
+
+STATE = "engine.json"
+CONNECTION = "fedplane"
+
+
+class EngineError(RuntimeError):
+    """The engine could not start or a run failed: the message names the log to read."""
+
+
+@dataclass
+class Engine:
+    """A running SuperLink and its SuperNodes."""
+
+    workdir: Path
+    port: int
+    groups: dict[str, int] = field(default_factory=dict)
+    """Process name -> process group id (== the leader's pid)."""
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    @property
+    def home(self) -> Path:
+        return self.workdir / "flwr-home"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        return supervisor.flower_env(self.home)
+
+    def add_supernode(self, name: str, node_config: Mapping[str, str | int | float]) -> None:
+        command = supervisor.supernode_command(self.address, supervisor.free_port(), node_config)
+        self._spawn(name, command)
+
+    def stop_process(self, name: str) -> None:
+        """Stop one process group (e.g. to take a SuperNode away mid-federation)."""
+        supervisor.stop_group(self.groups.pop(name))
+        self.processes.pop(name, None)
+        self._save()
+
+    def run(self, overrides: Mapping[str, str | int | float | bool], timeout_s: float, tag: str = "run") -> str:
+        """``flwr run`` the app with ``overrides`` and stream until it finishes; returns its output."""
+        app = appdir.write(self.workdir / "app")
+        config = appdir.write_overrides(self.workdir / f"{tag}.toml", overrides)
+        command = [str(Path(sys.executable).parent / "flwr"), "run", str(app), CONNECTION, "--stream", "--run-config", str(config)]
+        try:
+            done = subprocess.run(command, env=self.env(), capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
+        except subprocess.TimeoutExpired as exc:
+            raise EngineError(f"flwr run {tag} did not finish within {timeout_s:.0f} s; logs in {self.workdir}") from exc
+        output = done.stdout + done.stderr
+        (self.workdir / f"{tag}.log").write_text(output)
+        if done.returncode != 0 or "ERROR" in output:
+            raise EngineError(f"flwr run {tag} failed (exit {done.returncode}); see {self.workdir / (tag + '.log')}")
+        return output
+
+    def stop(self) -> None:
+        """Stop every process group at once and check that none survives."""
+        supervisor.stop_groups(list(self.groups.values()))
+        self.groups.clear()
+        self.processes.clear()
+        (self.workdir / STATE).unlink(missing_ok=True)
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object | TracebackType | None) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, command: list[str]) -> None:
+        process = supervisor.spawn(command, self.env(), self.workdir / "logs" / f"{name}.log")
+        self.processes[name] = process
+        self.groups[name] = process.pid
+        self._save()
+
+    def _save(self) -> None:
+        (self.workdir / STATE).write_text(json.dumps({"port": self.port, "groups": self.groups}, indent=2) + "\n")
+
+
+def write_connection(home: Path, address: str) -> None:
+    """``$FLWR_HOME/config.toml``: the one SuperLink connection ``flwr run`` uses."""
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.toml").write_text(
+        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\naddress = "{address}"\ninsecure = true\n'
+    )
+
+
+def start(workdir: Path, node_configs: Sequence[Mapping[str, str | int | float]], ready_timeout_s: float = 60.0) -> Engine:
+    """Start a SuperLink and one SuperNode per entry of ``node_configs``; returns once the SuperLink answers."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    if (workdir / STATE).exists():
+        raise EngineError(f"{workdir / STATE} exists: an engine may be running there (run `fedplane federated down`)")
+    engine = Engine(workdir, supervisor.free_port())
+    write_connection(engine.home, engine.address)
+    try:
+        engine._spawn("superlink", [
+            str(Path(sys.executable).parent / "flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(engine.port),
+            "--database", str(workdir / "state.db"), "--disable-runtime-dependency-installation",
+        ])
+        wait_listening(engine, ready_timeout_s)
+        for k, config in enumerate(node_configs):
+            engine.add_supernode(f"supernode-{k}", config)
+    except BaseException:
+        engine.stop()
+        raise
+    return engine
+
+
+def wait_listening(engine: Engine, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if engine.processes["superlink"].poll() is not None:
+            raise EngineError(f"flower-superlink exited; see {engine.workdir / 'logs' / 'superlink.log'}")
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", engine.port)) == 0:
+                return
+        time.sleep(0.2)
+    raise EngineError(f"flower-superlink did not listen on {engine.address} within {timeout_s:.0f} s")
+
+
+def stop_recorded(workdir: Path) -> list[str]:
+    """Stop the engine recorded in ``workdir/engine.json`` by another process; returns what was stopped."""
+    try:
+        state = json.loads((workdir / STATE).read_text())
+    except FileNotFoundError:
+        return []
+    except json.JSONDecodeError as exc:
+        raise EngineError(f"{workdir / STATE}: unreadable ({exc})") from None
+    stopped = []
+    for name, pgid in state["groups"].items():
+        if _is_flower(pgid):
+            supervisor.stop_group(pgid)
+            stopped.append(name)
+    (workdir / STATE).unlink()
+    return stopped
+
+
+def _is_flower(pid: int) -> bool:
+    """Guard against a recycled pid: only stop a group whose leader is still a Flower process."""
+    try:
+        return "flower-" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False

@@ -1,0 +1,116 @@
+"""The whole training run behind ``fedplane policy train``: record teachers, imitate, fine-tune with PPO, validate.
+
+Seeded end to end (rollout seeds, torch, PPO) and single-threaded, so the same command gives the
+same weights. Only training parts of the traces are touched (see :mod:`federated.splits`). The
+RL weights are kept only if they beat the imitation weights on the validation seeds; the report
+says which were kept and why.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedcore import reporting
+from fedcore.nodes import Node
+from fedcore.pods import Pod
+from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.traces import dlrm, locate, openb
+from fedcore.traces.dlrm import Instance
+from federated import evaluating, exporting, imitation, rl, rollouts, splits
+from federated.model import PlacementScorer
+
+
+@dataclass(frozen=True, slots=True)
+class TrainConfig:
+    seed: int = 0
+    openb_episodes: int = 2
+    """openb training episodes recorded with the FGD teacher (seeds TRAIN_SEED_BASE..)."""
+    dlrm_window: float = 0.4
+    """Share of the DLRM training part (its end) replayed with the kube-default teacher; 0 skips DLRM."""
+    epochs: int = 8
+    rl_steps: int = 4096
+    """PPO steps (one step = one pod); 0 skips RL."""
+    validation_seeds: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Traces:
+    nodes: list[Node]
+    pods: list[Pod]
+    dlrm: list[Instance]
+    dlrm_nodes: list[Node]
+
+    @classmethod
+    def load(cls, folder: str | None = None) -> Traces:
+        nodes_csv = locate.trace_file(None, locate.OPENB_NODES, folder)
+        return cls(
+            openb.load_nodes(nodes_csv),
+            openb.load_pods(locate.trace_file(None, locate.OPENB_PODS, folder)),
+            dlrm.load(locate.trace_file(None, locate.DLRM, folder)),
+            openb.load_nodes(nodes_csv, scale=evaluating.DLRM_FLEET_SCALE),
+        )
+
+
+def validate(model: PlacementScorer, types: PodTypes, nodes: Sequence[Node], pods: Sequence[Pod], seeds: Sequence[int]) -> float:
+    """Mean openb GPU allocation of ``model`` (exported, int8, through the real runtime) on validation seeds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exporting.export(model, Path(tmp), types, {"purpose": "validation"})
+        with evaluating.model_override(Path(tmp)):
+            return evaluating.mean(evaluating.openb_alloc(nodes, pods, "learned", seeds))
+
+
+def train(traces: Traces, config: TrainConfig) -> tuple[PlacementScorer, dict[str, Any]]:
+    """Run the pipeline; returns the kept model and the training record for the manifest."""
+    torch.manual_seed(config.seed)
+    start = time.perf_counter()
+    pods = splits.openb_train_pods(traces.pods)
+    types = PodTypes.from_pods(pods)
+    parts = []
+    with reporting.progress() as bar:
+        task = bar.add_task("recording FGD on openb training episodes", total=config.openb_episodes)
+        for seed in splits.train_seeds(config.openb_episodes):
+            parts.append(rollouts.openb_episode(traces.nodes, pods, seed))
+            bar.advance(task)
+        if config.dlrm_window > 0:
+            train_part = splits.dlrm_train(traces.dlrm)
+            window_start = (1.0 - config.dlrm_window) * splits.dlrm_cut(traces.dlrm)
+            task = bar.add_task("recording kube-default on the DLRM training window", total=1)
+            parts.append(rollouts.dlrm_episode(traces.dlrm_nodes, train_part, window_start, seed=config.seed))
+            bar.advance(task)
+        data = rollouts.Decisions.concat(parts)
+        task = bar.add_task("imitation epochs", total=config.epochs)
+        model = imitation.train(data, config=imitation.ImitationConfig(epochs=config.epochs, seed=config.seed), on_epoch=lambda e, l: bar.advance(task))
+        record: dict[str, Any] = {"imitation_agreement": imitation.agreement(model, data), "decisions": len(data)}
+        val_seeds = splits.validation_seeds(config.validation_seeds)
+        task = bar.add_task("validating imitation weights", total=1)
+        record["validation_gpu_alloc_imitation"] = validate(model, types, traces.nodes, pods, val_seeds)
+        bar.advance(task)
+        kept = "imitation"
+        if config.rl_steps > 0:
+            task = bar.add_task("PPO fine-tuning on the twin", total=config.rl_steps)
+            tuned, stats = rl.finetune(model, traces.nodes, pods, splits.train_seeds(config.openb_episodes), config.rl_steps, config.seed, on_steps=lambda n: bar.advance(task, n))
+            record["rl"] = stats
+            task = bar.add_task("validating RL weights", total=1)
+            record["validation_gpu_alloc_rl"] = validate(tuned, types, traces.nodes, pods, val_seeds)
+            bar.advance(task)
+            if record["validation_gpu_alloc_rl"] > record["validation_gpu_alloc_imitation"]:
+                model, kept = tuned, "rl"
+    record.update({
+        "kept": kept,
+        "train_wall_s": time.perf_counter() - start,
+        "config": asdict(config),
+        "data": {
+            "openb": f"first {splits.TRAIN_FRACTION:.0%} of the pod list, seeds {splits.TRAIN_SEED_BASE}..{splits.TRAIN_SEED_BASE + config.openb_episodes - 1}, teacher fgd",
+            "openb_validation_seeds": val_seeds,
+            "dlrm": f"last {config.dlrm_window:.0%} of the training part (before the {splits.TRAIN_FRACTION:.0%} cut, t < {splits.dlrm_cut(traces.dlrm):.0f} s), openb fleet x{evaluating.DLRM_FLEET_SCALE}, teacher kube-default",
+            "held_out": "openb: bench seeds < 1000 and the last 20% of the pod list; DLRM: instances created after the cut (dlrm_holdout)",
+        },
+    })
+    return model, record
