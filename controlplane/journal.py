@@ -19,7 +19,6 @@ class MigrationState(enum.Enum):
     PLANNED = "planned"
     TARGET_CREATED = "target-created"
     TARGET_READY = "target-ready"
-    SOURCE_REMOVED = "source-removed"
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"

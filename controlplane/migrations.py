@@ -105,7 +105,7 @@ class Executor:
             target.create_workload(workload.spec(m.target_total, m.epoch))
         except errors.Conflict:
             existing = target.get_workload(m.workload)
-            if existing.spec.replicas != m.target_total:
+            if existing.spec.replicas < m.target_total:  # never shrink: a sibling migration may have grown it
                 target.scale_workload(m.workload, m.target_total)
         self.crash("create-target", "after")
         return self._save(m.moved(state=MigrationState.TARGET_CREATED), now, "create-target")
@@ -118,7 +118,9 @@ class Executor:
             return None
         self._intent(m, "await-ready", now)
         with self.registry.db.tx():
-            self.registry.set_placement(Placement(m.workload, m.target, m.target_total, m.epoch))
+            here = {p.cluster: p.replicas for p in self.registry.placements(m.workload) if p.state is PlacementState.PLACED}
+            total = max(m.target_total, here.get(m.target, 0))
+            self.registry.set_placement(Placement(m.workload, m.target, total, m.epoch))
             return self._save(m.moved(state=MigrationState.TARGET_READY), now, "await-ready")
 
     def _remove_source(self, m: Migration, now: float) -> Migration:

@@ -19,6 +19,7 @@ from controlplane.journal import Kind, Migration
 from controlplane.registry import Placement, PlacementState
 from controlplane.verdicts import Verdict
 from controlplane.workloads import Workload
+from fedcore.resources import Resources
 from fedcore.topology import Topology
 
 
@@ -64,13 +65,15 @@ class Planner:
         failed = {c for c, v in verdicts.items() if v.health.failed}
         plans: list[Plan] = []
         notes: list[str] = []
+        views = list(views)
         for p in placements:
             if p.cluster in failed and p.state is PlacementState.PLACED and p.replicas and (p.workload, p.cluster) not in busy:
                 w = workloads.get(p.workload)
                 if w is not None:
-                    made, note = self._failover(w, p, verdicts[p.cluster], views, placements, failed)
+                    made, note = self._failover(w, p, verdicts[p.cluster], views, [*placements, *_as_placements(plans)], failed)
                     plans += made
                     notes += note
+                    views = [_charged(v, w, made) for v in views]
         moving = {pl.workload for pl in plans} | {m.workload for m in active}
         for cluster, load in sorted(loads.items()):
             if cluster in failed or max(load.now, load.forecast) <= self.config.overload or not self._token(cluster, now):
@@ -124,3 +127,18 @@ class Planner:
         recent = [t for t in self._evictions.get(cluster, []) if now - t < self.config.window_s]
         self._evictions[cluster] = recent
         return len(recent) < self.config.evictions_per_window
+
+
+def _as_placements(plans: Sequence[Plan]) -> list[Placement]:
+    """Plans of this round as if done, so later choices in the round see them."""
+    return [Placement(p.workload, p.target, p.replicas, 0) for p in plans]
+
+
+def _charged(view: placing.ClusterView, w: Workload, plans: Sequence[Plan]) -> placing.ClusterView:
+    """``view`` with the replicas just planned onto it counted as used."""
+    k = sum(p.replicas for p in plans if p.target == view.name)
+    if not k:
+        return view
+    t = w.template
+    extra = Resources(t.cpu_milli * k, t.memory_mib * k, 0, t.gpus * 1000 * k)
+    return placing.ClusterView(view.name, view.region, view.pools, view.used + extra, view.labels, view.taints)

@@ -44,7 +44,6 @@ class MigrationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MIGRATION_PLANNED: _ClassVar[MigrationState]
     MIGRATION_TARGET_CREATED: _ClassVar[MigrationState]
     MIGRATION_TARGET_READY: _ClassVar[MigrationState]
-    MIGRATION_SOURCE_REMOVED: _ClassVar[MigrationState]
     MIGRATION_DONE: _ClassVar[MigrationState]
     MIGRATION_FAILED: _ClassVar[MigrationState]
     MIGRATION_CANCELLED: _ClassVar[MigrationState]
@@ -70,7 +69,6 @@ MIGRATION_STATE_UNSPECIFIED: MigrationState
 MIGRATION_PLANNED: MigrationState
 MIGRATION_TARGET_CREATED: MigrationState
 MIGRATION_TARGET_READY: MigrationState
-MIGRATION_SOURCE_REMOVED: MigrationState
 MIGRATION_DONE: MigrationState
 MIGRATION_FAILED: MigrationState
 MIGRATION_CANCELLED: MigrationState

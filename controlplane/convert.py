@@ -1,0 +1,119 @@
+"""Translation between fedapi messages and the control plane's domain types (both directions).
+
+Bad input (unknown enum, invalid name, negative request) raises ``ValueError`` with a message
+the service returns as INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
+from controlplane.evidence import AgentReport, NodeSummary, PeerState
+from controlplane.journal import Migration, MigrationState
+from controlplane.registry import BackendKind, ClusterSpec, Placement
+from controlplane.runtime import ClusterRow
+from controlplane.verdicts import Health
+from controlplane.workloads import Policy, Spread, Template, Workload
+from fedcore.backends.model import BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState
+from fedcore.resources import Resources
+
+HEALTH = {h: getattr(cp, f"HEALTH_{h.name}") for h in Health}
+MIGRATION_STATE = {s: getattr(cp, f"MIGRATION_{s.name}") for s in MigrationState}
+PEER = {cp.PEER_ALIVE: PeerState.ALIVE, cp.PEER_SUSPECT: PeerState.SUSPECT, cp.PEER_DEAD: PeerState.DEAD, cp.PEER_LEFT: PeerState.LEFT}
+SPREAD = {cp.SPREAD_NONE: Spread.NONE, cp.SPREAD_CLUSTERS: Spread.CLUSTERS, cp.SPREAD_REGIONS: Spread.REGIONS}
+BACKEND = {cp.BACKEND_TWIN: BackendKind.TWIN, cp.BACKEND_UNSPECIFIED: BackendKind.TWIN, cp.BACKEND_KUBERNETES: BackendKind.KUBERNETES}
+PHASE = {Phase.PENDING: tw.POD_PENDING, Phase.RUNNING: tw.POD_RUNNING, Phase.SUCCEEDED: tw.POD_SUCCEEDED, Phase.FAILED: tw.POD_FAILED}
+EVENT = {EventKind.ADDED: tw.EVENT_ADDED, EventKind.MODIFIED: tw.EVENT_MODIFIED, EventKind.DELETED: tw.EVENT_DELETED}
+BIND = {o: getattr(tw, f"BIND_{o.name}") for o in BindOutcome}
+
+
+def resources(r: Resources) -> common_pb2.ResourceVector:
+    return common_pb2.ResourceVector(cpu_milli=r.cpu_milli, memory_mib=r.memory_mib, disk_mib=r.disk_mib, gpu_milli=r.gpu_milli)
+
+
+def from_resources(v: common_pb2.ResourceVector) -> Resources:
+    return Resources(v.cpu_milli, v.memory_mib, v.disk_mib, v.gpu_milli)
+
+
+def reasons(lines: tuple[str, ...] | list[str], code: str = "") -> list[common_pb2.Reason]:
+    return [common_pb2.Reason(code=code, message=line) for line in lines]
+
+
+def cluster_spec(m: cp.ClusterSpec) -> ClusterSpec:
+    if m.backend not in BACKEND:
+        raise ValueError(f"unknown backend {m.backend}")
+    cap = m.twin_node_capacity
+    return ClusterSpec(
+        m.name, m.region, BACKEND[m.backend], m.kube_context, m.kubeconfig, dict(m.labels), m.twin_nodes or 4,
+        int(cap.cpu_milli) or 8000, int(cap.memory_mib) or 32768,
+    )
+
+
+def to_cluster_spec(s: ClusterSpec) -> cp.ClusterSpec:
+    backend = cp.BACKEND_TWIN if s.backend is BackendKind.TWIN else cp.BACKEND_KUBERNETES
+    return cp.ClusterSpec(
+        name=s.name, region=s.region, backend=backend, kube_context=s.kube_context, kubeconfig=s.kubeconfig,
+        labels=s.labels, twin_nodes=s.twin_nodes, twin_node_capacity=common_pb2.ResourceVector(cpu_milli=s.twin_cpu_milli, memory_mib=s.twin_memory_mib),
+    )
+
+
+def cluster_status(row: ClusterRow) -> cp.ClusterStatus:
+    return cp.ClusterStatus(
+        spec=to_cluster_spec(row.spec),
+        verdict=cp.Verdict(health=HEALTH[row.verdict.health], reasons=reasons(row.verdict.reasons, row.verdict.health.value), since_ms=int(row.since * 1000)),
+        capacity=resources(row.capacity), allocated=resources(row.used), load=row.load, load_forecast=row.forecast,
+        taints=[f"{t.key}={t.value}:{t.effect.value}" for t in row.verdict.taints], nodes=row.nodes, agents_reporting=row.agents,
+    )
+
+
+def agent_report(m: cp.AgentReport) -> AgentReport:
+    if not m.cluster or not m.node or not m.agent_id:
+        raise ValueError("an agent report needs cluster, node and agent_id")
+    s = m.summary
+    summary = NodeSummary(s.node or m.node, from_resources(s.capacity), from_resources(s.allocated), s.pods, s.ready)
+    peers = tuple((p.cluster or m.cluster, p.node, PEER.get(p.state, PeerState.SUSPECT)) for p in m.peers)
+    return AgentReport(m.cluster, m.node, m.agent_id, m.sequence, summary, peers)
+
+
+def workload(m: cp.WorkloadSpec) -> Workload:
+    if m.policy.spread not in SPREAD:
+        raise ValueError(f"unknown spread {m.policy.spread}")
+    t, p = m.pod, m.policy
+    template = Template(
+        int(t.cpu_milli), int(t.memory_mib), t.gpus, t.gpu_model, tuple(t.archs),
+        tuple((x.key, x.value, x.effect) for x in t.tolerations), dict(t.node_selector), t.priority,
+        t.image or "registry.k8s.io/pause:3.9",
+    )
+    policy = Policy(SPREAD[p.spread], tuple(p.clusters), tuple(p.regions), tuple(p.avoid_clusters), dict(p.cluster_labels),
+                    p.movable, p.max_per_cluster, p.home_region)
+    return Workload(m.name, m.replicas, template, policy)
+
+
+def placements(name: str, rows: list[Placement], ready: dict[str, int], reasons_: tuple[str, ...] = ()) -> cp.PlacementDecision:
+    return cp.PlacementDecision(
+        workload=name, accepted=True,
+        placements=[cp.ClusterPlacement(cluster=p.cluster, replicas=p.replicas, epoch=p.epoch, ready=ready.get(p.cluster, 0), state=p.state.value) for p in rows],
+        reasons=reasons(reasons_),
+    )
+
+
+def migration(m: Migration) -> cp.Migration:
+    return cp.Migration(
+        id=m.id, workload=m.workload, source=m.source, target=m.target, replicas=m.replicas, epoch=m.epoch,
+        state=MIGRATION_STATE[m.state], kind=m.kind.value, reasons=reasons(m.reasons), error=m.error, attempts=m.attempts,
+    )
+
+
+def pod(p: PodState) -> tw.Pod:
+    return tw.Pod(name=p.name, workload=p.workload, epoch=p.epoch, phase=PHASE[p.phase], ready=p.ready, node=p.node, requests=resources(p.request))
+
+
+def pod_event(e: PodEvent) -> tw.PodEvent:
+    return tw.PodEvent(type=EVENT[e.kind], pod=pod(e.pod))
+
+
+def bind_result(r: BindResult) -> tw.BindPodResponse:
+    return tw.BindPodResponse(outcome=BIND[r.outcome], node=r.node, epoch=r.epoch, reason=r.reason)
+
+
+def node(n: NodeState) -> tw.Node:
+    return tw.Node(name=n.name, capacity=resources(n.capacity), ready=n.ready, arch=n.arch, labels=n.labels)

@@ -1,0 +1,353 @@
+"""Failover drills: inject a fault into a live control plane with twin clusters and measure it.
+
+Each run builds fresh twin clusters, starts the real control-plane service (gRPC, in-process) and
+an :class:`~controlplane.feeder.EvidenceSource` (the in-process feeder now; real edge-agent
+processes later), submits workloads over gRPC, waits until they are ready, injects the fault and
+watches ground truth every 50 ms. Measured per run: detection (fault -> verdict), recovery (fault
+-> every affected replica ready on an unaffected cluster), then, after healing the fault and
+letting cleanup run, pods lost (desired - ready) and pods duplicated (running beyond desired,
+plus refused duplicate binds). Scenarios:
+
+- ``cluster-outage``: one cluster goes dark (API and pods); its agents die.
+- ``region-partition``: a region's clusters are cut off from the control plane (API and reports),
+  pods keep running and agents keep gossiping with the other region.
+- ``agent-crash``: one cluster's agents die, the cluster is fine: success means no failover.
+- ``control-plane-crash``: a cluster outage, and the control plane crashes at a seeded step of the
+  first failover migration, then restarts from its SQLite journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from controlplane import server
+from controlplane.feeder import EvidenceFeeder, EvidenceSource
+from controlplane.metrics import Metrics
+from controlplane.migrations import RetryPolicy, SimulatedCrash
+from controlplane.runtime import Backends, ControlPlane
+from controlplane.verdicts import Timings
+from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
+from fedcore import stats
+from fedcore.backends.model import Phase
+from fedcore.backends.twin import TwinCluster, make_nodes
+
+SCENARIOS = ("cluster-outage", "region-partition", "agent-crash", "control-plane-crash")
+CRASH_POINTS = (("create-target", "before"), ("create-target", "after"), ("await-ready", "before"), ("remove-source", "before"))
+POLL_S = 0.05
+SourceFactory = Callable[[dict[str, list[str]], Callable[[], float]], EvidenceSource]
+
+
+@dataclass(frozen=True, slots=True)
+class DrillConfig:
+    clusters: int = 4
+    regions: int = 2
+    nodes_per_cluster: int = 3
+    workloads: int = 6
+    replicas: int = 2
+    ready_delay_s: float = 0.3
+    deadline_s: float = 20.0
+    restart_delay_s: float = 0.5
+    timings: Timings = Timings()
+
+
+@dataclass(slots=True)
+class RunResult:
+    detect_s: float | None
+    recovery_s: float | None
+    lost: int
+    duplicated: int
+    stale_copies_max: int
+    failovers: int
+    crash_point: str = ""
+    timeline: list[tuple[float, float]] = field(default_factory=list)  # (s since fault, share of affected replicas ready elsewhere)
+
+    @property
+    def success(self) -> bool:
+        return self.recovery_s is not None and self.lost == 0 and self.duplicated == 0
+
+
+class CrashAt:
+    """A crash hook armed for one (step, when) point; fires once, then the process is 'dead'."""
+
+    def __init__(self, step: str, when: str) -> None:
+        self.point, self.armed, self.fired = (step, when), False, False
+
+    def __call__(self, step: str, when: str) -> None:
+        if self.armed and not self.fired and (step, when) == self.point:
+            self.fired = True
+            raise SimulatedCrash(f"control plane crashed at {step}/{when}")
+
+
+def _feeder(nodes: dict[str, list[str]], clock: Callable[[], float]) -> EvidenceSource:
+    return EvidenceFeeder(nodes, clock)
+
+
+class Drill:
+    """One run of one scenario (fresh clusters, control plane and agents)."""
+
+    def __init__(self, scenario: str, seed: int, config: DrillConfig, workdir: Path, source: SourceFactory, metrics: Metrics) -> None:
+        if scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
+        self.scenario, self.config, self.workdir, self.metrics = scenario, config, workdir, metrics
+        self.rng = random.Random(seed)
+        self.clock = time.monotonic
+        self.twins: dict[str, TwinCluster] = {}
+        self.regions: dict[str, str] = {}
+        for i in range(config.clusters):
+            name, region = f"c{i}", f"r{i % config.regions}"
+            self.twins[name] = TwinCluster(name, make_nodes(name, region, config.nodes_per_cluster), self.clock, config.ready_delay_s)
+            self.regions[name] = region
+        self.source = source({c: [n.name for n in t.table.nodes] for c, t in self.twins.items()}, self.clock)
+        self.crash = CrashAt(*self.rng.choice(CRASH_POINTS))
+        self.db = workdir / f"drill-{seed}.db"
+        self.port = 0
+        self.running: server.Running | None = None
+
+    async def _start_plane(self) -> None:
+        backends = Backends(self.clock, self.config.ready_delay_s)
+        backends.by_name.update(self.twins)
+        plane = ControlPlane(self.db, backends, self.clock, self.config.timings, retry=RetryPolicy(base_s=0.05, ready_timeout_s=10.0),
+                             crash=self.crash, metrics=self.metrics)
+        self.running = await server.start(plane, port=self.port)
+        self.port = self.running.port
+
+    async def _crash_and_restart(self) -> None:
+        assert self.running is not None
+        if not isinstance(self.running.loop.exception(), SimulatedCrash):
+            raise RuntimeError("the control plane's loop ended unexpectedly") from self.running.loop.exception()
+        await self.running.server.stop(0)  # abrupt: no drain, the journal is all that survives
+        self.running.plane.close()
+        await asyncio.sleep(self.config.restart_delay_s)
+        await self._start_plane()
+
+    async def run(self) -> RunResult:
+        await self._start_plane()
+        await self.source.start(f"127.0.0.1:{self.port}")
+        conn = client.connect_aio(f"127.0.0.1:{self.port}")
+        stub = controlplane_pb2_grpc.ControlPlaneStub(conn)
+        try:
+            return await self._run(stub)
+        finally:
+            await self.source.stop()
+            await conn.close()
+            if self.running is not None:
+                await self.running.stop(0)
+                self.running.plane.close()
+
+    async def _run(self, stub: controlplane_pb2_grpc.ControlPlaneStub) -> RunResult:
+        for name, region in self.regions.items():
+            await stub.RegisterCluster(cp.RegisterClusterRequest(cluster=cp.ClusterSpec(name=name, region=region, backend=cp.BACKEND_TWIN)))
+        await self._until(lambda: self._all_healthy(stub), 10.0, "clusters never became healthy")
+        desired: dict[str, int] = {}
+        for i in range(self.config.workloads):
+            name = f"w{i}"
+            spec = cp.WorkloadSpec(name=name, replicas=self.config.replicas, pod=cp.PodTemplate(cpu_milli=500, memory_mib=512),
+                                   policy=cp.PlacementPolicy(spread=cp.SPREAD_REGIONS, movable=True))
+            decision = await stub.SubmitWorkload(cp.SubmitWorkloadRequest(workload=spec))
+            if not decision.accepted:
+                raise RuntimeError(f"drill workload {name} not placed: {[r.message for r in decision.reasons]}")
+            desired[name] = self.config.replicas
+        await self._until(lambda: self._ready_everywhere(desired), 10.0, "workloads never became ready")
+
+
+        victims = self._inject()
+        t0 = self.clock()
+        affected_w = {w for c in victims for w in desired if self.twins[c].snapshot(w)}
+        detect = recovery = None
+        stale_max = 0
+        timeline: list[tuple[float, float]] = []
+        while self.clock() - t0 < self.config.deadline_s:
+            now = self.clock() - t0
+            if self.running is not None and self.running.loop.done():
+                await self._crash_and_restart()
+            if detect is None:
+                detect = await self._detected(stub, victims, t0)
+            share = self._ready_elsewhere(affected_w, desired, victims)
+            timeline.append((now, share))
+            if self.scenario == "region-partition":
+                stale_max = max(stale_max, self._running_on(victims))
+            if self.scenario == "agent-crash":
+                if detect is not None and now >= detect + 2.0:
+                    recovery = 0.0 if self._ready_elsewhere(set(desired), desired, []) >= 1.0 else None
+                    break
+            elif share >= 1.0 and detect is not None:
+                recovery = now
+                break
+            await asyncio.sleep(POLL_S)
+        for c in victims:
+            self.twins[c].heal()
+            self.source.heal(c)
+        await self._settle()
+        lost, duplicated = self._count(desired)
+        failovers = sum(1 for m in self._plane().journal.all() if m.kind.value == "failover")
+        if detect is not None:
+            self.metrics.drill_detect.labels(self.scenario).observe(detect)
+        if recovery is not None:
+            self.metrics.drill_recovery.labels(self.scenario).observe(recovery)
+        point = "/".join(self.crash.point) if self.scenario == "control-plane-crash" else ""
+        return RunResult(detect, recovery, lost, duplicated, stale_max, failovers, point, timeline)
+
+    def _plane(self) -> ControlPlane:
+        assert self.running is not None
+        return self.running.plane
+
+    def _inject(self) -> list[str]:
+        """Apply the scenario's fault; returns the clusters it hits."""
+        victim = self.rng.choice(sorted(self.twins))
+        if self.scenario == "region-partition":
+            victims = [c for c, r in self.regions.items() if r == self.regions[victim]]
+            for c in victims:
+                self.twins[c].partition()
+                self.source.cut_off(c)
+            return victims
+        if self.scenario == "agent-crash":
+            self.source.kill_agents(victim)
+            return [victim]
+        if self.scenario == "control-plane-crash":
+            self.crash.armed = True
+        self.twins[victim].outage()
+        self.source.kill_agents(victim)
+        return [victim]
+
+    async def _detected(self, stub: controlplane_pb2_grpc.ControlPlaneStub, victims: list[str], t0: float) -> float | None:
+        """Seconds from the fault to the first verdict on a victim, from the journaled decisions (they survive crashes)."""
+        want = {"verdict:agents-silent"} if self.scenario == "agent-crash" else {"verdict:down", "verdict:partitioned"}
+        try:
+            found = await stub.ListDecisions(cp.ListDecisionsRequest(limit=200), timeout=1.0)
+        except grpc.aio.AioRpcError:  # the control plane may be down (crash scenario): not known yet
+            return None
+        times = [d.at_ms / 1000 - t0 for d in found.decisions if d.kind in want and d.source in victims and d.at_ms / 1000 >= t0 - 0.001]
+        return min(times) if times else None
+
+    async def _all_healthy(self, stub: controlplane_pb2_grpc.ControlPlaneStub) -> bool:
+        found = await stub.ListClusters(cp.ListClustersRequest())
+        return all(c.verdict.health == cp.HEALTH_HEALTHY for c in found.clusters) and len(found.clusters) == len(self.twins)
+
+    async def _ready_everywhere(self, desired: dict[str, int]) -> bool:
+        return self._ready_elsewhere(set(desired), desired, []) >= 1.0
+
+    def _ready_elsewhere(self, workloads: set[str], desired: dict[str, int], victims: list[str]) -> float:
+        if not workloads:
+            return 1.0
+        ready = 0
+        for w in workloads:
+            n = sum(1 for c, t in self.twins.items() if c not in victims for p in t.snapshot(w) if p.ready)
+            ready += min(n, desired[w])
+        return ready / sum(desired[w] for w in workloads)
+
+    def _running_on(self, clusters: list[str]) -> int:
+        """Pods still running on partitioned clusters: old-epoch copies until cleanup after the heal."""
+        return sum(1 for c in clusters for p in self.twins[c].snapshot() if p.phase is Phase.RUNNING)
+
+    async def _settle(self) -> None:
+        """Let cleanup remove stale copies on healed clusters: quiet (no migration, no stale placement) for 1 s."""
+        deadline, quiet_since = self.clock() + 8.0, None
+        while self.clock() < deadline:
+            if self.running is not None and self.running.loop.done():
+                await self._crash_and_restart()
+            plane = self._plane()
+            quiet = not plane.journal.active() and all(p.state.value == "placed" for p in plane.registry.placements())
+            quiet_since = (quiet_since or self.clock()) if quiet else None
+            if quiet_since is not None and self.clock() - quiet_since >= max(1.0, self.config.ready_delay_s + 0.2):
+                return
+            await asyncio.sleep(POLL_S)
+
+    def _count(self, desired: dict[str, int]) -> tuple[int, int]:
+        lost = duplicated = 0
+        for w, want in desired.items():
+            running = [p for t in self.twins.values() for p in t.snapshot(w) if p.phase is Phase.RUNNING]
+            ready = sum(1 for p in running if p.ready)
+            lost += max(0, want - ready)
+            duplicated += max(0, len(running) - want)
+        duplicated += sum(t.safety.duplicate_binds for t in self.twins.values())
+        return lost, duplicated
+
+    async def _until(self, check: Callable[[], Any], timeout: float, message: str) -> None:
+        deadline = self.clock() + timeout
+        while self.clock() < deadline:
+            if await check():
+                return
+            await asyncio.sleep(POLL_S)
+        raise RuntimeError(message)
+
+
+async def run_drill(
+    scenario: str, runs: int, seed: int = 0, config: DrillConfig = DrillConfig(), source: SourceFactory = _feeder,
+    metrics: Metrics | None = None, on_run: Callable[[int, RunResult], None] = lambda i, r: None,
+) -> tuple[dict[str, Any], list[RunResult]]:
+    """``runs`` runs of ``scenario``; returns the summary (the drill JSON) and every run's result."""
+    if scenario not in SCENARIOS:
+        raise ValueError(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
+    if runs < 1:
+        raise ValueError("runs must be >= 1")
+    metrics = metrics or Metrics()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="fedplane-drill-") as tmp:
+        for i in range(runs):
+            result = await Drill(scenario, seed + i, config, Path(tmp), source, metrics).run()
+            results.append(result)
+            on_run(i, result)
+    return summarise(scenario, results, config), results
+
+
+def summarise(scenario: str, results: list[RunResult], config: DrillConfig) -> dict[str, Any]:
+    detects = [r.detect_s for r in results if r.detect_s is not None]
+    recoveries = [r.recovery_s for r in results if r.recovery_s is not None]
+    return {
+        "scenario": scenario,
+        "runs": len(results),
+        "detect_s_median": round(stats.percentile(detects, 50), 3),
+        "detect_s_p99": round(stats.percentile(detects, 99), 3),
+        "recovery_s_p50": round(stats.percentile(recoveries, 50), 3),
+        "recovery_s_p99": round(stats.percentile(recoveries, 99), 3),
+        "success_rate": round(sum(r.success for r in results) / len(results), 4),
+        "pods_lost": sum(r.lost for r in results),
+        "pods_duplicated": sum(r.duplicated for r in results),
+        "undetected": sum(1 for r in results if r.detect_s is None),
+        "unrecovered": sum(1 for r in results if r.recovery_s is None),
+        "failovers_per_run": round(stats.percentile([r.failovers for r in results], 50), 1),
+        "stale_copies_running_max": max((r.stale_copies_max for r in results), default=0),
+        "crash_points": sorted({r.crash_point for r in results if r.crash_point}),
+        "evidence": "in-process feeder (stand-in agents over gRPC)",
+        "timings": {
+            "probe_interval_s": config.timings.probe_interval_s, "report_interval_s": config.timings.report_interval_s,
+            "fresh_s": config.timings.fresh_s, "probe_failures": config.timings.probe_failures, "ready_delay_s": config.ready_delay_s,
+        },
+        "fleet": {"clusters": config.clusters, "regions": config.regions, "nodes_per_cluster": config.nodes_per_cluster,
+                  "workloads": config.workloads, "replicas": config.replicas},
+    }
+
+
+def plot(results: list[RunResult], scenario: str, path: str) -> Path:
+    """PNG timeline: share of affected replicas ready elsewhere after the fault (median and worst run)."""
+    from fedcore import reporting
+
+    end = max((t for r in results for t, _ in r.timeline), default=1.0)
+    grid = [i * POLL_S for i in range(int(end / POLL_S) + 2)]
+
+    def at(r: RunResult, t: float) -> float:
+        last = 0.0
+        for ts, share in r.timeline:
+            if ts > t:
+                break
+            last = share
+        return last if t <= (r.timeline[-1][0] if r.timeline else 0) else 1.0 if r.recovery_s is not None else last
+
+    curves = [[at(r, t) * 100 for t in grid] for r in results if r.timeline]
+    median = [stats.percentile([c[i] for c in curves], 50) for i in range(len(grid))]
+    worst = [min(c[i] for c in curves) for i in range(len(grid))]
+    detected = [100.0 * sum(1 for r in results if r.detect_s is not None and r.detect_s <= t) / len(results) for t in grid]
+    return reporting.plot_series(
+        path, f"fedplane drill {scenario}: {len(results)} runs", grid,
+        {"affected replicas ready elsewhere, median run (%)": median, "worst run (%)": worst},
+        "seconds since fault", right={"runs with fault detected (%)": detected}, right_label="% of runs",
+    )

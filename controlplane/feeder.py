@@ -1,0 +1,110 @@
+"""The evidence feeder: a stand-in for edge agents that reports heartbeats and gossip views over
+the real gRPC API (``ControlPlane.ReportAgent``) at LAN gossip timings.
+
+It is what drills use until real edge-agent processes exist; both implement :class:`EvidenceSource`,
+so a drill swaps one for the other. Its gossip model is deliberately simple and stated here:
+a node whose agent dies is seen ALIVE by its peers for ``suspect_after_s``, then SUSPECT, then
+DEAD after ``dead_after_s`` (SWIM with Lifeguard at 200 ms probes is in this range); a cluster
+cut off from the control plane keeps gossiping with every other cluster (agents mesh over their
+own links), so its peers keep seeing it ALIVE while its own reports no longer arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+import grpc
+
+from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
+
+
+class EvidenceSource(Protocol):
+    """Agents (stand-in or real) as a drill drives them: start, fault, heal, stop."""
+
+    async def start(self, target: str) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def kill_agents(self, cluster: str) -> None:
+        """The cluster's agents die (node crash, cluster outage or agent crash)."""
+        ...
+
+    def cut_off(self, cluster: str) -> None:
+        """The cluster's agents can no longer reach the control plane; they still gossip."""
+        ...
+
+    def heal(self, cluster: str) -> None: ...
+
+
+class EvidenceFeeder:
+    """In-process stand-in agents: one per node, each reporting every ``interval_s``."""
+
+    def __init__(
+        self, nodes: Mapping[str, Sequence[str]], clock: Callable[[], float], interval_s: float = 0.2,
+        suspect_after_s: float = 0.6, dead_after_s: float = 1.6,
+    ) -> None:
+        self.nodes = {c: list(ns) for c, ns in nodes.items()}
+        self.clock, self.interval_s = clock, interval_s
+        self.suspect_after_s, self.dead_after_s = suspect_after_s, dead_after_s
+        self.died: dict[str, float] = {}
+        self.cut: set[str] = set()
+        self.ids = {n: uuid.uuid4().hex[:8] for ns in self.nodes.values() for n in ns}
+        self.sequence = itertools.count(1)
+        self.sent = 0
+        self._task: asyncio.Task[None] | None = None
+        self._channel: grpc.aio.Channel | None = None
+
+    async def start(self, target: str) -> None:
+        self._channel = client.connect_aio(target)
+        stub = controlplane_pb2_grpc.ControlPlaneStub(self._channel)
+        self._task = asyncio.create_task(self._run(stub))
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._channel is not None:
+            await self._channel.close()
+
+    def kill_agents(self, cluster: str) -> None:
+        now = self.clock()
+        for n in self.nodes[cluster]:
+            self.died.setdefault(n, now)
+
+    def cut_off(self, cluster: str) -> None:
+        self.cut.add(cluster)
+
+    def heal(self, cluster: str) -> None:
+        self.cut.discard(cluster)
+        for n in self.nodes[cluster]:
+            if self.died.pop(n, None) is not None:
+                self.ids[n] = uuid.uuid4().hex[:8]  # a restarted agent is a new process
+
+    def view(self, subject: str, now: float) -> int:
+        """How every live agent sees ``subject`` (a PeerState value)."""
+        died = self.died.get(subject)
+        if died is None or now - died < self.suspect_after_s:
+            return cp.PEER_ALIVE
+        return cp.PEER_SUSPECT if now - died < self.dead_after_s else cp.PEER_DEAD
+
+    def reports(self, now: float) -> list[cp.AgentReport]:
+        peers = [
+            cp.PeerView(node=n, cluster=c, state=self.view(n, now), incarnation=1)
+            for c, ns in self.nodes.items() for n in ns
+        ]
+        return [
+            cp.AgentReport(cluster=c, node=n, agent_id=self.ids[n], sequence=next(self.sequence),
+                           summary=cp.NodeSummary(node=n, ready=True), peers=[p for p in peers if p.node != n])
+            for c, ns in self.nodes.items() if c not in self.cut for n in ns if n not in self.died
+        ]
+
+    async def _run(self, stub: controlplane_pb2_grpc.ControlPlaneStub) -> None:
+        while True:
+            batch = self.reports(self.clock())
+            results = await asyncio.gather(*(stub.ReportAgent(r, timeout=1.0) for r in batch), return_exceptions=True)
+            self.sent += sum(1 for r in results if not isinstance(r, BaseException))
+            await asyncio.sleep(self.interval_s)

@@ -1,0 +1,92 @@
+"""Putting a control plane on the wire: gRPC (health, reflection, optional mTLS), the reconcile
+loop, and the Prometheus ``/metrics`` endpoint.
+
+The loop calls ``plane.tick(now)`` every probe interval in a worker thread; an exception in a
+tick is logged and the loop goes on, except a ``SimulatedCrash`` (drills), which ends it as a
+real crash would end the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
+from controlplane.migrations import SimulatedCrash
+from controlplane.runtime import ControlPlane
+from controlplane.service import ControlPlaneService, DrillRunner, TwinClusterService
+from fedapi import controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc
+from fedapi.tls import TlsFiles, server_credentials
+
+log = logging.getLogger(__name__)
+SERVICES = (
+    controlplane_pb2.DESCRIPTOR.services_by_name["ControlPlane"].full_name,
+    twincluster_pb2.DESCRIPTOR.services_by_name["TwinCluster"].full_name,
+)
+
+
+def _no_drills(scenario: str, runs: int, seed: int) -> dict[str, Any]:
+    raise ValueError("this control plane was started without drill support")
+
+
+@dataclass(slots=True)
+class Running:
+    server: grpc.aio.Server
+    port: int
+    plane: ControlPlane
+    loop: asyncio.Task[None]
+    metrics_port: int = 0
+    _metrics: Any = None
+
+    async def stop(self, grace: float | None = 0.2) -> None:
+        self.loop.cancel()
+        await asyncio.gather(self.loop, return_exceptions=True)
+        await self.server.stop(grace)
+        if self._metrics is not None:
+            self._metrics.shutdown()
+            self._metrics.server_close()
+
+
+async def reconcile(plane: ControlPlane, interval_s: float, clock: Callable[[], float]) -> None:
+    while True:
+        try:
+            await asyncio.to_thread(plane.tick, clock())
+        except SimulatedCrash:
+            raise
+        except Exception:  # one bad tick must not stop failover for every other cluster
+            log.exception("reconcile tick failed")
+        await asyncio.sleep(interval_s)
+
+
+async def start(
+    plane: ControlPlane, host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
+    metrics_port: int | None = None, drills: DrillRunner = _no_drills,
+) -> Running:
+    """Serve ``plane`` on host:port (0 = any free port); returns the bound ports and a stop handle."""
+    server = grpc.aio.server(maximum_concurrent_rpcs=512)
+    controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills), server)
+    twincluster_pb2_grpc.add_TwinClusterServicer_to_server(TwinClusterService(plane), server)
+    health = health_aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health, server)
+    for name in ("", *SERVICES):
+        await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection((*SERVICES, reflection.SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server)
+    address = f"{host}:{port}"
+    bound = server.add_secure_port(address, server_credentials(tls)) if tls else server.add_insecure_port(address)
+    if bound == 0:
+        raise OSError(f"cannot listen on {address}")
+    await server.start()
+    metrics, mport = None, 0
+    if metrics_port is not None:
+        metrics, _thread = start_http_server(metrics_port, addr=host, registry=plane.metrics.registry)
+        mport = metrics.server_port
+    task = asyncio.create_task(reconcile(plane, plane.timings.probe_interval_s, plane.clock))
+    return Running(server, bound, plane, task, mport, metrics)

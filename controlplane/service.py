@@ -1,0 +1,189 @@
+"""The gRPC servicers: ``ControlPlane`` (registry, evidence, workloads, migrations, drills) and
+``TwinCluster`` (the embedded twin clusters' API server for edge agents).
+
+Handlers translate messages (:mod:`controlplane.convert`), run the blocking work in a thread
+(back ends may be the synchronous Kubernetes client) and map errors to status codes:
+bad input -> INVALID_ARGUMENT, unknown names -> NOT_FOUND, unreachable cluster -> UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NoReturn, TypeVar
+
+import grpc
+
+from controlplane import convert
+from controlplane.runtime import ControlPlane
+from fedapi import controlplane_pb2 as cp, controlplane_pb2_grpc, twincluster_pb2 as tw, twincluster_pb2_grpc
+from fedcore.backends import errors
+from fedcore.backends.model import Phase
+from fedcore.backends.twin import TwinCluster
+
+T = TypeVar("T")
+DrillRunner = Callable[[str, int, int], dict[str, Any]]
+WATCH_POLL_S = 0.05
+
+
+async def _abort(ctx: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
+    if isinstance(exc, (errors.UnknownCluster, errors.NotFound, KeyError)):
+        await ctx.abort(grpc.StatusCode.NOT_FOUND, str(exc).strip("'\""))
+    if isinstance(exc, errors.TemporaryError):
+        await ctx.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+    if isinstance(exc, (ValueError, errors.PermanentError)):
+        code = grpc.StatusCode.ALREADY_EXISTS if "already exists" in str(exc) else grpc.StatusCode.INVALID_ARGUMENT
+        await ctx.abort(code, str(exc))
+    raise exc
+
+
+async def _run(ctx: grpc.aio.ServicerContext, fn: Callable[..., T], *args: Any) -> T:
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except (errors.BackendError, ValueError, KeyError) as exc:
+        await _abort(ctx, exc)
+
+
+class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
+    def __init__(self, plane: ControlPlane, drills: DrillRunner) -> None:
+        self.plane, self.drills = plane, drills
+
+    async def RegisterCluster(self, request: cp.RegisterClusterRequest, context: grpc.aio.ServicerContext) -> cp.ClusterStatus:
+        try:
+            spec = convert.cluster_spec(request.cluster)
+        except ValueError as exc:
+            await _abort(context, exc)
+        await _run(context, self.plane.register_cluster, spec)
+        rows = await _run(context, self.plane.clusters)
+        return convert.cluster_status(next(r for r in rows if r.spec.name == spec.name))
+
+    async def ListClusters(self, request: cp.ListClustersRequest, context: grpc.aio.ServicerContext) -> cp.ListClustersResponse:
+        rows = await _run(context, self.plane.clusters)
+        return cp.ListClustersResponse(clusters=[convert.cluster_status(r) for r in rows])
+
+    async def ReportAgent(self, request: cp.AgentReport, context: grpc.aio.ServicerContext) -> cp.AgentAck:
+        try:
+            report = convert.agent_report(request)
+        except ValueError as exc:
+            await _abort(context, exc)
+        accepted = self.plane.report(report)
+        return cp.AgentAck(
+            accepted=accepted, server_time_ms=int(self.plane.clock() * 1000),
+            report_interval_ms=int(self.plane.timings.report_interval_s * 1000),
+            reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
+        )
+
+    async def SubmitWorkload(self, request: cp.SubmitWorkloadRequest, context: grpc.aio.ServicerContext) -> cp.PlacementDecision:
+        try:
+            workload = convert.workload(request.workload)
+        except ValueError as exc:
+            await _abort(context, exc)
+        choice = await _run(context, self.plane.submit, workload, request.dry_run)
+        return cp.PlacementDecision(
+            workload=workload.name, accepted=choice.ok, dry_run=request.dry_run,
+            placements=[cp.ClusterPlacement(cluster=c, replicas=n, epoch=1, state="planned" if request.dry_run else "placed")
+                        for c, n in sorted(choice.counts.items())],
+            reasons=convert.reasons(choice.reasons, "Placement"),
+        )
+
+    async def GetPlacements(self, request: cp.GetPlacementsRequest, context: grpc.aio.ServicerContext) -> cp.GetPlacementsResponse:
+        return await _run(context, self._placements, request.workload)
+
+    def _placements(self, name: str) -> cp.GetPlacementsResponse:
+        reg = self.plane.registry
+        names = [name] if name else [w.name for w in reg.workloads()]
+        if name and reg.workload(name) is None:
+            raise KeyError(f"unknown workload {name!r}")
+        decisions = reg.decisions(1000)
+        out = []
+        for n in names:
+            rows = reg.placements(n)
+            ready = {}
+            for p in rows:
+                try:
+                    ready[p.cluster] = self.plane.backends(p.cluster).get_workload(n).ready_replicas
+                except errors.BackendError:
+                    ready[p.cluster] = 0
+            why = next((d.reasons for d in decisions if d.workload == n), ())
+            out.append(convert.placements(n, rows, ready, why))
+        return cp.GetPlacementsResponse(workloads=out)
+
+    async def StartMigration(self, request: cp.StartMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:
+        m = await _run(context, self.plane.start_migration, request.workload, request.source, request.target, self.plane.clock())
+        return convert.migration(m)
+
+    async def CancelMigration(self, request: cp.CancelMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:
+        m = await _run(context, self.plane.cancel_migration, request.id, self.plane.clock())
+        return convert.migration(m)
+
+    async def ListMigrations(self, request: cp.ListMigrationsRequest, context: grpc.aio.ServicerContext) -> cp.ListMigrationsResponse:
+        found = self.plane.journal.active() if request.active_only else self.plane.journal.all()
+        return cp.ListMigrationsResponse(migrations=[convert.migration(m) for m in found])
+
+    async def ListDecisions(self, request: cp.ListDecisionsRequest, context: grpc.aio.ServicerContext) -> cp.ListDecisionsResponse:
+        found = self.plane.registry.decisions(request.limit or 100)
+        return cp.ListDecisionsResponse(decisions=[
+            cp.Decision(at_ms=int(d.at * 1000), kind=d.kind, workload=d.workload, source=d.source, target=d.target,
+                        reasons=convert.reasons(d.reasons)) for d in found
+        ])
+
+    async def RunDrill(self, request: cp.RunDrillRequest, context: grpc.aio.ServicerContext) -> cp.DrillReport:
+        report = await _run(context, self.drills, request.scenario, request.runs or 1, request.seed)
+        return cp.DrillReport(
+            scenario=report["scenario"], runs=report["runs"], detect_s_median=report["detect_s_median"],
+            recovery_s_p50=report["recovery_s_p50"], recovery_s_p99=report["recovery_s_p99"],
+            success_rate=report["success_rate"], pods_lost=report["pods_lost"], pods_duplicated=report["pods_duplicated"],
+            json=json.dumps(report),
+        )
+
+
+class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+
+    def _twin(self, name: str) -> TwinCluster:
+        twin = self.plane.backends.twins().get(name)
+        if twin is None:
+            raise errors.UnknownCluster(name, "no embedded twin cluster of this name")
+        return twin
+
+    async def WatchPods(self, request: tw.WatchPodsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[tw.PodEvent]:
+        try:
+            twin = self._twin(request.cluster)
+            cursor = twin.cursor()
+            current = await asyncio.to_thread(twin.list_pods)
+        except errors.BackendError as exc:
+            await _abort(context, exc)
+        for state in current:
+            if not request.pending_only or (state.phase is Phase.PENDING and not state.node):
+                yield tw.PodEvent(type=tw.EVENT_ADDED, pod=convert.pod(state))
+        while True:
+            try:
+                events, cursor = twin.events_since(cursor)
+            except errors.BackendError as exc:
+                await _abort(context, exc)
+            for e in events:
+                if not request.pending_only or e.pod.phase is Phase.PENDING or e.kind.value == "DELETED":
+                    yield convert.pod_event(e)
+            await asyncio.sleep(WATCH_POLL_S)
+
+    async def BindPod(self, request: tw.BindPodRequest, context: grpc.aio.ServicerContext) -> tw.BindPodResponse:
+        twin = await _run(context, self._twin, request.cluster)
+        return convert.bind_result(await _run(context, twin.bind_pod, request.pod, request.node, request.epoch))
+
+    async def ReportNodeStatus(self, request: tw.NodeStatusReport, context: grpc.aio.ServicerContext) -> tw.NodeStatusAck:
+        twin = await _run(context, self._twin, request.cluster)
+        return tw.NodeStatusAck(pods_released=await _run(context, twin.mark_node, request.node, request.ready))
+
+    async def CompletePod(self, request: tw.CompletePodRequest, context: grpc.aio.ServicerContext) -> tw.BindPodResponse:
+        twin = await _run(context, self._twin, request.cluster)
+        return convert.bind_result(await _run(context, twin.complete_pod, request.pod, request.epoch, request.succeeded))
+
+    async def ListNodes(self, request: tw.ListNodesRequest, context: grpc.aio.ServicerContext) -> tw.ListNodesResponse:
+        twin = await _run(context, self._twin, request.cluster)
+        return tw.ListNodesResponse(nodes=[convert.node(n) for n in await _run(context, twin.list_nodes)])
+
+    async def GetSafety(self, request: tw.GetSafetyRequest, context: grpc.aio.ServicerContext) -> tw.SafetyCounters:
+        twin = await _run(context, self._twin, request.cluster)
+        return tw.SafetyCounters(duplicate_binds=twin.safety.duplicate_binds, stale_binds=twin.safety.stale_binds)
