@@ -12,7 +12,7 @@ import math
 import random
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gossip.config import GossipConfig
 from gossip.effects import MemberEvent, RecordEvent
@@ -106,8 +106,8 @@ def spread_and_detect(n: int, config: GossipConfig, seed: int, crashes: int = 10
     crashed_at: dict[str, float] = {}
     start = net.now
     for i, victim in enumerate(victims):
-        crashed_at[victim] = start + i * 1.0
-    end = start + crashes * 1.0 + 30.0
+        crashed_at[victim] = start + i * 0.5
+    end = start + crashes * 0.5 + 30.0
     pending = dict(sorted(crashed_at.items(), key=lambda kv: kv[1]))
     while net.now < end:
         for victim, when in list(pending.items()):
@@ -150,8 +150,8 @@ class Bytes:
     bytes_per_node_s: float
     stale_fraction_end: float
     """(node, record) pairs still behind the owner's latest version after the settle period."""
-    packets_bytes_per_node_s: float = 0.0
-    extra: dict[str, float] = field(default_factory=dict)
+    other_bytes_per_node_s: float
+    """Everything else sent meanwhile (probes, piggybacked gossip): the same in both modes."""
 
 
 def antientropy_bytes(
