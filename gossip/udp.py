@@ -180,7 +180,10 @@ class UdpGossip:
         for effect in effects:
             if isinstance(effect, Send):
                 if self._udp is not None:
-                    self._udp.sendto(effect.data, split_addr(effect.addr))
+                    try:
+                        self._udp.sendto(effect.data, split_addr(effect.addr))
+                    except (ValueError, OSError) as exc:  # a member named by no usable address
+                        log.debug("gossip %s: cannot send to %r: %s", self.bind, effect.addr, exc)
             elif isinstance(effect, SendStream):
                 task = asyncio.get_running_loop().create_task(self._send_stream(effect))
                 self._tasks.add(task)
@@ -225,7 +228,7 @@ class UdpGossip:
             await writer.drain()
             writer.close()
             await writer.wait_closed()
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (OSError, ValueError, asyncio.TimeoutError) as exc:
             log.debug("stream to %s failed: %s", effect.addr, exc)  # anti-entropy retries later
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
