@@ -35,7 +35,7 @@ from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.traces import locate, openb
 
-from edgeagent.clusters import Phase
+from edgeagent.clusters import Phase, PodUpdate
 from edgeagent.memcluster import InMemoryCluster
 from edgeagent.twinharness import TwinHarness
 
@@ -215,20 +215,19 @@ class _Run:
         after = [sum(h.cpu_times()[:2]) for h in handles]
         return [100.0 * (a - b) / IDLE_SECONDS for a, b in zip(after, before)]
 
-    def watch_lifetimes(self) -> asyncio.Task[None]:
+    def watch_lifetimes(self) -> None:
         """Finish each pod ``life`` seconds after it starts running (re-armed if it is re-placed)."""
         loop = asyncio.get_running_loop()
 
-        async def follow() -> None:
-            async for update in self.cluster.watch():
-                uid = update.pod.uid
-                if update.phase is Phase.RUNNING and uid not in self.life_tasks:
-                    life = self.rng.expovariate(1.0 / self.s.life)
-                    self.life_tasks[uid] = loop.call_later(life, self._finish, uid)
-                elif update.phase is Phase.PENDING and uid in self.life_tasks:
-                    self.life_tasks.pop(uid).cancel()
+        def follow(update: PodUpdate) -> None:
+            uid = update.pod.uid
+            if update.phase is Phase.RUNNING and uid not in self.life_tasks:
+                life = self.rng.expovariate(1.0 / self.s.life)
+                self.life_tasks[uid] = loop.call_later(life, self._finish, uid)
+            elif update.phase is Phase.PENDING and uid in self.life_tasks:
+                self.life_tasks.pop(uid).cancel()
 
-        return loop.create_task(follow())
+        self.cluster.subscribe(follow)
 
     def _finish(self, uid: str) -> None:
         self.life_tasks.pop(uid, None)
@@ -300,7 +299,7 @@ async def run_bench(settings: BenchSettings) -> dict[str, Any]:
 async def _place(run: _Run, pods: list[Pod]) -> dict[str, Any]:
     s = run.s
     cluster = run.cluster
-    follower = run.watch_lifetimes()
+    run.watch_lifetimes()
     start = time.monotonic()
     killed: list[str] = []
     for i, pod in enumerate(pods):
@@ -318,7 +317,6 @@ async def _place(run: _Run, pods: list[Pod]) -> dict[str, Any]:
         await asyncio.sleep(0.5)
         run.sample_rss()
         await run.check_double_bindings()
-    follower.cancel()
     decisions = cluster.evidence.decisions
     ms = np.array([d.seconds for d in decisions]) * 1000.0
     replaced = [d for d in decisions if d.replaced]

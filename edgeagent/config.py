@@ -58,7 +58,7 @@ class BackendSection:
 class PlacementSection:
     claim_window: float = _opt(0.08, "seconds a claim must keep winning before its owner binds (lets rivals' claims arrive)")
     candidates: int = _opt(3, "only agents ranked in the top N by the gossiped node states claim at once; 0 = all")
-    fallback_after: float = _opt(0.25, "seconds after which every eligible agent claims a still-unclaimed pod")
+    fallback_after: float = _opt(1.0, "seconds after which every eligible agent claims a pod it has seen no claim for")
     retry_interval: float = _opt(1.0, "seconds between re-examinations of pods nobody could take")
     compact_after: float = _opt(30.0, "seconds a finished pod's claim record stays in gossip before withdrawal")
 

@@ -93,6 +93,9 @@ class Agent:
         self._closing = False
         self._queue: list[Effect] = []
         self._flush_scheduled = False
+        self._awaiting: list[Effect] = []
+        """Effects waiting for the fsync that makes their journal operations durable."""
+        self._syncing = False
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._binds = asyncio.Semaphore(MAX_BINDS_IN_FLIGHT)
@@ -151,6 +154,8 @@ class Agent:
         if self._timer is not None:
             self._timer.cancel()
         self._commit()
+        if self._journal is not None:
+            self._journal.sync()
         if self.gossip is not None:
             await self.gossip.leave(linger=self.config.gossip.gossip_interval * 10)
         if self._http is not None:
@@ -170,7 +175,7 @@ class Agent:
             asyncio.get_running_loop().call_soon(self._flush)
 
     def _commit(self) -> list[Effect]:
-        """Make the ledger's new operations durable; returns the queued effects, now safe to perform."""
+        """Append the ledger's new operations to the journal; returns the queued effects."""
         ops = self.placer_.ledger.take_ops()
         if ops and self._journal is not None:
             self._journal.append(ops)
@@ -181,9 +186,33 @@ class Agent:
         return effects
 
     def _flush(self) -> None:
+        """Commit, then perform: at once if the journal is already durable, else after the next fsync."""
         self._flush_scheduled = False
+        effects = self._commit()
+        journal = self._journal
+        if self._awaiting or (journal is not None and journal.dirty and any(
+                isinstance(e, (Publish, Bind, ReportNode)) for e in effects)):
+            self._awaiting.extend(effects)
+            if not self._syncing:
+                self._syncing = True
+                self._spawn(self._sync())
+        else:
+            self._perform(effects)
+        self._arm()
+
+    async def _sync(self) -> None:
+        """Group commit: one fsync (in a worker thread) releases every effect queued before it started."""
+        try:
+            while self._awaiting and self._journal is not None:
+                batch, self._awaiting = self._awaiting, []
+                await asyncio.to_thread(self._journal.sync)
+                self._perform(batch)
+        finally:
+            self._syncing = False
+
+    def _perform(self, effects: list[Effect]) -> None:
         placer = self.placer_
-        for effect in self._commit():
+        for effect in effects:
             if isinstance(effect, Publish):
                 if self.gossip is not None:
                     self.gossip.publish(effect.key, effect.value)
@@ -197,7 +226,6 @@ class Agent:
             for seconds in placer.counters.decisions:
                 self.metrics.decisions.observe(seconds)
         placer.counters.decisions.clear()
-        self._arm()
 
     def _arm(self) -> None:
         loop = asyncio.get_running_loop()

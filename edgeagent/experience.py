@@ -21,10 +21,10 @@ class ExperienceLog:
     def __init__(self, directory: Path, max_bytes: int) -> None:
         self.directory = directory
         self.max_bytes = max_bytes
-        self._log = FrameLog(directory / CURRENT, durable=False)
+        self._log = FrameLog(directory / CURRENT)
 
     def write(self, rows: list[dict[str, Any]]) -> None:
-        """Append a batch; flushed to the OS now, fsynced with the journal's next commit."""
+        """Append a batch (reaches the OS now; rows lost in a power cut only cost training data)."""
         if not rows:
             return
         self._log.append(rows)
@@ -35,7 +35,11 @@ class ExperienceLog:
         """Every row kept, oldest first (what a training round reads)."""
         older = self.directory / OLDER
         if older.exists():
-            yield from _rows(FrameLog(older, durable=False))
+            log = FrameLog(older)
+            try:
+                yield from _rows(log)
+            finally:
+                log.close()
         yield from _rows(self._log)
 
     def close(self) -> None:

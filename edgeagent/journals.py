@@ -1,8 +1,10 @@
 """Append-only, checksummed frame logs: the ledger's journal and the experience log.
 
-A frame is ``length (4 bytes) | crc32 (4 bytes) | msgpack payload``. Appends are
-group-committed: the shell appends one frame per batch of operations and the
-journal fsyncs it before any effect of those operations leaves the process. A crash
+A frame is ``length (4 bytes) | crc32 (4 bytes) | msgpack payload``. Appends only
+reach the OS; :meth:`FrameLog.sync` makes everything appended so far durable. The
+daemon group-commits: it appends one frame per batch of operations and runs one
+fsync (off the event loop) before any effect of those operations leaves the
+process, however many batches that fsync covers. A crash
 can only tear the last frame; :meth:`FrameLog.read` stops at the first frame whose
 length or checksum is wrong and truncates the file there, so what was committed
 is kept exactly and a torn tail is dropped, never misread.
@@ -28,19 +30,23 @@ MAX_FRAME = 64 * 1024 * 1024
 class FrameLog:
     """One append-only file of msgpack frames."""
 
-    def __init__(self, path: Path, durable: bool = True) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.durable = durable
-        """fsync after every append (the journal); the experience log only flushes."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "ab")
+        self.dirty = False
+        """Something was appended since the last :meth:`sync`."""
 
     def append(self, payload: Any) -> None:
         data = msgpack.packb(payload, use_bin_type=True)
         self._file.write(len(data).to_bytes(4, "big") + zlib.crc32(data).to_bytes(4, "big") + data)
         self._file.flush()
-        if self.durable:
-            os.fsync(self._file.fileno())
+        self.dirty = True
+
+    def sync(self) -> None:
+        """fsync what was appended (safe to call from a worker thread while the loop appends more)."""
+        self.dirty = False
+        os.fsync(self._file.fileno())
 
     def size(self) -> int:
         return self._file.tell()

@@ -61,6 +61,7 @@ class InMemoryCluster:
         self.reachable = True
         self.evidence = Evidence()
         self._watchers: set[asyncio.Queue[PodUpdate | None]] = set()
+        self._listeners: list[Callable[[PodUpdate], None]] = []
 
     # -- the operator's and the drill's hands --------------------------------------------------
     def submit(self, pod: Pod) -> None:
@@ -83,6 +84,10 @@ class InMemoryCluster:
     def bound_node(self, uid: str) -> str:
         p = self.pods[uid]
         return self.table.nodes[p.placement.node].name if p.placement else ""
+
+    def subscribe(self, listener: Callable[[PodUpdate], None]) -> None:
+        """Call ``listener`` synchronously on every change (in-process drivers: simulations, the bench)."""
+        self._listeners.append(listener)
 
     def close_watches(self) -> None:
         """Drop every watch connection (as an API server restart would)."""
@@ -190,3 +195,5 @@ class InMemoryCluster:
         update = self._update(p)
         for queue in self._watchers:
             queue.put_nowait(update)
+        for listener in self._listeners:
+            listener(update)

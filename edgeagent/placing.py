@@ -25,6 +25,7 @@ Rules, in the order a reader needs them:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +37,7 @@ from fedcore.resources import MILLI, GpuRequest, Resources
 from fedcore.scheduling.filters import default_filters
 
 from crdt import wire
-from crdt.claims import BOUND, ClaimDelta, Status
+from crdt.claims import BOUND, ClaimDelta, Status, StatusCode
 from crdt.errors import InvalidDelta
 from edgeagent import records
 from edgeagent.clusters import BindOutcome, BindResult, Phase, PodUpdate
@@ -44,6 +45,8 @@ from edgeagent.config import PlacementSection
 from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
 from edgeagent.ledger import Ledger
 from edgeagent.scoring import Scorer, estimate, features
+
+log = logging.getLogger("edgeagent.placing")
 
 STATE_EVERY = 0.2
 """Seconds between publications of our node state (it changes with every claim)."""
@@ -132,8 +135,10 @@ class Placer:
         self._known[uid] = (update.pod, update.epoch, update.node)
         if update.phase is Phase.PENDING and not update.node:
             held = self.pending.get(uid)
-            if held is None or held.epoch != update.epoch:
+            if held is None:
                 self.pending[uid] = _Pending(update.pod, update.epoch, now, now)
+            elif held.epoch != update.epoch:  # re-placed at the back end: a new chance for everyone
+                held.epoch, held.elsewhere, held.due = update.epoch, False, min(held.due, now)
             self._follow_epoch(uid, update.epoch, now)
         else:
             self.pending.pop(uid, None)
@@ -151,7 +156,7 @@ class Placer:
             delta = self.ledger.merge(value)
         except InvalidDelta as exc:
             self.counters.bad_records += 1
-            self._out.append(Experience({"event": "bad-record", "member": member, "key": key, "error": str(exc)}))
+            log.warning("dropped claims record %s from %s: %s", key, member, exc)
             return self._flush()
         self._after_merge(delta, now)
         return self._flush()
@@ -281,6 +286,8 @@ class Placer:
         out = self.ledger.claim(uid, epoch, score, request)
         if isinstance(out, Status):
             self.table.release(p.pod, placement)
+            if out.code is StatusCode.ALREADY_CLAIMED and uid in self._placements:  # ours from before (restart)
+                p.claimed_at, p.claim_epoch, p.due = now, replica.epoch(uid), now + self.settings.claim_window
             return
         self.counters.claims += 1
         self._placements[uid] = (p.pod, placement)
@@ -445,8 +452,9 @@ class Placer:
             return
         try:
             state = records.decode_node_state(value)
-        except ValueError:
+        except ValueError as exc:
             self.counters.bad_records += 1
+            log.warning("dropped node state from %s: %s", member, exc)
             return
         peer = self._peers.setdefault(member, _Peer(state.node))
         peer.node, peer.state = state.node, state

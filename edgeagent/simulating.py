@@ -1,0 +1,161 @@
+"""Placement cores on a deterministic in-memory network: the agent's logic without sockets or clocks.
+
+Each agent is a :class:`edgeagent.placing.Placer`; gossip is a delivery of each
+published record to every other live agent after a seeded random delay (some
+copies lost), the cluster is an :class:`InMemoryCluster` on the simulated clock,
+and binds answer after a millisecond. Killing an agent stops its deliveries and,
+``detect`` seconds later, tells the others it is dead; reviving it replays its
+ledger from its journal operations, as a restarted daemon would. Everything is a
+function of the seed, so a failing scenario replays exactly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from fedcore.nodes import Node
+
+from crdt import wire
+from edgeagent.clusters import BindResult, ClusterUnavailable, PodUpdate
+from edgeagent.config import PlacementSection
+from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
+from edgeagent.ledger import Ledger, Op
+from edgeagent.memcluster import InMemoryCluster
+from edgeagent.placing import Placer
+from edgeagent.scoring import HeuristicScorer
+
+T = TypeVar("T")
+BIND_DELAY = 0.001
+
+
+def run_now(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (the in-memory cluster's calls) to its result."""
+    try:
+        coro.send(None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    coro.close()
+    raise RuntimeError("the coroutine suspended; only non-blocking calls can run here")
+
+
+class PlacementSim:
+    def __init__(self, nodes: Sequence[Node], settings: PlacementSection | None = None, seed: int = 0,
+                 delay: tuple[float, float] = (0.002, 0.02), loss: float = 0.0, detect: float = 1.0) -> None:
+        self.now = 0.0
+        self.rng = random.Random(seed)
+        self.settings = settings or PlacementSection()
+        self.delay, self.loss, self.detect = delay, loss, detect
+        self.cluster = InMemoryCluster(nodes, clock=lambda: self.now)
+        self.nodes = {n.name: n for n in nodes}
+        self.journals: dict[str, list[Op]] = {n.name: [] for n in nodes}
+        self.agents: dict[str, Placer] = {}
+        self.down: set[str] = set()
+        self.evictions: list[tuple[str, str]] = []
+        self.experience: list[dict[str, Any]] = []
+        self._events: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = 0
+        self.cluster.subscribe(self._on_update)
+        for name in self.nodes:
+            self._boot(name)
+
+    # ---- scenario controls ----------------------------------------------------------------------
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (when, self._seq, action))
+
+    def run(self, until: float) -> None:
+        """Advance the clock to ``until``, delivering events and ticking agents in time order."""
+        while True:
+            due = [(p.next_deadline(), name) for name, p in self.agents.items() if name not in self.down]
+            tick_at, ticker = min(due) if due else (float("inf"), "")
+            event_at = self._events[0][0] if self._events else float("inf")
+            when = min(tick_at, event_at)
+            if when > until:
+                self.now = until
+                return
+            self.now = max(self.now, when)
+            if event_at <= tick_at:
+                heapq.heappop(self._events)[2]()
+            else:
+                self._effects(ticker, self.agents[ticker].tick(self.now))
+
+    def kill(self, name: str) -> None:
+        """The agent stops; the others hear of its death ``detect`` seconds later."""
+        self.down.add(name)
+        for other in self.agents:
+            if other != name:
+                self.at(self.now + self.detect, lambda o=other: self._call(o, lambda p: p.member_dead(name, self.now)))
+
+    def revive(self, name: str) -> None:
+        """Restart the agent from its journal; peers see it alive and it relearns their records."""
+        self.down.discard(name)
+        self._boot(name)
+        for other, placer in self.agents.items():
+            if other != name:
+                self._call(other, lambda p: p.member_alive(name, self.now))
+                for uid in list(placer.ledger.own_pods()):
+                    delta = placer.ledger.own_delta(uid)
+                    if delta is not None:
+                        self._deliver(other, name, f"c/{uid}", wire.encode_delta(delta))
+
+    # ---- plumbing -------------------------------------------------------------------------------
+
+    def _boot(self, name: str) -> None:
+        node = self.nodes[name]
+        ledger = Ledger.replay(name, name, node.capacity, self.journals[name])
+        self.agents[name] = placer = Placer(node, ledger, HeuristicScorer(), self.settings, self.now)
+        self._effects(name, placer.announce(self.now))
+        for held in list(self.cluster.pods.values()):
+            update = PodUpdate(held.pod, held.epoch, held.phase, self.cluster.bound_node(held.pod.uid))
+            self._call(name, lambda p, u=update: p.pod_update(u, self.now))
+
+    def _call(self, name: str, step: Callable[[Placer], list[Effect]]) -> None:
+        if name not in self.down:
+            self._effects(name, step(self.agents[name]))
+
+    def _on_update(self, update: PodUpdate) -> None:
+        for name in self.agents:
+            self.at(self.now + self.rng.uniform(*self.delay),
+                    lambda n=name: self._call(n, lambda p: p.pod_update(update, self.now)))
+
+    def _deliver(self, source: str, target: str, key: str, value: object) -> None:
+        if self.rng.random() < self.loss:
+            return
+        self.at(self.now + self.rng.uniform(*self.delay),
+                lambda: None if source in self.down else self._call(target, lambda p: p.record(source, key, value, self.now)))
+
+    def _effects(self, name: str, effects: list[Effect]) -> None:
+        self.journals[name].extend(self.agents[name].ledger.take_ops())
+        for effect in effects:
+            if isinstance(effect, Publish):
+                for other in self.agents:
+                    if other != name:
+                        self._deliver(name, other, effect.key, effect.value)
+            elif isinstance(effect, Bind):
+                self.at(self.now + BIND_DELAY, lambda e=effect: self._bind(name, e))
+            elif isinstance(effect, ReportNode):
+                self._report(effect)
+            elif isinstance(effect, Evict):
+                self.evictions.append((name, effect.pod))
+            elif isinstance(effect, Experience):
+                self.experience.append(effect.row)
+
+    def _report(self, effect: ReportNode) -> None:
+        """As the daemon: retried every half second while the cluster is unreachable."""
+        try:
+            run_now(self.cluster.report_node(effect.node, effect.ready))
+        except ClusterUnavailable:
+            self.at(self.now + 0.5, lambda: self._report(effect))
+
+    def _bind(self, name: str, effect: Bind) -> None:
+        if name in self.down:
+            return
+        try:
+            result: BindResult | None = run_now(self.cluster.bind(effect.pod, effect.node, effect.epoch))
+        except ClusterUnavailable:
+            result = None
+        self._call(name, lambda p: p.bind_done(effect.pod, result, self.now))

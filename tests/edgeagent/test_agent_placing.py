@@ -1,0 +1,128 @@
+"""The placement core on the deterministic in-memory network: one winner, no over-commit, re-placement."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedcore.nodes import Node
+from fedcore.pods import Pod
+from fedcore.resources import GpuRequest
+
+from edgeagent.clusters import BindOutcome, BindResult, Phase
+from edgeagent.config import PlacementSection
+from edgeagent.simulating import PlacementSim
+
+
+def nodes(n: int, cpu: int = 16000, gpus: int = 2) -> list[Node]:
+    return [Node(f"n{i:02d}", cpu, 65536, gpus=gpus) for i in range(n)]
+
+
+def pod(i: int, cpu: int = 2000, gpu: int = 0) -> Pod:
+    return Pod(f"p{i:04d}", cpu, 4096, gpu=GpuRequest(1, gpu) if gpu else GpuRequest())
+
+
+def running(sim: PlacementSim) -> dict[str, str]:
+    return {uid: sim.cluster.bound_node(uid) for uid, p in sim.cluster.pods.items() if p.phase is Phase.RUNNING}
+
+
+def assert_safe(sim: PlacementSim) -> None:
+    """Each running pod is held by exactly its node's agent, and no agent reserves beyond its capacity."""
+    bound = running(sim)
+    for name, placer in sim.agents.items():
+        if name in sim.down:
+            continue
+        assert placer.ledger.replica.free().is_nonnegative()
+        for uid in placer.running:
+            if uid in bound:
+                assert bound[uid] == name, f"{uid} runs on {bound[uid]} but {name} thinks it runs it"
+    assert sim.cluster.evidence.capacity_refusals == 0
+
+
+@pytest.mark.parametrize("agents,seed", [(3, 0), (8, 1), (8, 2)])
+def test_one_pod_one_winner_and_losers_release(agents: int, seed: int) -> None:
+    sim = PlacementSim(nodes(agents), seed=seed)
+    sim.cluster.submit(pod(0))
+    sim.run(2.0)
+    assert len(running(sim)) == 1
+    holders = [n for n, p in sim.agents.items() if "p0000" in p.running]
+    assert holders == [running(sim)["p0000"]]
+    for name, placer in sim.agents.items():
+        if name not in holders:
+            assert placer.ledger.replica.free() == placer.node.capacity, f"{name} kept escrow"
+
+
+@pytest.mark.parametrize("seed,loss,candidates", [(3, 0.0, 3), (4, 0.05, 3), (5, 0.0, 0)])
+def test_many_pods_all_placed_once(seed: int, loss: float, candidates: int) -> None:
+    settings = PlacementSection(candidates=candidates)
+    sim = PlacementSim(nodes(8, cpu=64000, gpus=4), settings, seed=seed, loss=loss)
+    for i in range(120):
+        sim.at(i * 0.01, lambda i=i: sim.cluster.submit(pod(i, gpu=500 if i % 3 == 0 else 0)))
+    sim.run(10.0)
+    assert len(running(sim)) == 120
+    assert_safe(sim)
+    assert sum(len(p.running) for p in sim.agents.values()) == 120
+
+
+def test_full_cluster_queues_until_a_pod_completes() -> None:
+    sim = PlacementSim(nodes(2, cpu=4000, gpus=0), seed=6)
+    for i in range(5):
+        sim.cluster.submit(pod(i, cpu=2000))
+    sim.run(3.0)
+    assert len(running(sim)) == 4
+    first = next(iter(running(sim)))
+    sim.cluster.finish(first)
+    sim.run(6.0)
+    assert len(running(sim)) == 4 and sim.cluster.pods["p0004"].phase is Phase.RUNNING
+    assert_safe(sim)
+
+
+def test_dead_agent_pods_are_replaced_at_a_bumped_epoch_and_evicted_on_return() -> None:
+    sim = PlacementSim(nodes(6), seed=7, detect=0.5)
+    for i in range(30):
+        sim.cluster.submit(pod(i))
+    sim.run(3.0)
+    victim = max(sim.agents, key=lambda n: len(sim.agents[n].running))
+    lost = set(sim.agents[victim].running)
+    assert lost
+    sim.kill(victim)
+    sim.run(8.0)
+    after = running(sim)
+    assert lost <= set(after), "every pod of the dead agent runs again"
+    assert not {uid for uid in lost if after[uid] == victim}
+    assert all(sim.cluster.pods[uid].epoch == 2 for uid in lost)
+    sim.revive(victim)
+    sim.run(12.0)
+    assert not sim.agents[victim].running, "the returning agent gave up its superseded pods"
+    assert {uid for name, uid in sim.evictions if name == victim} == lost
+    assert_safe(sim)
+
+
+def test_offline_replacement_waits_for_the_cluster_then_binds_once() -> None:
+    sim = PlacementSim(nodes(4), seed=8, detect=0.5)
+    for i in range(8):
+        sim.cluster.submit(pod(i))
+    sim.run(2.0)
+    victim = max(sim.agents, key=lambda n: len(sim.agents[n].running))
+    lost = set(sim.agents[victim].running)
+    sim.cluster.reachable = False
+    sim.kill(victim)
+    sim.run(4.0)
+    sim.cluster.reachable = True
+    for name in sim.agents:  # what a watch reconnect delivers
+        for held in sim.cluster.pods.values():
+            from edgeagent.clusters import PodUpdate
+
+            update = PodUpdate(held.pod, held.epoch, held.phase, sim.cluster.bound_node(held.pod.uid))
+            sim.at(sim.now, lambda n=name, u=update: sim._call(n, lambda p: p.pod_update(u, sim.now)))
+    sim.run(10.0)
+    assert lost <= set(running(sim)) and victim not in running(sim).values()
+    assert_safe(sim)
+
+
+def test_refused_bind_waits_for_the_winner_and_garbage_records_are_dropped() -> None:
+    sim = PlacementSim(nodes(2), seed=9)
+    placer = sim.agents["n00"]
+    assert placer.record("n01", "c/p0001", b"\x00garbage", 0.0) == []
+    assert placer.record("n01", "n", {"node": 3}, 0.0) == []
+    assert placer.counters.bad_records == 2
+    assert placer.bind_done("unknown", BindResult(BindOutcome.DUPLICATE), 0.0) == []
