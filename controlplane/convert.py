@@ -14,6 +14,7 @@ from controlplane.runtime import ClusterRow
 from controlplane.verdicts import Health
 from controlplane.workloads import Policy, Spread, Template, Workload
 from fedcore.backends.model import BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState
+from fedcore.nodes import Node
 from fedcore.resources import Resources
 
 HEALTH = {h: getattr(cp, f"HEALTH_{h.name}") for h in Health}
@@ -104,7 +105,15 @@ def migration(m: Migration) -> cp.Migration:
 
 
 def pod(p: PodState) -> tw.Pod:
-    return tw.Pod(name=p.name, workload=p.workload, epoch=p.epoch, phase=PHASE[p.phase], ready=p.ready, node=p.node, requests=resources(p.request))
+    out = tw.Pod(name=p.name, workload=p.workload, epoch=p.epoch, phase=PHASE[p.phase], ready=p.ready, node=p.node, requests=resources(p.request))
+    if p.spec is not None:
+        s = p.spec
+        out.spec.CopyFrom(tw.PodSpec(
+            gpu_count=s.gpu.count, gpu_milli_each=s.gpu.milli_each, gpu_model=s.gpu_model, archs=sorted(a.value for a in s.archs),
+            node_selector=s.node_selector, max_per_node=s.max_per_node, priority=s.priority,
+            tolerations=[common_pb2.Toleration(key=t.key, value=t.value or "", effect=t.effect.value if t.effect else "") for t in s.tolerations],
+        ))
+    return out
 
 
 def pod_event(e: PodEvent) -> tw.PodEvent:
@@ -117,3 +126,12 @@ def bind_result(r: BindResult) -> tw.BindPodResponse:
 
 def node(n: NodeState) -> tw.Node:
     return tw.Node(name=n.name, capacity=resources(n.capacity), ready=n.ready, arch=n.arch, labels=n.labels)
+
+
+def full_node(n: Node, ready: bool) -> tw.Node:
+    """A twin node with everything an agent's filters need (gpus, model, taints, topology)."""
+    return tw.Node(
+        name=n.name, capacity=resources(n.capacity), ready=ready, arch=n.arch.value, labels=n.labels, gpus=n.gpus,
+        gpu_model=n.gpu_model, cluster=n.cluster, zone=n.zone, region=n.region,
+        taints=[tw.Taint(key=t.key, value=t.value, effect=t.effect.value) for t in n.taints],
+    )

@@ -28,8 +28,10 @@ WATCH_POLL_S = 0.05
 
 
 async def _abort(ctx: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
-    if isinstance(exc, (errors.UnknownCluster, errors.NotFound, KeyError)):
-        await ctx.abort(grpc.StatusCode.NOT_FOUND, str(exc).strip("'\""))
+    if isinstance(exc, KeyError):
+        await ctx.abort(grpc.StatusCode.NOT_FOUND, str(exc.args[0]) if exc.args else "not found")
+    if isinstance(exc, (errors.UnknownCluster, errors.NotFound)):
+        await ctx.abort(grpc.StatusCode.NOT_FOUND, str(exc))
     if isinstance(exc, errors.TemporaryError):
         await ctx.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
     if isinstance(exc, (ValueError, errors.PermanentError)):
@@ -183,6 +185,11 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
     async def ListNodes(self, request: tw.ListNodesRequest, context: grpc.aio.ServicerContext) -> tw.ListNodesResponse:
         twin = await _run(context, self._twin, request.cluster)
         return tw.ListNodesResponse(nodes=[convert.node(n) for n in await _run(context, twin.list_nodes)])
+
+    async def DescribeNode(self, request: tw.DescribeNodeRequest, context: grpc.aio.ServicerContext) -> tw.Node:
+        twin = await _run(context, self._twin, request.cluster)
+        node = await _run(context, twin.describe_node, request.node)
+        return convert.full_node(node, bool(twin.table.alive[twin.table.index[node.name]]))
 
     async def GetSafety(self, request: tw.GetSafetyRequest, context: grpc.aio.ServicerContext) -> tw.SafetyCounters:
         twin = await _run(context, self._twin, request.cluster)

@@ -89,7 +89,10 @@ class Workload:
     def spec(self, replicas: int, epoch: int) -> WorkloadSpec:
         """What one cluster is asked to run."""
         t = self.template
-        return WorkloadSpec(self.name, replicas, t.cpu_milli, t.memory_mib, t.gpus, epoch, t.image, node_selector=dict(t.node_selector))
+        return WorkloadSpec(
+            self.name, replicas, t.cpu_milli, t.memory_mib, t.gpus, epoch, t.image, node_selector=dict(t.node_selector),
+            gpu_model=t.gpu_model, archs=t.archs, tolerations=t.tolerations,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0c\x63ommon.proto\x12\x0b\x66\x65\x64plane.v1\"\\\n\x0eResourceVector\x12\x11\n\tcpu_milli\x18\x01 \x01(\x03\x12\x12\n\nmemory_mib\x18\x02 \x01(\x03\x12\x10\n\x08\x64isk_mib\x18\x03 \x01(\x03\x12\x11\n\tgpu_milli\x18\x04 \x01(\x03\"\'\n\x06Reason\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0c\x63ommon.proto\x12\x0b\x66\x65\x64plane.v1\"\\\n\x0eResourceVector\x12\x11\n\tcpu_milli\x18\x01 \x01(\x03\x12\x12\n\nmemory_mib\x18\x02 \x01(\x03\x12\x10\n\x08\x64isk_mib\x18\x03 \x01(\x03\x12\x11\n\tgpu_milli\x18\x04 \x01(\x03\"\'\n\x06Reason\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"8\n\nToleration\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\tb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,4 +35,6 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RESOURCEVECTOR']._serialized_end=121
   _globals['_REASON']._serialized_start=123
   _globals['_REASON']._serialized_end=162
+  _globals['_TOLERATION']._serialized_start=164
+  _globals['_TOLERATION']._serialized_end=220
 # @@protoc_insertion_point(module_scope)

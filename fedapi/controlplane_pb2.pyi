@@ -206,16 +206,6 @@ class AgentAck(_message.Message):
     reason: str
     def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
-class Toleration(_message.Message):
-    __slots__ = ("key", "value", "effect")
-    KEY_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
-    EFFECT_FIELD_NUMBER: _ClassVar[int]
-    key: str
-    value: str
-    effect: str
-    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
-
 class PodTemplate(_message.Message):
     __slots__ = ("cpu_milli", "memory_mib", "gpus", "gpu_model", "archs", "tolerations", "node_selector", "priority", "image")
     class NodeSelectorEntry(_message.Message):
@@ -239,11 +229,11 @@ class PodTemplate(_message.Message):
     gpus: int
     gpu_model: str
     archs: _containers.RepeatedScalarFieldContainer[str]
-    tolerations: _containers.RepeatedCompositeFieldContainer[Toleration]
+    tolerations: _containers.RepeatedCompositeFieldContainer[_common_pb2.Toleration]
     node_selector: _containers.ScalarMap[str, str]
     priority: int
     image: str
-    def __init__(self, cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., tolerations: _Optional[_Iterable[_Union[Toleration, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ...) -> None: ...
+    def __init__(self, cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., tolerations: _Optional[_Iterable[_Union[_common_pb2.Toleration, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ...) -> None: ...
 
 class PlacementPolicy(_message.Message):
     __slots__ = ("spread", "clusters", "regions", "avoid_clusters", "cluster_labels", "movable", "max_per_cluster", "home_region")

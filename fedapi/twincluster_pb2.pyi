@@ -47,8 +47,35 @@ BIND_STALE_EPOCH: BindOutcome
 BIND_DUPLICATE: BindOutcome
 BIND_REJECTED: BindOutcome
 
+class PodSpec(_message.Message):
+    __slots__ = ("gpu_count", "gpu_milli_each", "gpu_model", "archs", "node_selector", "tolerations", "max_per_node", "priority")
+    class NodeSelectorEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    GPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    GPU_MILLI_EACH_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    ARCHS_FIELD_NUMBER: _ClassVar[int]
+    NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
+    TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_PER_NODE_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    gpu_count: int
+    gpu_milli_each: int
+    gpu_model: str
+    archs: _containers.RepeatedScalarFieldContainer[str]
+    node_selector: _containers.ScalarMap[str, str]
+    tolerations: _containers.RepeatedCompositeFieldContainer[_common_pb2.Toleration]
+    max_per_node: int
+    priority: int
+    def __init__(self, gpu_count: _Optional[int] = ..., gpu_milli_each: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., tolerations: _Optional[_Iterable[_Union[_common_pb2.Toleration, _Mapping]]] = ..., max_per_node: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
+
 class Pod(_message.Message):
-    __slots__ = ("name", "workload", "epoch", "phase", "ready", "node", "requests")
+    __slots__ = ("name", "workload", "epoch", "phase", "ready", "node", "requests", "spec")
     NAME_FIELD_NUMBER: _ClassVar[int]
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +83,7 @@ class Pod(_message.Message):
     READY_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
     name: str
     workload: str
     epoch: int
@@ -63,7 +91,8 @@ class Pod(_message.Message):
     ready: bool
     node: str
     requests: _common_pb2.ResourceVector
-    def __init__(self, name: _Optional[str] = ..., workload: _Optional[str] = ..., epoch: _Optional[int] = ..., phase: _Optional[_Union[PodPhase, str]] = ..., ready: _Optional[bool] = ..., node: _Optional[str] = ..., requests: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ...) -> None: ...
+    spec: PodSpec
+    def __init__(self, name: _Optional[str] = ..., workload: _Optional[str] = ..., epoch: _Optional[int] = ..., phase: _Optional[_Union[PodPhase, str]] = ..., ready: _Optional[bool] = ..., node: _Optional[str] = ..., requests: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., spec: _Optional[_Union[PodSpec, _Mapping]] = ...) -> None: ...
 
 class PodEvent(_message.Message):
     __slots__ = ("type", "pod")
@@ -133,8 +162,18 @@ class CompletePodRequest(_message.Message):
     succeeded: bool
     def __init__(self, cluster: _Optional[str] = ..., pod: _Optional[str] = ..., epoch: _Optional[int] = ..., succeeded: _Optional[bool] = ...) -> None: ...
 
+class Taint(_message.Message):
+    __slots__ = ("key", "value", "effect")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    EFFECT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    value: str
+    effect: str
+    def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ..., effect: _Optional[str] = ...) -> None: ...
+
 class Node(_message.Message):
-    __slots__ = ("name", "capacity", "ready", "arch", "labels")
+    __slots__ = ("name", "capacity", "ready", "arch", "labels", "gpus", "gpu_model", "cluster", "zone", "region", "taints")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -147,12 +186,32 @@ class Node(_message.Message):
     READY_FIELD_NUMBER: _ClassVar[int]
     ARCH_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    GPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    ZONE_FIELD_NUMBER: _ClassVar[int]
+    REGION_FIELD_NUMBER: _ClassVar[int]
+    TAINTS_FIELD_NUMBER: _ClassVar[int]
     name: str
     capacity: _common_pb2.ResourceVector
     ready: bool
     arch: str
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., ready: _Optional[bool] = ..., arch: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    gpus: int
+    gpu_model: str
+    cluster: str
+    zone: str
+    region: str
+    taints: _containers.RepeatedCompositeFieldContainer[Taint]
+    def __init__(self, name: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., ready: _Optional[bool] = ..., arch: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., cluster: _Optional[str] = ..., zone: _Optional[str] = ..., region: _Optional[str] = ..., taints: _Optional[_Iterable[_Union[Taint, _Mapping]]] = ...) -> None: ...
+
+class DescribeNodeRequest(_message.Message):
+    __slots__ = ("cluster", "node")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    node: str
+    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...
 
 class ListNodesRequest(_message.Message):
     __slots__ = ("cluster",)

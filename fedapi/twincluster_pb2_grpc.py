@@ -59,6 +59,11 @@ class TwinClusterStub:
                 request_serializer=twincluster__pb2.ListNodesRequest.SerializeToString,
                 response_deserializer=twincluster__pb2.ListNodesResponse.FromString,
                 _registered_method=True)
+        self.DescribeNode = channel.unary_unary(
+                '/fedplane.v1.TwinCluster/DescribeNode',
+                request_serializer=twincluster__pb2.DescribeNodeRequest.SerializeToString,
+                response_deserializer=twincluster__pb2.Node.FromString,
+                _registered_method=True)
         self.GetSafety = channel.unary_unary(
                 '/fedplane.v1.TwinCluster/GetSafety',
                 request_serializer=twincluster__pb2.GetSafetyRequest.SerializeToString,
@@ -100,6 +105,13 @@ class TwinClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeNode(self, request, context):
+        """One node's full description (an agent learns its own node's capacity, labels and taints).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetSafety(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -133,6 +145,11 @@ def add_TwinClusterServicer_to_server(servicer, server):
                     servicer.ListNodes,
                     request_deserializer=twincluster__pb2.ListNodesRequest.FromString,
                     response_serializer=twincluster__pb2.ListNodesResponse.SerializeToString,
+            ),
+            'DescribeNode': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeNode,
+                    request_deserializer=twincluster__pb2.DescribeNodeRequest.FromString,
+                    response_serializer=twincluster__pb2.Node.SerializeToString,
             ),
             'GetSafety': grpc.unary_unary_rpc_method_handler(
                     servicer.GetSafety,
@@ -275,6 +292,33 @@ class TwinCluster:
             '/fedplane.v1.TwinCluster/ListNodes',
             twincluster__pb2.ListNodesRequest.SerializeToString,
             twincluster__pb2.ListNodesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeNode(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedplane.v1.TwinCluster/DescribeNode',
+            twincluster__pb2.DescribeNodeRequest.SerializeToString,
+            twincluster__pb2.Node.FromString,
             options,
             channel_credentials,
             insecure,

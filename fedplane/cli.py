@@ -43,6 +43,8 @@ BENCHES = {
 }
 
 COMMANDS = {
+    "controlplane": "controlplane.commands:controlplane",
+    "drill": "controlplane.commands:drill",
     "sim": "fedcore.commands:sim",
     "demo": "fedcore.commands:demo",
     "agent": "edgeagent.commands:agent",

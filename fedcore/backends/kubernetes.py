@@ -151,6 +151,14 @@ class KubernetesCluster:
             pod_spec["schedulerName"] = spec.scheduler_name
         if spec.node_selector:
             pod_spec["nodeSelector"] = dict(spec.node_selector)
+        if spec.archs:
+            term = {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": sorted(spec.archs)}]}
+            pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+        if spec.tolerations:
+            pod_spec["tolerations"] = [
+                {"key": k, "operator": "Equal" if v else "Exists", **({"value": v} if v else {}), **({"effect": e} if e else {})}
+                for k, v, e in spec.tolerations
+            ]
         return {
             "apiVersion": "apps/v1",
             "kind": "Deployment",

@@ -11,6 +11,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from fedcore.pods import Pod
 from fedcore.resources import Resources
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -37,6 +38,10 @@ class WorkloadSpec:
     image: str = "registry.k8s.io/pause:3.9"
     scheduler_name: str = ""
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    gpu_model: str = ""
+    archs: tuple[str, ...] = ()
+    tolerations: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect); "" = any
+    max_per_node: int = -1
 
     def __post_init__(self) -> None:
         check_name("workload", self.name)
@@ -76,6 +81,7 @@ class PodState:
     ready: bool = False
     node: str = ""
     request: Resources = Resources()
+    spec: Pod | None = None  # the full scheduling spec where the back end knows it (the twin)
 
 
 @dataclass(frozen=True, slots=True)

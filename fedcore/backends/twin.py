@@ -23,9 +23,9 @@ from fedcore.backends import errors
 from fedcore.backends.model import (
     BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
 )
-from fedcore.nodes import Node
+from fedcore.nodes import Arch, Node, TaintEffect
 from fedcore.nodetable import NodeTable, OvercommitError, Placement
-from fedcore.pods import Pod
+from fedcore.pods import Pod, Toleration
 from fedcore.resources import GpuRequest
 from fedcore.scheduling import profiles
 from fedcore.scheduling.framework import Scheduler
@@ -64,7 +64,7 @@ class _Pod:
 
     def state(self, table: NodeTable) -> PodState:
         node = table.nodes[self.placement.node].name if self.placement else ""
-        return PodState(self.name, self.workload, self.epoch, self.phase, self.ready, node, self.pod.request)
+        return PodState(self.name, self.workload, self.epoch, self.phase, self.ready, node, self.pod.request, self.pod)
 
 
 @dataclass(slots=True)
@@ -247,6 +247,14 @@ class TwinCluster:
         return moved
 
     @_locked
+    def describe_node(self, node: str) -> Node:
+        self._enter()
+        row = self.table.index.get(node)
+        if row is None:
+            raise errors.NotFound(self.name, f"node {node} does not exist")
+        return self.table.nodes[row]
+
+    @_locked
     def complete_pod(self, pod: str, epoch: int, succeeded: bool) -> BindResult:
         self._enter()
         p = self.pods.get(pod)
@@ -290,7 +298,12 @@ class TwinCluster:
         for i in range(want):
             pod_name = f"{name}-{i}"
             if pod_name not in self.pods and spec is not None:
-                pod = Pod(pod_name, spec.cpu_milli, spec.memory_mib, gpu=GpuRequest(spec.gpus, 1000 if spec.gpus else 0), workload=name)
+                pod = Pod(
+                    pod_name, spec.cpu_milli, spec.memory_mib, gpu=GpuRequest(spec.gpus, 1000 if spec.gpus else 0),
+                    gpu_model=spec.gpu_model, workload=name, node_selector=dict(spec.node_selector),
+                    archs=frozenset(Arch(a) for a in spec.archs), max_per_node=spec.max_per_node,
+                    tolerations=tuple(Toleration(k, v or None, TaintEffect(e) if e else None) for k, v, e in spec.tolerations),
+                )
                 self.pods[pod_name] = p = _Pod(pod_name, name, spec.epoch, pod)
                 self._emit(EventKind.ADDED, p)
         for pod_name, p in list(self.pods.items()):

@@ -1,0 +1,300 @@
+"""The control plane's sub-commands: ``fedplane controlplane …`` and ``fedplane drill failover``.
+
+``serve`` runs the service; the other ``controlplane`` commands are gRPC clients of a running one
+(``--target``, default ``$FEDPLANE_CONTROLPLANE`` or 127.0.0.1:50051). gRPC errors and bad input
+end with a clear message and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+import grpc
+from google.protobuf.json_format import MessageToDict
+
+from fedapi import client, controlplane_pb2 as cp
+from fedapi.tls import TlsFiles
+from fedcore import reporting
+from fedcore.commands import fail
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_TARGET = os.environ.get("FEDPLANE_CONTROLPLANE", "127.0.0.1:50051")
+SPREADS = {"none": cp.SPREAD_NONE, "clusters": cp.SPREAD_CLUSTERS, "regions": cp.SPREAD_REGIONS}
+
+
+def tls_options(f: F) -> F:
+    for opt in reversed((
+        click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate of this side (enables mTLS with --tls-key/--tls-ca)."),
+        click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key of this side."),
+        click.option("--tls-ca", type=click.Path(dir_okay=False), help="PEM CA that signs the other side."),
+    )):
+        f = opt(f)
+    return f
+
+
+def tls_files(cert: str | None, key: str | None, ca: str | None) -> TlsFiles | None:
+    given = [x for x in (cert, key, ca) if x]
+    if not given:
+        return None
+    if len(given) != 3:
+        fail("mTLS needs all of --tls-cert, --tls-key and --tls-ca")
+    return TlsFiles(Path(cert or ""), Path(key or ""), Path(ca or ""))
+
+
+def client_options(f: F) -> F:
+    f = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(f)
+    f = click.option("--target", default=DEFAULT_TARGET, show_default=True, help="Control plane address (host:port).")(f)
+    return tls_options(f)
+
+
+def call(target: str, tls: TlsFiles | None, method: str, request: Any) -> Any:
+    """One unary call; a gRPC error becomes a clear message and exit code 2."""
+    try:
+        conn = client.connect(target, tls)
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        return getattr(conn.control, method)(request, timeout=600 if method == "RunDrill" else 10)
+    except grpc.RpcError as exc:
+        fail(f"{method} at {target}: {exc.code().name}: {exc.details()}")  # type: ignore[attr-defined]
+    finally:
+        conn.close()
+
+
+def emit(as_json: bool, message: Any, title: str, rows: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> None:
+    data = MessageToDict(message, preserving_proto_field_name=True)
+    if as_json:
+        reporting.emit_json(data)
+    else:
+        reporting.table(title, rows(data))
+
+
+@click.group()
+def controlplane() -> None:
+    """The central control plane: serve it, or talk to a running one."""
+
+
+@controlplane.command()
+@click.option("--db", default="fedplane-controlplane.db", show_default=True, type=click.Path(dir_okay=False), help="SQLite file (registry and journal).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=50051, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--metrics-port", default=9464, show_default=True, type=click.IntRange(-1, 65535), help="Prometheus /metrics port (-1: off, 0: any).")
+@click.option("--twin-clusters", default=0, show_default=True, type=click.IntRange(0, 1000), help="Register N embedded twin clusters c0..cN-1.")
+@click.option("--regions", default=2, show_default=True, type=click.IntRange(1, 100), help="Twin clusters are dealt round-robin into regions r0..")
+@click.option("--twin-nodes", default=4, show_default=True, type=click.IntRange(1, 10_000), help="Nodes per twin cluster.")
+@click.option("--ready-delay", default=0.5, show_default=True, type=click.FloatRange(0, 600), help="Twin pods become Ready this many seconds after binding.")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Register Kubernetes clusters from this kubeconfig.")
+@click.option("--kube-context", "contexts", multiple=True, help="Context to register (repeatable; default: all in --kubeconfig).")
+@click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
+@tls_options
+def serve(
+    db: str, host: str, port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
+    kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+) -> None:
+    """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
+    from controlplane import drills, server
+    from controlplane.registry import BackendKind, ClusterSpec
+    from controlplane.runtime import Backends, ControlPlane
+    from controlplane.verdicts import Timings
+    from fedcore.backends import errors
+    from fedcore.backends.kubernetes import contexts as kube_contexts
+
+    tls = tls_files(tls_cert, tls_key, tls_ca)
+    specs = [ClusterSpec(f"c{i}", f"r{i % regions}", twin_nodes=twin_nodes) for i in range(twin_clusters)]
+    try:
+        if kubeconfig or contexts:
+            for ctx in contexts or kube_contexts(kubeconfig):
+                name = re.sub(r"[^a-z0-9-]+", "-", ctx.lower()).strip("-")[:63]
+                specs.append(ClusterSpec(name, "default", BackendKind.KUBERNETES, ctx, kubeconfig or ""))
+        timings = Timings(probe_interval_s=probe_interval, report_interval_s=probe_interval, fresh_s=5 * probe_interval)
+        plane = ControlPlane(db, Backends(time.monotonic, ready_delay), time.monotonic, timings)
+        for spec in specs:
+            plane.register_cluster(spec)
+    except (ValueError, errors.BackendError) as exc:
+        fail(str(exc))
+
+    def run_drill(scenario: str, runs: int, seed: int) -> dict[str, Any]:
+        return asyncio.run(drills.run_drill(scenario, runs, seed, metrics=plane.metrics))[0]
+
+    async def main() -> None:
+        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, run_drill)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        reporting.stderr.print(
+            f"control plane on {host}:{running.port} ({len(specs)} clusters registered now, db {db})"
+            + (f", metrics on :{running.metrics_port}/metrics" if running.metrics_port else "")
+        )
+        await stop.wait()
+        await running.stop()
+        plane.close()
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        fail(f"cannot serve on {host}:{port}: {exc}")
+
+
+@controlplane.command()
+@click.option("--register", "name", help="Register a cluster with this name instead of listing.")
+@click.option("--region", help="Region of the cluster to register.")
+@click.option("--kube-context", default="", help="Kubernetes context (a twin cluster when omitted).")
+@click.option("--kubeconfig", default="", help="Kubeconfig path for --kube-context.")
+@click.option("--twin-nodes", default=4, show_default=True, type=click.IntRange(1, 10_000))
+@client_options
+def clusters(
+    name: str | None, region: str | None, kube_context: str, kubeconfig: str, twin_nodes: int, target: str, as_json: bool,
+    tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+) -> None:
+    """List clusters with their verdicts (health and the evidence for it), load and taints; or register one."""
+    tls = tls_files(tls_cert, tls_key, tls_ca)
+    if name:
+        if not region:
+            fail("--register needs --region")
+        backend = cp.BACKEND_KUBERNETES if kube_context else cp.BACKEND_TWIN
+        spec = cp.ClusterSpec(name=name, region=region or "", backend=backend, kube_context=kube_context, kubeconfig=kubeconfig, twin_nodes=twin_nodes)
+        emit(as_json, call(target, tls, "RegisterCluster", cp.RegisterClusterRequest(cluster=spec)), "registered", lambda d: [_cluster_row(d)])
+        return
+    emit(as_json, call(target, tls, "ListClusters", cp.ListClustersRequest()), "clusters",
+         lambda d: [_cluster_row(c) for c in d.get("clusters", [])])
+
+
+def _cluster_row(c: dict[str, Any]) -> dict[str, Any]:
+    verdict = c.get("verdict", {})
+    return {
+        "cluster": c["spec"]["name"], "region": c["spec"].get("region", ""),
+        "health": verdict.get("health", "").removeprefix("HEALTH_").lower(),
+        "load": round(c.get("load", 0.0), 3), "forecast": round(c.get("load_forecast", 0.0), 3),
+        "nodes": c.get("nodes", 0), "agents": c.get("agents_reporting", 0), "taints": " ".join(c.get("taints", [])),
+        "evidence": "; ".join(r["message"] for r in verdict.get("reasons", []))[:90],
+    }
+
+
+def _toleration(spec: str) -> cp.Toleration:
+    """``KEY[=VALUE][:EFFECT]``."""
+    head, _, effect = spec.partition(":")
+    key, _, value = head.partition("=")
+    if not key:
+        fail(f"bad toleration {spec!r}: expected KEY[=VALUE][:EFFECT]")
+    return cp.Toleration(key=key, value=value, effect=effect)
+
+
+@controlplane.command()
+@click.argument("name")
+@click.option("--replicas", default=1, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--cpu", "cpu_milli", default=500, show_default=True, type=click.IntRange(0), help="CPU milli per replica.")
+@click.option("--memory", "memory_mib", default=512, show_default=True, type=click.IntRange(0), help="Memory MiB per replica.")
+@click.option("--gpus", default=0, show_default=True, type=click.IntRange(0, 64))
+@click.option("--gpu-model", default="")
+@click.option("--arch", "archs", multiple=True, type=click.Choice(["amd64", "arm64", "armv7"]))
+@click.option("--spread", default="none", show_default=True, type=click.Choice(list(SPREADS)))
+@click.option("--cluster", "only_clusters", multiple=True, help="Allowed clusters (repeatable).")
+@click.option("--region", "only_regions", multiple=True, help="Allowed regions (repeatable).")
+@click.option("--avoid", "avoid", multiple=True, help="Clusters to avoid (repeatable).")
+@click.option("--toleration", "tolerations", multiple=True, metavar="KEY[=VALUE][:EFFECT]", help="Tolerate a cluster taint.")
+@click.option("--pinned", is_flag=True, help="Never migrate it for load (failover still applies).")
+@click.option("--max-per-cluster", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--home-region", default="", help="Prefer clusters near this region.")
+@click.option("--dry-run", is_flag=True, help="Say where it would go and why, without acting.")
+@client_options
+def submit(
+    name: str, replicas: int, cpu_milli: int, memory_mib: int, gpus: int, gpu_model: str, archs: Sequence[str], spread: str,
+    only_clusters: Sequence[str], only_regions: Sequence[str], avoid: Sequence[str], tolerations: Sequence[str], pinned: bool,
+    max_per_cluster: int, home_region: str, dry_run: bool, target: str, as_json: bool,
+    tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+) -> None:
+    """Submit a workload with its placement policy (or --dry-run: explain the placement only)."""
+    spec = cp.WorkloadSpec(
+        name=name, replicas=replicas,
+        pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=memory_mib, gpus=gpus, gpu_model=gpu_model, archs=archs,
+                           tolerations=[_toleration(t) for t in tolerations]),
+        policy=cp.PlacementPolicy(spread=SPREADS[spread], clusters=only_clusters, regions=only_regions, avoid_clusters=avoid,
+                                  movable=not pinned, max_per_cluster=max_per_cluster, home_region=home_region),
+    )
+    decision = call(target, tls_files(tls_cert, tls_key, tls_ca), "SubmitWorkload", cp.SubmitWorkloadRequest(workload=spec, dry_run=dry_run))
+    emit(as_json, decision, f"{name}: {'accepted' if decision.accepted else 'NOT placed'}{' (dry run)' if dry_run else ''}",
+         lambda d: [{"cluster": p["cluster"], "replicas": p.get("replicas", 0)} for p in d.get("placements", [])]
+         + [{"cluster": "why", "replicas": r["message"]} for r in d.get("reasons", [])])
+    if not decision.accepted:
+        raise SystemExit(1)
+
+
+@controlplane.command()
+@click.option("--workload", default="", help="Only this workload.")
+@client_options
+def placements(workload: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
+    """Where every workload runs (cluster, replicas ready/desired, fencing epoch, state) and why."""
+    found = call(target, tls_files(tls_cert, tls_key, tls_ca), "GetPlacements", cp.GetPlacementsRequest(workload=workload))
+    emit(as_json, found, "placements", lambda d: [
+        {"workload": w["workload"], "cluster": p["cluster"], "ready": f"{p.get('ready', 0)}/{p.get('replicas', 0)}",
+         "epoch": p.get("epoch", 0), "state": p.get("state", ""), "why": "; ".join(r["message"] for r in w.get("reasons", []))[:120]}
+        for w in d.get("workloads", []) for p in w.get("placements", [])
+    ])
+
+
+@controlplane.command()
+@click.option("--workload", help="Workload to move.")
+@click.option("--source", help="Cluster to move it from.")
+@click.option("--to", "target_cluster", default="", help="Target cluster (default: the planner chooses).")
+@click.option("--cancel", "cancel_id", help="Cancel this migration instead.")
+@click.option("--list", "list_all", is_flag=True, help="List migrations instead.")
+@client_options
+def migrate(
+    workload: str | None, source: str | None, target_cluster: str, cancel_id: str | None, list_all: bool, target: str, as_json: bool,
+    tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+) -> None:
+    """Start a make-before-break migration, cancel one, or list them."""
+    tls = tls_files(tls_cert, tls_key, tls_ca)
+
+    def rows(d: dict[str, Any]) -> list[dict[str, Any]]:
+        items = d.get("migrations", [d])
+        return [{"id": m.get("id", ""), "workload": m.get("workload", ""), "from": m.get("source", ""), "to": m.get("target", ""),
+                 "kind": m.get("kind", ""), "state": m.get("state", "").removeprefix("MIGRATION_").lower(), "error": m.get("error", "")}
+                for m in items]
+
+    if list_all:
+        emit(as_json, call(target, tls, "ListMigrations", cp.ListMigrationsRequest()), "migrations", rows)
+    elif cancel_id:
+        emit(as_json, call(target, tls, "CancelMigration", cp.CancelMigrationRequest(id=cancel_id)), "cancelled", rows)
+    elif workload and source:
+        req = cp.StartMigrationRequest(workload=workload, source=source, target=target_cluster)
+        emit(as_json, call(target, tls, "StartMigration", req), "migration started", rows)
+    else:
+        fail("give --workload and --source to start a migration, --cancel ID, or --list")
+
+
+@click.group()
+def drill() -> None:
+    """Failover drills against a live control plane on twin clusters."""
+
+
+@drill.command()
+@click.option("--scenario", required=True, type=click.Choice(["cluster-outage", "region-partition", "agent-crash", "control-plane-crash"]))
+@click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--plot", default=None, type=click.Path(dir_okay=False), help="PNG timeline (default: drill-<scenario>.png).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def failover(scenario: str, runs: int, seed: int, plot: str | None, as_json: bool) -> None:
+    """Inject a fault N times and measure detection, recovery, success, pods lost and duplicated."""
+    from controlplane import drills
+
+    with reporting.progress() as bar:
+        task = bar.add_task(f"drill {scenario}", total=runs)
+        summary, results = asyncio.run(drills.run_drill(scenario, runs, seed, on_run=lambda i, r: bar.advance(task)))
+    try:
+        summary["plot"] = str(drills.plot(results, scenario, plot or f"drill-{scenario}.png"))
+    except RuntimeError as exc:
+        summary["plot"] = f"not written: {exc}"
+    if as_json:
+        reporting.emit_json(summary)
+    else:
+        reporting.table(f"fedplane drill failover --scenario {scenario}", [{"metric": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in summary.items()])
