@@ -257,9 +257,13 @@ class GossipNode:
         if encoded:
             self._emit_data(to, self._envelopes.seal(wire.join(encoded)))
 
+    def _seal(self, messages: list[Message]) -> bytes:
+        """Messages alone, without piggybacked broadcasts."""
+        return self._envelopes.seal(wire.join([wire.encode(m) for m in messages]))
+
     def _send_frame(self, to: str, messages: list[Message]) -> None:
         """An anti-entropy frame: a datagram if it fits, else a stream."""
-        data = self._envelopes.seal(wire.join([wire.encode(m) for m in messages]))
+        data = self._seal(messages)
         self.metrics.antientropy_bytes_out += len(data)
         self._emit_data(to, data)
 
@@ -348,7 +352,7 @@ class GossipNode:
         probe.expected_nacks = len(helpers)
         if self.config.stream_fallback_ping:
             # memberlist's TCP fallback: a reliable path when datagrams are being lost
-            self._emit_data(probe.target, self._envelopes.seal(wire.join([wire.encode(Ping(probe.seq, probe.target))])), stream=True)
+            self._emit_data(probe.target, self._seal([Ping(probe.seq, probe.target)]), stream=True)
 
     def _finish_probe(self, probe: _ProbeRound, now: float) -> None:
         if probe.acked:
@@ -371,7 +375,7 @@ class GossipNode:
         if msg.target != self.name:
             return
         if self._in_stream:  # answer a fallback ping the way it came
-            self._emit_data(sender, self._envelopes.seal(wire.join([wire.encode(Ack(msg.seq))])), stream=True)
+            self._emit_data(sender, self._seal([Ack(msg.seq)]), stream=True)
         else:
             self._send(sender, [Ack(msg.seq)])
 
