@@ -26,7 +26,7 @@ from pybloom_live.pybloom import make_hashfuncs
 
 from gossip.wire import DropReason, WireError
 
-CAPACITY_STEP = 512
+CAPACITY_STEP = 128
 """Capacities are multiples of this: digests of similar states hash alike (cache hits)."""
 MIN_ERROR_RATE = 1e-6
 """Below this a peer's digest would ask for absurd numbers of hash slices: refused."""
