@@ -14,7 +14,8 @@ time. One file per type:
 ``pncounter``   :class:`PNCounter` (``rows``: per-writer rows, the lattice under both counters)
 ``escrow``      :class:`Escrow`, a bounded counter over ``Resources``: consume/transfer only rights held
 ``claims``      placement-claim records, the winner order :func:`rank`, ``Status``/``Change`` values
-``claims_replica`` :class:`ClaimsReplica`, one agent's replica of the claims CRDT
+``claims_state``   :class:`ClaimsState`, the claims lattice: join, ``delta_since``, compaction
+``claims_replica`` :class:`ClaimsReplica`, one agent's replica: escrow, own reservations, statuses
 ``wire``        compact msgpack form of claim deltas; the only trust boundary
 ``simulating``, ``commands``  the ``fedplane bench claims`` simulation
 
@@ -45,6 +46,7 @@ deterministically, the lower-ranked binder evicting.
 
 from crdt.claims import Change, ChangeKind, Claim, ClaimDelta, EpochMark, Status, StatusCode, rank
 from crdt.claims_replica import ClaimsReplica
+from crdt.claims_state import ClaimsState
 from crdt.dots import Dot, VersionVector
 from crdt.errors import InvalidDelta
 from crdt.escrow import Escrow
@@ -55,7 +57,7 @@ from crdt.orset import ORSet
 from crdt.pncounter import PNCounter
 
 __all__ = [
-    "Change", "ChangeKind", "Claim", "ClaimDelta", "ClaimsReplica", "DeltaCRDT", "Dot", "EpochMark", "Escrow",
+    "Change", "ChangeKind", "Claim", "ClaimDelta", "ClaimsReplica", "ClaimsState", "DeltaCRDT", "Dot", "EpochMark", "Escrow",
     "InvalidDelta", "LWWRegister", "Marker", "ORMap", "ORSet", "PNCounter", "Status", "StatusCode",
     "VersionVector", "apply", "join", "rank",
 ]

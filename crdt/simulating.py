@@ -132,6 +132,10 @@ class Simulation:
         self.victim = self.rng.choice([i for i in range(config.agents) if i not in self.minority])
         self.heal_target: VersionVector | None = None
         self.return_target: VersionVector | None = None
+        self._peers: dict[int, list[int]] = {}
+        """Reachable peers of each sender this round (the topology only changes between rounds)."""
+        self._fullstate_size = 0
+        """Encoded full state of agent 0 this round: what a state-based CRDT ships per update."""
 
     # ---- topology ------------------------------------------------------------
 
@@ -338,8 +342,7 @@ class Simulation:
 
     def step(self) -> None:
         cfg = self.cfg
-        self._peers: dict[int, list[int]] = {}
-        """Reachable peers of each sender this round (the topology only changes between rounds)."""
+        self._peers = {}
         self._fullstate_size = len(wire.encode_delta(self.agents[0].replica.full_state()))
         self._deliver()
         if self.round % cfg.anti_entropy_every == 0:
