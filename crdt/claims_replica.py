@@ -24,7 +24,7 @@ local claims and on merges. The lattice itself lives in :mod:`crdt.claims_state`
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from fedcore.resources import Resources
 
@@ -43,6 +43,7 @@ from crdt.claims import (
 )
 from crdt.claims_state import ClaimsState, PodClaims
 from crdt.dots import VersionVector
+from crdt.errors import InvalidDelta
 from crdt.escrow import Escrow
 
 NO_CHANGES: tuple[Change, ...] = ()
@@ -64,6 +65,31 @@ class ClaimsReplica:
         """Pods where our reserved claim is the winner; the rest of ``_reserved`` must be released.
         Shared with the state, which reports merges that touch them."""
 
+    @classmethod
+    def restore(
+        cls, agent_id: str, node: str, capacity: Resources, state: ClaimDelta, finished: Iterable[str] = ()
+    ) -> ClaimsReplica:
+        """Rebuild a replica from what :meth:`full_state` and :meth:`finished_pods` returned (e.g. after a restart).
+
+        Our reservations and escrow are recomputed from our own unreleased claims;
+        raises :class:`crdt.errors.InvalidDelta` if they no longer fit ``capacity``.
+        """
+        replica = cls(agent_id, node, capacity)
+        replica._state.finished.update(finished)
+        if state.context is not None:  # first, so our own records count as written by us
+            replica._state.context.merge(state.context)
+        replica._state.join(ClaimDelta(state.claims, state.marks))
+        for record in state.claims:
+            if record.agent != agent_id or record.flags & RELEASED:
+                continue
+            if replica._escrow.consume(agent_id, record.resources) is None:
+                raise InvalidDelta(f"our unreleased claims exceed the capacity {capacity}")
+            replica._reserved[record.pod] = record
+            pod = replica._state.pods[record.pod]
+            if pod.winner is record:
+                replica._winning.add(record.pod)
+        return replica
+
     # ---- queries ---------------------------------------------------------------
 
     def winner(self, pod_uid: str) -> Claim | None:
@@ -82,6 +108,10 @@ class ClaimsReplica:
     def pods(self) -> Iterator[str]:
         """Uids of the pods held in full (not yet compacted away)."""
         return iter(self._state.pods)
+
+    def finished_pods(self) -> frozenset[str]:
+        """Uids compacted away after completing; persist them with :meth:`full_state` for :meth:`restore`."""
+        return frozenset(self._state.finished)
 
     def is_finished(self, pod_uid: str) -> bool:
         """True once the pod completed and :meth:`compact` dropped its records."""

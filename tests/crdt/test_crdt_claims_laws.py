@@ -90,3 +90,15 @@ def test_single_record_deltas_in_any_order_equal_full_state(steps: list[tuple[in
     assert forwards[:2] == backwards[:2] == full[:2]
     assert forwards[3] == backwards[3] == full[3]
     assert VersionVector().dominates(VersionVector())
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops)
+def test_restore_from_full_state_rebuilds_the_replica(steps: list[tuple[int, str, str, float, set[int]]]) -> None:
+    for replica in history(steps):
+        replica.compact(replica.version())
+        again = ClaimsReplica.restore(replica.agent_id, replica.node, CAP, replica.full_state(), replica.finished_pods())
+        assert snapshot(again) == snapshot(replica) and again.lamport == replica.lamport
+        assert again.free() == replica.free() and again.pending_releases() == replica.pending_releases()
+        for pod in PODS:
+            assert type(again.bind(pod)) is type(replica.bind(pod))
