@@ -43,6 +43,8 @@ NODE_SHAPE = (96000, 393216, 8, "G2")
 """The openb fleet's most common node (549 of 1,523): 96 cores, 384 GiB, 8 GPUs."""
 IDLE_SECONDS = 10.0
 SETTLE_TIMEOUT = 60.0
+CHECK_EVERY = 2.0
+"""Seconds between samples of agents' RSS and of what each says it runs (the double-binding check)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,19 +304,21 @@ async def _place(run: _Run, pods: list[Pod]) -> dict[str, Any]:
     run.watch_lifetimes()
     start = time.monotonic()
     killed: list[str] = []
+    next_check = start + CHECK_EVERY
     for i, pod in enumerate(pods):
         await asyncio.sleep(max(0.0, start + i / s.rate - time.monotonic()))
         cluster.submit(pod)
         if i == len(pods) // 2 and s.kill:
             killed = run.kill()
-        if i % 50 == 0:
+        if time.monotonic() >= next_check:
+            next_check = time.monotonic() + CHECK_EVERY
             run.sample_rss()
             await run.check_double_bindings()
     deadline = time.monotonic() + SETTLE_TIMEOUT
     while time.monotonic() < deadline:
         if all(p.phase.finished for p in cluster.pods.values()):
             break
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(CHECK_EVERY)
         run.sample_rss()
         await run.check_double_bindings()
     decisions = cluster.evidence.decisions

@@ -37,10 +37,10 @@ class GossipSection:
     bind: str = _opt("127.0.0.1:7946", "host:port for gossip (UDP and TCP); also our name, so use an address peers reach")
     seeds: list[str] = _opt([], "host:port of peers to join through (the cluster's other agents)")
     key_file: str = _opt("", "file of base64 AES keys, one per line, primary first; empty = unencrypted")
-    probe_interval: float = _opt(0.2, "seconds between SWIM probes")
+    probe_interval: float = _opt(0.5, "seconds between SWIM probes (a false death re-places a live node's pods: stay calm)")
     gossip_interval: float = _opt(0.02, "seconds between gossip rounds; claims spread in a few rounds")
     pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")
-    suspicion_mult: float = _opt(2.5, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
+    suspicion_mult: float = _opt(4.0, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
     reap_after: float = _opt(60.0, "seconds a dead peer and its records are kept before being forgotten")
 
 

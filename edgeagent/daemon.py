@@ -11,7 +11,6 @@ effect leaves the process (group commit).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
@@ -19,6 +18,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+from fedapi import twincluster_pb2
 from fedcore.nodes import Node
 
 from edgeagent import federation, twinwire
@@ -43,7 +43,7 @@ from gossip.udp import Event, UdpGossip, split_addr
 log = logging.getLogger("edgeagent")
 
 JOURNAL = "claims.journal"
-NODE_FILE = "node.json"
+NODE_FILE = "node.pb"
 MAX_BINDS_IN_FLIGHT = 32
 BACKOFF_MAX = 10.0
 
@@ -70,7 +70,7 @@ def make_cluster(config: AgentConfig) -> ClusterAPI:
         return KubeCluster(config.backend.kubeconfig, config.backend.scheduler_name, config.backend.timeout)
     from edgeagent.twinclient import TwinClient
 
-    return TwinClient(config.backend.address, config.backend.timeout)
+    return TwinClient(config.backend.address, config.cluster, config.backend.timeout)
 
 
 async def run_agent(config: AgentConfig) -> None:
@@ -307,12 +307,12 @@ class Agent:
         while True:
             try:
                 node = await probe.describe()
-                atomic_write(saved, json.dumps(twinwire.node_to_wire(node)).encode())
+                atomic_write(saved, twinwire.node_to_pb(node).SerializeToString())
                 return node
             except ClusterUnavailable as exc:
                 if saved.exists():
                     log.warning("cluster unreachable (%s): using the saved node description", exc)
-                    return twinwire.node_from_wire(json.loads(saved.read_text()))
+                    return twinwire.node_from_pb(twincluster_pb2.Node.FromString(saved.read_bytes()))
                 log.warning("cluster unreachable (%s): retrying", exc)
             await asyncio.sleep(backoff)
             backoff = min(BACKOFF_MAX, backoff * 2)

@@ -1,4 +1,4 @@
-"""The agent's client of the twin cluster API (gRPC): :class:`edgeagent.clusters.ClusterAPI` over a channel.
+"""The agent's client of the twin cluster API (``fedapi`` TwinCluster over gRPC).
 
 Every failure — unreachable server, deadline, malformed answer — surfaces as
 :class:`edgeagent.clusters.ClusterUnavailable`, which the daemon retries with backoff.
@@ -11,6 +11,7 @@ from typing import Any
 
 import grpc
 
+from fedapi import client as fedapi_client, twincluster_pb2 as pb, twincluster_pb2_grpc
 from fedcore.nodes import Node
 
 from edgeagent import twinwire
@@ -18,46 +19,41 @@ from edgeagent.clusters import BindResult, ClusterUnavailable, PodUpdate
 
 
 class TwinClient:
-    def __init__(self, address: str, timeout: float) -> None:
+    def __init__(self, address: str, cluster: str, timeout: float) -> None:
+        self.cluster = cluster
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(address)
-        self._calls = {
-            name: self._channel.unary_unary(
-                f"/{twinwire.SERVICE}/{name}", request_serializer=twinwire.pack, response_deserializer=twinwire.unpack)
-            for name in ("Bind", "ReportNode", "Complete", "DescribeNode")
-        }
-        self._watch = self._channel.unary_stream(
-            f"/{twinwire.SERVICE}/Watch", request_serializer=twinwire.pack, response_deserializer=twinwire.unpack)
+        self._channel = fedapi_client.connect_aio(address)
+        self._stub = twincluster_pb2_grpc.TwinClusterStub(self._channel)
 
     async def watch(self) -> AsyncIterator[PodUpdate]:
         try:
-            async for item in self._watch({}):
-                yield twinwire.update_from_wire(item)
+            async for event in self._stub.WatchPods(pb.WatchPodsRequest(cluster=self.cluster)):
+                yield twinwire.update_from_pb(event)
         except grpc.aio.AioRpcError as exc:
             raise ClusterUnavailable(f"watch: {exc.code().name}: {exc.details()}") from exc
         raise ClusterUnavailable("watch ended")
 
     async def bind(self, pod: str, node: str, epoch: int) -> BindResult:
-        return twinwire.result_from_wire(await self._call("Bind", {"pod": pod, "node": node, "epoch": epoch}))
+        request = pb.BindPodRequest(cluster=self.cluster, pod=pod, node=node, epoch=epoch)
+        return twinwire.result_from_pb(await self._call(self._stub.BindPod, request))
 
     async def report_node(self, node: str, ready: bool) -> int:
-        answer = await self._call("ReportNode", {"node": node, "ready": ready})
-        freed = answer.get("freed") if isinstance(answer, dict) else None
-        if not isinstance(freed, int):
-            raise ClusterUnavailable(f"malformed ReportNode answer: {answer!r:.100}")
-        return freed
+        request = pb.NodeStatusReport(cluster=self.cluster, node=node, ready=ready)
+        return int((await self._call(self._stub.ReportNodeStatus, request)).pods_released)
 
     async def complete(self, pod: str, epoch: int, succeeded: bool) -> BindResult:
-        return twinwire.result_from_wire(await self._call("Complete", {"pod": pod, "epoch": epoch, "succeeded": succeeded}))
+        request = pb.CompletePodRequest(cluster=self.cluster, pod=pod, epoch=epoch, succeeded=succeeded)
+        return twinwire.result_from_pb(await self._call(self._stub.CompletePod, request))
 
     async def describe_node(self, node: str) -> Node:
-        return twinwire.node_from_wire(await self._call("DescribeNode", {"node": node}))
+        request = pb.DescribeNodeRequest(cluster=self.cluster, node=node)
+        return twinwire.node_from_pb(await self._call(self._stub.DescribeNode, request))
 
     async def close(self) -> None:
         await self._channel.close()
 
-    async def _call(self, name: str, request: dict[str, Any]) -> Any:
+    async def _call(self, method: grpc.aio.UnaryUnaryMultiCallable, request: object) -> Any:
         try:
-            return await self._calls[name](request, timeout=self.timeout)
+            return await method(request, timeout=self.timeout)
         except grpc.aio.AioRpcError as exc:
-            raise ClusterUnavailable(f"{name}: {exc.code().name}: {exc.details()}") from exc
+            raise ClusterUnavailable(f"{exc.code().name}: {exc.details()}") from exc

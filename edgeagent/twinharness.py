@@ -1,18 +1,19 @@
-"""TEST HARNESS — a minimal twin cluster API server over gRPC, hosting an :class:`InMemoryCluster`.
+"""TEST HARNESS — fedapi's TwinCluster service over an :class:`InMemoryCluster`, for the bench and drills.
 
-Stands in for the real twin cluster API that ``fedapi`` / the control plane will host;
-the agent talks to it only through :class:`edgeagent.clusters.ClusterAPI` (client:
-:mod:`edgeagent.twinclient`), so switching to the real one changes one adapter.
-The bench and the drill run it in their own process and drive pods directly on the
-cluster object (submit, finish), which is also their ground truth.
+The real twin cluster API is served by the control plane process (which the agent
+package may not import); this double speaks the same protocol, so the agents under
+test use their production client (:mod:`edgeagent.twinclient`). The bench runs it in
+its own process and drives pods on the cluster object directly (submit, finish),
+which is also its ground truth: decision latencies, refused binds, over-commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 import grpc
+
+from fedapi import twincluster_pb2 as pb, twincluster_pb2_grpc
 
 from edgeagent import twinwire
 from edgeagent.clusters import ClusterUnavailable
@@ -22,74 +23,72 @@ MAX_CONCURRENT_RPCS = 256
 """Bounded concurrency: thousands of simultaneous calls get CANCELLED otherwise (see STACK.md)."""
 
 
+class _Servicer(twincluster_pb2_grpc.TwinClusterServicer):
+    def __init__(self, cluster: InMemoryCluster, name: str) -> None:
+        self.cluster = cluster
+        self.name = name
+
+    async def WatchPods(self, request: pb.WatchPodsRequest, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.PodEvent]:  # noqa: N802
+        await self._check(request.cluster, context)
+        try:
+            async for update in self.cluster.watch():
+                yield twinwire.update_to_pb(update)
+        except ClusterUnavailable as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
+    async def BindPod(self, request: pb.BindPodRequest, context: grpc.aio.ServicerContext) -> pb.BindPodResponse:  # noqa: N802
+        await self._check(request.cluster, context)
+        try:
+            return twinwire.result_to_pb(await self.cluster.bind(request.pod, request.node, request.epoch))
+        except ClusterUnavailable as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            raise
+
+    async def ReportNodeStatus(self, request: pb.NodeStatusReport, context: grpc.aio.ServicerContext) -> pb.NodeStatusAck:  # noqa: N802
+        await self._check(request.cluster, context)
+        try:
+            return pb.NodeStatusAck(pods_released=await self.cluster.report_node(request.node, request.ready))
+        except ClusterUnavailable as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            raise
+
+    async def CompletePod(self, request: pb.CompletePodRequest, context: grpc.aio.ServicerContext) -> pb.BindPodResponse:  # noqa: N802
+        await self._check(request.cluster, context)
+        result = await self.cluster.complete(request.pod, request.epoch, request.succeeded)
+        return twinwire.result_to_pb(result)
+
+    async def DescribeNode(self, request: pb.DescribeNodeRequest, context: grpc.aio.ServicerContext) -> pb.Node:  # noqa: N802
+        await self._check(request.cluster, context)
+        try:
+            return twinwire.node_to_pb(await self.cluster.describe_node(request.node))
+        except ClusterUnavailable as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+            raise
+
+    async def _check(self, cluster: str, context: grpc.aio.ServicerContext) -> None:
+        if cluster != self.name:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"no cluster {cluster!r} here (this is {self.name!r})")
+
+
 class TwinHarness:
     """Serves one in-memory cluster to agent processes."""
 
-    def __init__(self, cluster: InMemoryCluster, bind: str = "127.0.0.1:0") -> None:
+    def __init__(self, cluster: InMemoryCluster, name: str = "c0", bind: str = "127.0.0.1:0") -> None:
         self.cluster = cluster
+        self.name = name
         self.bind = bind
-        self.port = 0
         self._server: grpc.aio.Server | None = None
 
     async def start(self) -> str:
         """Listen; returns ``host:port``."""
         server = grpc.aio.server(maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
-        unary = {
-            "Bind": self._bind, "ReportNode": self._report_node, "Complete": self._complete,
-            "DescribeNode": self._describe_node,
-        }
-        handlers: dict[str, grpc.RpcMethodHandler] = {
-            name: grpc.unary_unary_rpc_method_handler(
-                _guard(fn), request_deserializer=twinwire.unpack, response_serializer=twinwire.pack)
-            for name, fn in unary.items()
-        }
-        handlers["Watch"] = grpc.unary_stream_rpc_method_handler(
-            self._watch, request_deserializer=twinwire.unpack, response_serializer=twinwire.pack)
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(twinwire.SERVICE, handlers),))
-        self.port = server.add_insecure_port(self.bind)
+        twincluster_pb2_grpc.add_TwinClusterServicer_to_server(_Servicer(self.cluster, self.name), server)
+        port = server.add_insecure_port(self.bind)
         await server.start()
         self._server = server
-        return f"{self.bind.rpartition(':')[0]}:{self.port}"
+        return f"{self.bind.rpartition(':')[0]}:{port}"
 
     async def stop(self) -> None:
         self.cluster.close_watches()
         if self._server is not None:
             await self._server.stop(grace=0.5)
-
-    async def _watch(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for update in self.cluster.watch():
-                yield twinwire.update_to_wire(update)
-        except ClusterUnavailable as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-
-    async def _bind(self, req: dict[str, Any]) -> dict[str, Any]:
-        return twinwire.result_to_wire(await self.cluster.bind(str(req["pod"]), str(req["node"]), int(req["epoch"])))
-
-    async def _report_node(self, req: dict[str, Any]) -> dict[str, Any]:
-        return {"freed": await self.cluster.report_node(str(req["node"]), bool(req["ready"]))}
-
-    async def _complete(self, req: dict[str, Any]) -> dict[str, Any]:
-        result = await self.cluster.complete(str(req["pod"]), int(req["epoch"]), bool(req["succeeded"]))
-        return twinwire.result_to_wire(result)
-
-    async def _describe_node(self, req: dict[str, Any]) -> dict[str, Any]:
-        return twinwire.node_to_wire(await self.cluster.describe_node(str(req["node"])))
-
-
-def _guard(fn: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]) -> Callable[..., Awaitable[dict[str, Any]]]:
-    """Bad requests and an unreachable cluster become gRPC status codes, not tracebacks."""
-
-    async def handler(request: Any, context: grpc.aio.ServicerContext) -> dict[str, Any]:
-        try:
-            if not isinstance(request, dict):
-                raise TypeError("request must be a map")
-            return await fn(request)
-        except ClusterUnavailable as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        except (KeyError, TypeError, ValueError) as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad request: {exc!r}")
-        raise AssertionError("unreachable: abort raises")
-
-    return handler
-

@@ -1,93 +1,102 @@
-"""msgpack forms of pods, nodes and bind results for the twin cluster API harness.
+"""fedapi's twin cluster API messages to and from the agent's domain types.
 
-Interim wire: ``fedapi`` will define the twin cluster API in protobuf; until then the
-harness (:mod:`edgeagent.twinharness`) and its client (:mod:`edgeagent.twinclient`)
-speak gRPC with these msgpack bodies. Decoding is the trust boundary: anything
-malformed raises :class:`edgeagent.clusters.ClusterUnavailable` (garbage from the
-back end is a failed call, never a crash or a half-applied update).
+Decoding is the trust boundary: a message that does not make a valid pod or node
+(negative requests, unknown enum values, bad GPU shapes) raises
+:class:`edgeagent.clusters.ClusterUnavailable` — garbage from the back end is a
+failed call, never a crash or a half-applied update.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgpack
-
+from fedapi import common_pb2, twincluster_pb2 as pb
 from fedcore.nodes import Arch, Node, Taint, TaintEffect
 from fedcore.pods import Pod, Toleration
 from fedcore.resources import GpuRequest
 
 from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate
 
-SERVICE = "fedplane.twin.v0.Cluster"
+_PHASES = {pb.POD_PENDING: Phase.PENDING, pb.POD_RUNNING: Phase.RUNNING, pb.POD_SUCCEEDED: Phase.SUCCEEDED,
+           pb.POD_FAILED: Phase.FAILED}
+_PB_PHASES = {v: k for k, v in _PHASES.items()}
+_OUTCOMES = {pb.BIND_BOUND: BindOutcome.BOUND, pb.BIND_ALREADY_BOUND: BindOutcome.ALREADY_BOUND,
+             pb.BIND_STALE_EPOCH: BindOutcome.STALE_EPOCH, pb.BIND_DUPLICATE: BindOutcome.DUPLICATE,
+             pb.BIND_REJECTED: BindOutcome.REJECTED}
+_PB_OUTCOMES = {v: k for k, v in _OUTCOMES.items()}
 
 
-def pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)  # type: ignore[no-any-return]
-
-
-def unpack(data: bytes) -> Any:
+def update_from_pb(event: pb.PodEvent) -> PodUpdate:
+    p = event.pod
     try:
-        return msgpack.unpackb(data, raw=False, strict_map_key=False)
-    except Exception as exc:  # msgpack's many error types mean one thing here
-        raise ClusterUnavailable(f"undecodable message from the cluster: {exc}") from exc
-
-
-def pod_to_wire(pod: Pod) -> dict[str, Any]:
-    return {
-        "uid": pod.uid, "cpu": pod.cpu_milli, "mem": pod.memory_mib, "disk": pod.disk_mib,
-        "gpu": [pod.gpu.count, pod.gpu.milli_each], "model": pod.gpu_model, "workload": pod.workload,
-        "max_per_node": pod.max_per_node, "archs": sorted(a.value for a in pod.archs),
-        "selector": dict(pod.node_selector),
-        "tolerations": [[t.key, t.value, t.effect.value if t.effect else None] for t in pod.tolerations],
-    }
-
-
-def update_to_wire(update: PodUpdate) -> dict[str, Any]:
-    return {"pod": pod_to_wire(update.pod), "epoch": update.epoch, "phase": update.phase.value, "node": update.node}
-
-
-def update_from_wire(obj: Any) -> PodUpdate:
-    try:
-        p = obj["pod"]
+        spec = p.spec
         pod = Pod(
-            uid=str(p["uid"]), cpu_milli=int(p["cpu"]), memory_mib=int(p["mem"]), disk_mib=int(p["disk"]),
-            gpu=GpuRequest(int(p["gpu"][0]), int(p["gpu"][1])), gpu_model=str(p["model"]),
-            workload=str(p["workload"]), max_per_node=int(p["max_per_node"]),
-            archs=frozenset(Arch(a) for a in p["archs"]), node_selector={str(k): str(v) for k, v in p["selector"].items()},
-            tolerations=tuple(Toleration(k, v, TaintEffect(e) if e else None) for k, v, e in p["tolerations"]),
+            uid=p.name, cpu_milli=p.requests.cpu_milli, memory_mib=p.requests.memory_mib, disk_mib=p.requests.disk_mib,
+            gpu=GpuRequest(spec.gpu_count, spec.gpu_milli_each), gpu_model=spec.gpu_model, priority=spec.priority,
+            archs=frozenset(Arch(a) for a in spec.archs), node_selector=dict(spec.node_selector),
+            tolerations=tuple(_toleration(t) for t in spec.tolerations), workload=p.workload,
+            max_per_node=spec.max_per_node,
         )
-        return PodUpdate(pod, int(obj["epoch"]), Phase(obj["phase"]), str(obj["node"]))
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ClusterUnavailable(f"malformed pod update from the cluster: {exc!r:.200}") from exc
+        phase = Phase.DELETED if event.type == pb.EVENT_DELETED else _PHASES[p.phase]
+    except (KeyError, ValueError) as exc:
+        raise ClusterUnavailable(f"malformed pod {p.name!r:.80} from the cluster: {exc!r:.200}") from exc
+    if not p.name or p.epoch < 1:
+        raise ClusterUnavailable(f"malformed pod from the cluster: name {p.name!r:.80}, epoch {p.epoch}")
+    return PodUpdate(pod, p.epoch, phase, p.node)
 
 
-def node_to_wire(node: Node) -> dict[str, Any]:
-    return {
-        "name": node.name, "cpu": node.cpu_milli, "mem": node.memory_mib, "disk": node.disk_mib, "gpus": node.gpus,
-        "model": node.gpu_model, "arch": node.arch.value, "cluster": node.cluster, "labels": dict(node.labels),
-        "taints": [[t.key, t.value, t.effect.value] for t in node.taints],
-    }
+def update_to_pb(update: PodUpdate, workload: str = "") -> pb.PodEvent:
+    pod = update.pod
+    spec = pb.PodSpec(
+        gpu_count=pod.gpu.count, gpu_milli_each=pod.gpu.milli_each, gpu_model=pod.gpu_model,
+        archs=sorted(a.value for a in pod.archs), node_selector=pod.node_selector, max_per_node=pod.max_per_node,
+        priority=pod.priority,
+        tolerations=[common_pb2.Toleration(key=t.key, value=t.value or "", effect=t.effect.value if t.effect else "")
+                     for t in pod.tolerations],
+    )
+    deleted = update.phase is Phase.DELETED
+    message = pb.Pod(
+        name=pod.uid, workload=workload or pod.workload, epoch=update.epoch,
+        phase=pb.POD_SUCCEEDED if deleted else _PB_PHASES[update.phase], node=update.node,
+        requests=common_pb2.ResourceVector(cpu_milli=pod.cpu_milli, memory_mib=pod.memory_mib, disk_mib=pod.disk_mib,
+                                           gpu_milli=pod.gpu.total_milli),
+        spec=spec, ready=update.phase is Phase.RUNNING,
+    )
+    return pb.PodEvent(type=pb.EVENT_DELETED if deleted else pb.EVENT_MODIFIED, pod=message)
 
 
-def node_from_wire(obj: Any) -> Node:
+def node_from_pb(n: pb.Node) -> Node:
     try:
         return Node(
-            name=str(obj["name"]), cpu_milli=int(obj["cpu"]), memory_mib=int(obj["mem"]), disk_mib=int(obj["disk"]),
-            gpus=int(obj["gpus"]), gpu_model=str(obj["model"]), arch=Arch(obj["arch"]), cluster=str(obj["cluster"]),
-            labels={str(k): str(v) for k, v in obj["labels"].items()},
-            taints=tuple(Taint(k, v, TaintEffect(e)) for k, v, e in obj["taints"]),
+            name=n.name, cpu_milli=n.capacity.cpu_milli, memory_mib=n.capacity.memory_mib, disk_mib=n.capacity.disk_mib,
+            gpus=n.gpus, gpu_model=n.gpu_model, arch=Arch(n.arch or "amd64"), cluster=n.cluster or "c0",
+            zone=n.zone or "z0", region=n.region or "r0", labels=dict(n.labels),
+            taints=tuple(Taint(t.key, t.value, TaintEffect(t.effect)) for t in n.taints),
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ClusterUnavailable(f"malformed node from the cluster: {exc!r:.200}") from exc
+    except ValueError as exc:
+        raise ClusterUnavailable(f"malformed node {n.name!r:.80} from the cluster: {exc}") from exc
 
 
-def result_to_wire(result: BindResult) -> dict[str, Any]:
-    return {"outcome": result.outcome.value, "node": result.node, "epoch": result.epoch, "reason": result.reason}
+def node_to_pb(node: Node, ready: bool = True) -> pb.Node:
+    cap = node.capacity
+    return pb.Node(
+        name=node.name, ready=ready, arch=node.arch.value, labels=node.labels, gpus=node.gpus,
+        gpu_model=node.gpu_model, cluster=node.cluster, zone=node.zone, region=node.region,
+        capacity=common_pb2.ResourceVector(cpu_milli=cap.cpu_milli, memory_mib=cap.memory_mib, disk_mib=cap.disk_mib,
+                                           gpu_milli=cap.gpu_milli),
+        taints=[pb.Taint(key=t.key, value=t.value, effect=t.effect.value) for t in node.taints],
+    )
 
 
-def result_from_wire(obj: Any) -> BindResult:
-    try:
-        return BindResult(BindOutcome(obj["outcome"]), str(obj["node"]), int(obj["epoch"]), str(obj["reason"]))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ClusterUnavailable(f"malformed bind result from the cluster: {exc!r:.200}") from exc
+def result_from_pb(r: pb.BindPodResponse) -> BindResult:
+    outcome = _OUTCOMES.get(r.outcome)
+    if outcome is None:
+        raise ClusterUnavailable(f"unknown bind outcome {r.outcome} from the cluster")
+    return BindResult(outcome, r.node, r.epoch, r.reason)
+
+
+def result_to_pb(result: BindResult) -> pb.BindPodResponse:
+    return pb.BindPodResponse(outcome=_PB_OUTCOMES[result.outcome], node=result.node, epoch=result.epoch,
+                              reason=result.reason)
+
+
+def _toleration(t: common_pb2.Toleration) -> Toleration:
+    return Toleration(t.key, t.value or None, TaintEffect(t.effect) if t.effect else None)
