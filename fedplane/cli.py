@@ -39,6 +39,7 @@ BENCHES = {
     "schedule": "fedcore.commands:bench_schedule",
     "gossip": "gossip.commands:bench_gossip",
     "claims": "crdt.commands:bench_claims",
+    "federated": "federated.flower.commands:bench_federated",
     "agent": "edgeagent.commands:bench_agent",
 }
 
@@ -47,6 +48,7 @@ COMMANDS = {
     "drill": "controlplane.commands:drill",
     "sim": "fedcore.commands:sim",
     "demo": "fedcore.commands:demo",
+    "federated": "federated.flower.commands:federated",
     "agent": "edgeagent.commands:agent",
 }
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from federated.flower import appdir, supervisor
 
@@ -38,6 +39,8 @@ class Engine:
     groups: dict[str, int] = field(default_factory=dict)
     """Process name -> process group id (== the leader's pid)."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    """What ``fedplane federated run`` needs to know about this engine (e.g. its data directory)."""
 
     @property
     def home(self) -> Path:
@@ -95,7 +98,8 @@ class Engine:
         self._save()
 
     def _save(self) -> None:
-        (self.workdir / STATE).write_text(json.dumps({"port": self.port, "groups": self.groups}, indent=2) + "\n")
+        state = {"port": self.port, "groups": self.groups, "meta": self.meta}
+        (self.workdir / STATE).write_text(json.dumps(state, indent=2) + "\n")
 
 
 def write_connection(home: Path, address: str) -> None:
@@ -106,12 +110,15 @@ def write_connection(home: Path, address: str) -> None:
     )
 
 
-def start(workdir: Path, node_configs: Sequence[Mapping[str, str | int | float]], ready_timeout_s: float = 60.0) -> Engine:
+def start(
+    workdir: Path, node_configs: Sequence[Mapping[str, str | int | float]], meta: Mapping[str, Any] | None = None,
+    ready_timeout_s: float = 60.0,
+) -> Engine:
     """Start a SuperLink and one SuperNode per entry of ``node_configs``; returns once the SuperLink answers."""
     workdir.mkdir(parents=True, exist_ok=True)
     if (workdir / STATE).exists():
         raise EngineError(f"{workdir / STATE} exists: an engine may be running there (run `fedplane federated down`)")
-    engine = Engine(workdir, supervisor.free_port())
+    engine = Engine(workdir, supervisor.free_port(), meta=dict(meta or {}))
     write_connection(engine.home, engine.address)
     try:
         engine._spawn("superlink", [
@@ -139,21 +146,26 @@ def wait_listening(engine: Engine, timeout_s: float) -> None:
     raise EngineError(f"flower-superlink did not listen on {engine.address} within {timeout_s:.0f} s")
 
 
-def stop_recorded(workdir: Path) -> list[str]:
-    """Stop the engine recorded in ``workdir/engine.json`` by another process; returns what was stopped."""
+def attach(workdir: Path) -> Engine:
+    """The engine recorded in ``workdir/engine.json`` (started by another process)."""
     try:
         state = json.loads((workdir / STATE).read_text())
+        return Engine(workdir, int(state["port"]), {k: int(v) for k, v in state["groups"].items()}, meta=dict(state["meta"]))
     except FileNotFoundError:
-        return []
-    except json.JSONDecodeError as exc:
+        raise EngineError(f"no engine recorded in {workdir} (start one with `fedplane federated up`)") from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
         raise EngineError(f"{workdir / STATE}: unreadable ({exc})") from None
-    stopped = []
-    for name, pgid in state["groups"].items():
-        if _is_flower(pgid):
-            supervisor.stop_group(pgid)
-            stopped.append(name)
+
+
+def stop_recorded(workdir: Path) -> list[str]:
+    """Stop the engine recorded in ``workdir``; returns the names of the processes it stopped."""
+    if not (workdir / STATE).exists():
+        return []
+    engine = attach(workdir)
+    live = {name: pgid for name, pgid in engine.groups.items() if _is_flower(pgid)}
+    supervisor.stop_groups(list(live.values()))
     (workdir / STATE).unlink()
-    return stopped
+    return sorted(live)
 
 
 def _is_flower(pid: int) -> bool:

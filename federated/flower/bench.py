@@ -1,0 +1,115 @@
+"""``fedplane bench federated``: central vs federated vs poisoned federations on the real Deployment Engine.
+
+Four trainings of the same model from the same initial weights with the same total epochs
+(rounds x local epochs), all judged on the held-out twin scenario (imitation agreement with
+FGD on held-out openb pods, :mod:`federated.flower.datasets`):
+
+* central: one process trains on the union of every region's data;
+* clean FedAvg: one SuperLink and ``clients`` SuperNodes, each on its own region;
+* poisoned FedAvg and poisoned robust: the same, with one SuperNode sending poisoned weights
+  (``faults``), aggregated by plain FedAvg and by the robust rule behind a median norm bound.
+
+``quality_gap`` = (central - federated) / central; ``robust_gap`` = (federated -
+poisoned robust) / federated, i.e. how far one poisoned client moves the federated policy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from federated import imitation
+from federated.flower import datasets, engine, experience
+from federated.flower.serverapp import initial_model, quality
+
+QUALITY_METRIC = "imitation agreement with FGD (share of held-out decisions whose top-scored node is in FGD's best bin), held-out openb pods, seed 0"
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    clients: int = 3
+    rounds: int = 3
+    local_epochs: int = 2
+    split: str = "app"
+    fleet: int = 0
+    robust: str = "median"
+    poison: str = "scale:-10"
+    clip_median_factor: float = 1.0
+    deadline_s: float = 60.0
+    seed: int = 0
+    traces: str = ""
+
+
+def central(data_dir: Path, config: BenchConfig) -> tuple[float, float]:
+    """(held-out quality, seconds) of the model trained on the union of the regions' data."""
+    started = time.monotonic()
+    model = initial_model(config.seed)
+    imitation.train(datasets.union(data_dir), model, imitation.ImitationConfig(epochs=config.rounds * config.local_epochs, seed=config.seed))
+    return quality(model, experience.load(data_dir / datasets.HOLDOUT)), time.monotonic() - started
+
+
+def federate(workdir: Path, data_dir: Path, config: BenchConfig, faults: dict[int, str], runs: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Start an engine whose SuperNodes carry ``faults``, do each of ``runs`` (tag -> run config) on it, stop it."""
+    nodes = [
+        {"partition-id": k, "data-path": str(datasets.region_file(data_dir, k)), **({"fault": faults[k]} if k in faults else {})}
+        for k in range(config.clients)
+    ]
+    reports: dict[str, list[dict[str, Any]]] = {}
+    with engine.start(workdir, nodes) as eng:
+        for tag, overrides in runs.items():
+            report = workdir / f"{tag}.jsonl"
+            eng.run(
+                {"run-tag": tag, "num-rounds": config.rounds, "local-epochs": config.local_epochs, "seed": config.seed,
+                 "min-clients": config.clients, "round-deadline-s": config.deadline_s, "data-dir": str(data_dir),
+                 "registry-dir": str(workdir / "registry" / tag), "report-file": str(report), **overrides},
+                timeout_s=config.rounds * (config.deadline_s + 60) + 120, tag=tag,
+            )
+            reports[tag] = [json.loads(line) for line in report.read_text().splitlines()]
+    return reports
+
+
+def run(workdir: Path, data_dir: Path, config: BenchConfig) -> dict[str, Any]:
+    """The whole bench; returns the JSON figures."""
+    torch.set_num_threads(1)
+    datasets.prepare(data_dir, datasets.DataSpec(config.clients, config.split, config.fleet, config.traces))
+    shutil.rmtree(workdir, ignore_errors=True)
+    central_quality, central_s = central(data_dir, config)
+    fedavg = {"strategy": "fedavg"}
+    robust = {"strategy": config.robust, "clip-median-factor": config.clip_median_factor}
+    reports = federate(workdir / "clean", data_dir, config, {}, {"clean-fedavg": fedavg})
+    reports |= federate(workdir / "poisoned", data_dir, config, {config.clients - 1: config.poison},
+                        {"poisoned-fedavg": fedavg, "poisoned-robust": robust})
+    final = {tag: lines[-1]["quality"] for tag, lines in reports.items()}
+    clean = reports["clean-fedavg"]
+    federated_quality = final["clean-fedavg"]
+    return {
+        "engine": "deployment",
+        "clients": config.clients,
+        "rounds": config.rounds,
+        "round_wall_s_mean": float(np.mean([line["wall_s"] for line in clean])),
+        "bytes_per_client_round": float(np.mean([line["bytes_per_client"] for line in clean])),
+        "central_quality": central_quality,
+        "federated_quality": federated_quality,
+        "quality_gap": (central_quality - federated_quality) / central_quality,
+        "poisoned_fedavg_quality": final["poisoned-fedavg"],
+        "poisoned_robust_quality": final["poisoned-robust"],
+        "robust_gap": (federated_quality - final["poisoned-robust"]) / federated_quality,
+        "fedavg_exact": all(line.get("fedavg_exact") is True for tag in ("clean-fedavg", "poisoned-fedavg") for line in reports[tag]),
+        "quality_metric": QUALITY_METRIC,
+        "detail": {
+            "split": config.split, "local_epochs": config.local_epochs, "poison": config.poison,
+            "robust": f"{config.robust} + update norm <= {config.clip_median_factor} x median", "central_train_s": central_s,
+            "examples_per_region": [len(experience.load(datasets.region_file(data_dir, k))) for k in range(config.clients)],
+            "fedavg_max_rel_error": max(line.get("fedavg_rel_error", 0.0) for tag in ("clean-fedavg", "poisoned-fedavg") for line in reports[tag]),
+            "runs": {tag: {"quality_per_round": [line["quality"] for line in lines],
+                           "round_wall_s": [round(line["wall_s"], 2) for line in lines],
+                           "answered": [line["answered"] for line in lines]} for tag, lines in reports.items()},
+        },
+    }
