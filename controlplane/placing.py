@@ -145,7 +145,7 @@ def choose(
     want = workload.replicas if replicas is None else replicas
     nodes = pseudo_nodes(views, exclude)
     if not nodes:
-        return Choice({}, ("no clusters registered",), want)
+        return Choice({}, ("no registered cluster has reported capacity yet",), want)
     table = NodeTable(nodes)
     _charge_used(table, views)
     for cluster, count in (already or {}).items():

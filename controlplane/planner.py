@@ -80,11 +80,11 @@ class Planner:
                 continue
             if any(m.source == cluster for m in active):
                 continue
-            plan = self._rebalance(cluster, load, views, loads, workloads, placements, moving, failed)
-            if plan is not None:
+            moved = self._rebalance(cluster, load, views, loads, workloads, placements, moving, failed)
+            if moved:
                 self._evictions.setdefault(cluster, []).append(now)
-                plans.append(plan)
-                moving.add(plan.workload)
+                plans += moved
+                moving.add(moved[0].workload)
         return plans, notes
 
     def _failover(
@@ -104,7 +104,8 @@ class Planner:
     def _rebalance(
         self, cluster: str, load: Load, views: Sequence[placing.ClusterView], loads: Mapping[str, Load],
         workloads: Mapping[str, Workload], placements: Sequence[Placement], moving: set[str], failed: set[str],
-    ) -> Plan | None:
+    ) -> list[Plan]:
+        """Move the biggest movable workload that fits elsewhere (one plan per target cluster)."""
         cool = {c for c, l in loads.items() if max(l.now, l.forecast) > self.config.target_max}
         candidates = sorted(
             (p for p in placements if p.cluster == cluster and p.state is PlacementState.PLACED and p.workload not in moving
@@ -116,12 +117,12 @@ class Planner:
             others = {q.cluster: q.replicas for q in placements if q.workload == w.name and q.cluster != cluster}
             choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed | cool | {cluster}, already=others,
                                     learned=self.config.learned_profile)
-            if choice.ok and len(choice.counts) == 1:
-                target = next(iter(choice.counts))
+            if choice.ok:
                 why = (f"{cluster} load {load.now:.2f}, forecast {load.forecast:.2f} > {self.config.overload:.2f}",
                        f"{w.name} is movable ({p.replicas} replicas)", *choice.reasons)
-                return Plan(Kind.REBALANCE, w.name, cluster, target, p.replicas, others.get(target, 0) + p.replicas, why)
-        return None
+                return [Plan(Kind.REBALANCE, w.name, cluster, target, k, others.get(target, 0) + k, why)
+                        for target, k in sorted(choice.counts.items())]
+        return []
 
     def _token(self, cluster: str, now: float) -> bool:
         recent = [t for t in self._evictions.get(cluster, []) if now - t < self.config.window_s]

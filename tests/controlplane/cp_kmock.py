@@ -39,9 +39,10 @@ class FedKube(kmock.KubernetesEmulator):
 
     fail_next: int = 0
     fail_status: int = 503
+    fail_method: str = ""  # only fail requests with this HTTP method ("" = any)
 
     async def _handle(self, request: rendering.Request) -> aiohttp.web.StreamResponse:
-        if self.fail_next > 0 and request.resource is not None:
+        if self.fail_next > 0 and request.resource is not None and self.fail_method in ("", request.method.value):
             self.fail_next -= 1
             return aiohttp.web.json_response(
                 {"kind": "Status", "apiVersion": "v1", "code": self.fail_status, "status": "Failure",
@@ -134,9 +135,11 @@ class KubeDouble:
         result: dict[str, Any] | None = self.run(go())
         return result
 
-    def fail(self, count: int, status: int = 503) -> None:
+    def fail(self, count: int, status: int = 503, method: str = "") -> None:
+        """The next ``count`` API requests (of ``method``, if given) answer ``status``."""
         assert self.handler is not None
         self.handler.fail_status = status
+        self.handler.fail_method = method
         self.handler.fail_next = count
 
     def client(self) -> Any:

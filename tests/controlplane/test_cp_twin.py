@@ -1,0 +1,113 @@
+"""The twin back end's own behaviour: readiness on an injected clock, faults, node loss with epoch bumps."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedcore.backends import errors
+from fedcore.backends.model import BindOutcome, Phase, WorkloadSpec
+from fedcore.backends.twin import Binder, TwinCluster, make_nodes
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def twin(binder: Binder = Binder.INTERNAL, nodes: int = 2) -> tuple[TwinCluster, Clock]:
+    clock = Clock()
+    return TwinCluster("t1", make_nodes("t1", "r0", nodes, 2000, 4096), clock, ready_delay_s=1.0, binder=binder), clock
+
+
+def test_pods_become_ready_after_the_delay_on_the_injected_clock() -> None:
+    t, clock = twin()
+    t.create_workload(WorkloadSpec("web", 3, 500, 512))
+    assert [p.phase for p in t.list_pods("web")] == [Phase.RUNNING] * 3
+    assert t.get_workload("web").ready_replicas == 0
+    clock.t = 0.99
+    assert t.get_workload("web").ready_replicas == 0
+    clock.t = 1.0
+    assert t.get_workload("web").ready_replicas == 3
+
+
+def test_internal_binder_never_overcommits_and_leaves_the_rest_pending() -> None:
+    t, _ = twin()
+    t.create_workload(WorkloadSpec("big", 6, 900, 512))  # 2 nodes x 2000m: two fit per node
+    phases = sorted(p.phase.value for p in t.list_pods("big"))
+    assert phases == ["Pending", "Pending", "Running", "Running", "Running", "Running"]
+    t.scale_workload("big", 2)
+    assert len(t.list_pods("big")) == 2
+
+
+def test_outage_makes_the_api_unreachable_and_stops_pods() -> None:
+    t, clock = twin()
+    t.create_workload(WorkloadSpec("web", 2, 500, 512))
+    t.outage()
+    with pytest.raises(errors.Unreachable):
+        t.list_pods()
+    assert all(p.phase is Phase.PENDING and not p.node for p in t.snapshot())
+    t.heal()
+    clock.t = 5.0
+    assert t.get_workload("web").ready_replicas == 0  # re-bound at t=5, ready at t=6
+    clock.t = 6.0
+    assert t.get_workload("web").ready_replicas == 2
+
+
+def test_partition_keeps_pods_running_behind_an_unreachable_api() -> None:
+    t, clock = twin()
+    t.create_workload(WorkloadSpec("web", 2, 500, 512))
+    clock.t = 2.0
+    t.partition()
+    with pytest.raises(errors.Unreachable):
+        t.get_workload("web")
+    assert all(p.ready for p in t.snapshot("web"))
+
+
+def test_lost_node_frees_its_pods_with_a_bumped_epoch_and_fences_the_old_bind() -> None:
+    t, _ = twin(Binder.EXTERNAL)
+    t.create_workload(WorkloadSpec("web", 1, 500, 512, epoch=4))
+    assert t.bind_pod("web-0", "t1-n0", 4).outcome is BindOutcome.BOUND
+    assert t.mark_node("t1-n0", ready=False) == 1
+    pod = t.list_pods("web")[0]
+    assert (pod.epoch, pod.node, pod.phase) == (5, "", Phase.PENDING)
+    assert t.bind_pod("web-0", "t1-n0", 4).outcome is BindOutcome.STALE_EPOCH  # the returning node cannot run it
+    assert t.bind_pod("web-0", "t1-n0", 5).outcome is BindOutcome.REJECTED      # node not ready
+    assert t.bind_pod("web-0", "t1-n1", 5).outcome is BindOutcome.BOUND
+    assert t.safety.stale_binds == 1 and t.safety.duplicate_binds == 0
+
+
+def test_duplicate_bind_is_refused_and_counted() -> None:
+    t, _ = twin(Binder.EXTERNAL)
+    t.create_workload(WorkloadSpec("web", 1, 500, 512))
+    t.bind_pod("web-0", "t1-n0", 1)
+    result = t.bind_pod("web-0", "t1-n1", 1)
+    assert result.outcome is BindOutcome.DUPLICATE and result.node == "t1-n0"
+    assert t.safety.duplicate_binds == 1
+
+
+def test_bind_errors_are_clear() -> None:
+    t, _ = twin(Binder.EXTERNAL)
+    t.create_workload(WorkloadSpec("web", 1, 500, 512))
+    with pytest.raises(errors.NotFound, match="pod nope"):
+        t.bind_pod("nope", "t1-n0", 1)
+    with pytest.raises(errors.NotFound, match="node t1-n9"):
+        t.bind_pod("web-0", "t1-n9", 1)
+    with pytest.raises(errors.InvalidRequest, match="newer"):
+        t.bind_pod("web-0", "t1-n0", 9)
+    too_big = t.create_workload(WorkloadSpec("huge", 1, 5000, 512))
+    assert t.bind_pod("huge-0", "t1-n0", too_big.spec.epoch).outcome is BindOutcome.REJECTED
+
+
+def test_completion_is_fenced_and_events_are_ordered() -> None:
+    t, _ = twin(Binder.EXTERNAL)
+    start = t.cursor()
+    t.create_workload(WorkloadSpec("job", 1, 500, 512, epoch=2))
+    t.bind_pod("job-0", "t1-n0", 2)
+    assert t.complete_pod("job-0", 1, True).outcome is BindOutcome.STALE_EPOCH
+    assert t.complete_pod("job-0", 2, True).ok
+    events, _ = t.events_since(start)
+    assert [(e.kind.value, e.pod.phase.value) for e in events] == [
+        ("ADDED", "Pending"), ("MODIFIED", "Running"), ("MODIFIED", "Succeeded")]

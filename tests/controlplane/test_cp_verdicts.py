@@ -1,0 +1,91 @@
+"""Verdicts from multi-vantage evidence: crash vs partition vs silent agents, and the evidence book."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.evidence import AgentReport, EvidenceBook, NodeSummary, PeerState
+from controlplane.verdicts import Health, Timings, judge
+from fedcore.backends.model import NodeState
+from fedcore.resources import Resources
+
+T = Timings()
+NODES = [NodeState("a-n0", Resources(1000, 1000)), NodeState("a-n1", Resources(1000, 1000))]
+
+
+def report(cluster: str, node: str, seq: int, peers: dict[tuple[str, str], PeerState]) -> AgentReport:
+    return AgentReport(cluster, node, f"agent-{node}", seq, NodeSummary(node, Resources(1000, 1000), Resources()),
+                       tuple((c, n, s) for (c, n), s in peers.items()))
+
+
+def book_with(probe_ok: bool, insiders: PeerState | None, outsiders: PeerState | None, now: float = 10.0) -> EvidenceBook:
+    book = EvidenceBook(T.fresh_s)
+    book.add_probe("a", 0.0, NODES)
+    if not probe_ok:
+        for i in range(3):
+            book.add_probe("a", now - 0.4 + 0.2 * i, None, "connection refused")
+    seq = 1
+    if insiders is not None:
+        for n in ("a-n0", "a-n1"):
+            other = "a-n1" if n == "a-n0" else "a-n0"
+            book.add_report(report("a", n, seq, {("a", other): insiders}), now - 0.1)
+            seq += 1
+    else:
+        book.add_report(report("a", "a-n0", seq, {}), now - 5.0)  # known but long silent
+        seq += 1
+    if outsiders is not None:
+        book.add_report(report("b", "b-n0", seq, {("a", "a-n0"): outsiders, ("a", "a-n1"): outsiders}), now - 0.1)
+    return book
+
+
+@pytest.mark.parametrize("probe_ok, insiders, outsiders, health", [
+    (True, PeerState.ALIVE, PeerState.ALIVE, Health.HEALTHY),
+    (True, PeerState.SUSPECT, PeerState.ALIVE, Health.DEGRADED),
+    (True, None, PeerState.DEAD, Health.AGENTS_SILENT),         # API answers: no failover for silent agents
+    (False, PeerState.ALIVE, None, Health.PARTITIONED),         # its agents reach us and see each other
+    (False, None, PeerState.ALIVE, Health.PARTITIONED),         # other clusters still see it
+    (False, None, PeerState.DEAD, Health.DOWN),                 # nobody sees it: crash/outage
+    (False, None, None, Health.DOWN),
+])
+def test_verdict_table(probe_ok: bool, insiders: PeerState | None, outsiders: PeerState | None, health: Health) -> None:
+    verdict = judge(book_with(probe_ok, insiders, outsiders).about("a", 10.0), T)
+    assert verdict.health is health
+    assert verdict.reasons
+    assert verdict.health.failed == (health in (Health.DOWN, Health.PARTITIONED))
+
+
+def test_down_verdict_carries_its_evidence_and_a_noexecute_taint() -> None:
+    verdict = judge(book_with(False, None, PeerState.DEAD).about("a", 10.0), T)
+    text = " | ".join(verdict.reasons)
+    assert "3 probes failed" in text and "connection refused" in text and "2 suspect/dead" in text
+    assert [(t.key, t.effect.value) for t in verdict.taints] == [("fedplane.io/unreachable", "NoExecute")]
+
+
+def test_two_failed_probes_are_not_yet_a_verdict() -> None:
+    book = EvidenceBook(T.fresh_s)
+    book.add_probe("a", 0.0, NODES)
+    book.add_probe("a", 0.2, None, "timeout")
+    book.add_probe("a", 0.4, None, "timeout")
+    assert judge(book.about("a", 0.4), T).health is Health.HEALTHY
+    book.add_probe("a", 0.6, None, "timeout")
+    assert judge(book.about("a", 0.6), T).health is Health.DOWN
+
+
+def test_unprobed_cluster_is_unknown_and_not_schedulable() -> None:
+    verdict = judge(EvidenceBook(1.0).about("new", 0.0), T)
+    assert verdict.health is Health.UNKNOWN and verdict.taints[0].effect.value == "NoSchedule"
+
+
+def test_replayed_or_old_reports_are_refused() -> None:
+    book = EvidenceBook(1.0)
+    assert book.add_report(report("a", "a-n0", 5, {}), 0.0)
+    assert not book.add_report(report("a", "a-n0", 5, {}), 0.1)
+    assert not book.add_report(report("a", "a-n0", 4, {}), 0.2)
+    assert book.add_report(report("a", "a-n0", 6, {}), 0.3)
+
+
+def test_reports_go_stale_after_the_fresh_window() -> None:
+    book = EvidenceBook(1.0)
+    book.add_report(report("a", "a-n0", 1, {}), 0.0)
+    assert book.about("a", 0.9).agents_fresh == 1
+    assert book.about("a", 1.1).agents_fresh == 0 and book.about("a", 1.1).agents_known == 1
