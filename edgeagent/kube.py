@@ -71,7 +71,7 @@ def pod_from_k8s(obj: Any) -> PodUpdate:
 def node_from_k8s(obj: Any) -> Node:
     labels = dict(obj.metadata.labels or {})
     alloc = (obj.status.allocatable if obj.status else None) or {}
-    taints = tuple(Taint(t.key, t.value or "", TaintEffect(t.effect)) for t in (obj.spec.taints or []))
+    taints = tuple(Taint(t.key, t.value or "", TaintEffect(t.effect)) for t in ((obj.spec.taints if obj.spec else None) or []))
     arch = labels.get("kubernetes.io/arch", "amd64")
     return Node(obj.metadata.name, cpu_milli(alloc.get("cpu", 0)), memory_mib(alloc.get("memory", 0)),
                 gpus=int(alloc.get(GPU_RESOURCE, 0)), arch=Arch(arch if arch != "arm" else "armv7"),
