@@ -127,7 +127,11 @@ def spread_and_detect(n: int, config: GossipConfig, seed: int, crashes: int = 10
 
 
 def false_deaths(n: int, config: GossipConfig, seed: int, loss: float, seconds: float, progress: Progress | None = None) -> tuple[int, int]:
-    """(live members declared dead, suspicions raised) while every node runs under ``loss``."""
+    """Declarations while every node runs under ``loss``: (dead, suspect) events about live members.
+
+    Counted per observer: one member wrongly declared dead by 40 peers counts 40, so 0
+    means no member ever saw a live member as dead.
+    """
     net = warm_cluster(n, config, seed, LinkModel(loss=loss))
     counts = [0, 0]
 
