@@ -21,7 +21,7 @@ import click
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from fedapi import client, controlplane_pb2 as cp
+from fedapi import client, common_pb2, controlplane_pb2 as cp
 from fedapi.tls import TlsFiles
 from fedcore import reporting
 from fedcore.commands import fail
@@ -92,13 +92,14 @@ def controlplane() -> None:
 @click.option("--regions", default=2, show_default=True, type=click.IntRange(1, 100), help="Twin clusters are dealt round-robin into regions r0..")
 @click.option("--twin-nodes", default=4, show_default=True, type=click.IntRange(1, 10_000), help="Nodes per twin cluster.")
 @click.option("--ready-delay", default=0.5, show_default=True, type=click.FloatRange(0, 600), help="Twin pods become Ready this many seconds after binding.")
+@click.option("--agents-bind", is_flag=True, help="Twin pods wait for edge agents to bind them (TwinCluster API); default: the twin binds.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Register Kubernetes clusters from this kubeconfig.")
 @click.option("--kube-context", "contexts", multiple=True, help="Context to register (repeatable; default: all in --kubeconfig).")
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
 @tls_options
 def serve(
     db: str, host: str, port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
-    kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
     from controlplane import drills, server
@@ -107,6 +108,7 @@ def serve(
     from controlplane.verdicts import Timings
     from fedcore.backends import errors
     from fedcore.backends.kubernetes import contexts as kube_contexts
+    from fedcore.backends.twin import Binder
 
     tls = tls_files(tls_cert, tls_key, tls_ca)
     specs = [ClusterSpec(f"c{i}", f"r{i % regions}", twin_nodes=twin_nodes) for i in range(twin_clusters)]
@@ -116,7 +118,8 @@ def serve(
                 name = re.sub(r"[^a-z0-9-]+", "-", ctx.lower()).strip("-")[:63]
                 specs.append(ClusterSpec(name, "default", BackendKind.KUBERNETES, ctx, kubeconfig or ""))
         timings = Timings(probe_interval_s=probe_interval, report_interval_s=probe_interval, fresh_s=5 * probe_interval)
-        plane = ControlPlane(db, Backends(time.monotonic, ready_delay), time.monotonic, timings)
+        binder = Binder.EXTERNAL if agents_bind else Binder.INTERNAL
+        plane = ControlPlane(db, Backends(time.monotonic, ready_delay, binder), time.monotonic, timings)
         for spec in specs:
             plane.register_cluster(spec)
     except (ValueError, errors.BackendError) as exc:
@@ -179,13 +182,13 @@ def _cluster_row(c: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _toleration(spec: str) -> cp.Toleration:
+def _toleration(spec: str) -> common_pb2.Toleration:
     """``KEY[=VALUE][:EFFECT]``."""
     head, _, effect = spec.partition(":")
     key, _, value = head.partition("=")
     if not key:
         fail(f"bad toleration {spec!r}: expected KEY[=VALUE][:EFFECT]")
-    return cp.Toleration(key=key, value=value, effect=effect)
+    return common_pb2.Toleration(key=key, value=value, effect=effect)
 
 
 @controlplane.command()

@@ -27,7 +27,7 @@ from controlplane.workloads import Workload
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
 from fedcore.backends.model import NodeState, ready_capacity
-from fedcore.backends.twin import TwinCluster, make_nodes
+from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 from fedcore.resources import Resources
 from fedcore.topology import Cluster, Topology
 
@@ -35,10 +35,13 @@ FORECAST_HORIZON_S = 10.0
 
 
 class Backends:
-    """Cluster name -> back end; twin clusters are built on registration, Kubernetes ones from kubeconfig contexts."""
+    """Cluster name -> back end; twin clusters are built on registration, Kubernetes ones from kubeconfig contexts.
 
-    def __init__(self, clock: Callable[[], float], twin_ready_delay_s: float = 0.5) -> None:
-        self.clock, self.twin_ready_delay_s = clock, twin_ready_delay_s
+    ``twin_binder`` EXTERNAL leaves twin pods pending for edge agents to bind over the TwinCluster API.
+    """
+
+    def __init__(self, clock: Callable[[], float], twin_ready_delay_s: float = 0.5, twin_binder: Binder = Binder.INTERNAL) -> None:
+        self.clock, self.twin_ready_delay_s, self.twin_binder = clock, twin_ready_delay_s, twin_binder
         self.by_name: dict[str, ClusterBackend] = {}
 
     def __call__(self, name: str) -> ClusterBackend:
@@ -51,7 +54,7 @@ class Backends:
         if spec.name not in self.by_name:
             if spec.backend is BackendKind.TWIN:
                 nodes = make_nodes(spec.name, spec.region, spec.twin_nodes, spec.twin_cpu_milli, spec.twin_memory_mib)
-                self.by_name[spec.name] = TwinCluster(spec.name, nodes, self.clock, self.twin_ready_delay_s)
+                self.by_name[spec.name] = TwinCluster(spec.name, nodes, self.clock, self.twin_ready_delay_s, self.twin_binder)
             else:
                 from fedcore.backends.kubernetes import KubernetesCluster
 
