@@ -41,7 +41,6 @@ from edgeagent.twinharness import TwinHarness
 
 NODE_SHAPE = (96000, 393216, 8, "G2")
 """The openb fleet's most common node (549 of 1,523): 96 cores, 384 GiB, 8 GPUs."""
-IDLE_SECONDS = 10.0
 SETTLE_TIMEOUT = 60.0
 CHECK_EVERY = 2.0
 """Seconds between samples of agents' RSS and of what each says it runs (the double-binding check)."""
@@ -51,11 +50,13 @@ CHECK_EVERY = 2.0
 class BenchSettings:
     agents: int = 16
     pods: int = 1000
-    rate: float = 50.0
-    life: float = 2.0
+    rate: float = 20.0
+    life: float = 3.0
     kill: int = 2
     seed: int = 1
     traces: str | None = None
+    idle_seconds: float = 10.0
+    """How long every agent is watched idle (before any pod) for the CPU figure."""
 
 
 @dataclass(slots=True)
@@ -167,6 +168,7 @@ class _Run:
         self.life_tasks: dict[str, asyncio.TimerHandle] = {}
         self.on_killed_nodes: set[str] = set()
         self.double_bindings = 0
+        self.killed: set[str] = set()
 
     async def start_agents(self, address: str, models: Path) -> None:
         n = self.s.agents
@@ -213,9 +215,9 @@ class _Run:
 
         handles = [psutil.Process(p.process.pid) for p in self.procs]
         before = [sum(h.cpu_times()[:2]) for h in handles]
-        await asyncio.sleep(IDLE_SECONDS)
+        await asyncio.sleep(self.s.idle_seconds)
         after = [sum(h.cpu_times()[:2]) for h in handles]
-        return [100.0 * (a - b) / IDLE_SECONDS for a, b in zip(after, before)]
+        return [100.0 * (a - b) / self.s.idle_seconds for a, b in zip(after, before)]
 
     def watch_lifetimes(self) -> None:
         """Finish each pod ``life`` seconds after it starts running (re-armed if it is re-placed)."""
@@ -232,14 +234,17 @@ class _Run:
         self.cluster.subscribe(follow)
 
     def _finish(self, uid: str) -> None:
+        """A pod's work ends, unless its node was killed (a dead node finishes nothing; it gets re-placed)."""
         self.life_tasks.pop(uid, None)
-        self.cluster.finish(uid)
+        if self.cluster.bound_node(uid) not in self.killed:
+            self.cluster.finish(uid)
 
     def kill(self) -> list[str]:
         victims = self.rng.sample(self.procs[1:], self.s.kill)  # the first agent stays: it is a seed
         for p in victims:
             p.process.send_signal(signal.SIGKILL)
             p.killed = True
+            self.killed.add(p.name)
             self.on_killed_nodes.update(uid for uid, c in self.cluster.pods.items()
                                         if c.phase is Phase.RUNNING and self.cluster.bound_node(uid) == p.name)
         return [p.name for p in victims]

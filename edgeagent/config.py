@@ -38,7 +38,7 @@ class GossipSection:
     seeds: list[str] = _opt([], "host:port of peers to join through (the cluster's other agents)")
     key_file: str = _opt("", "file of base64 AES keys, one per line, primary first; empty = unencrypted")
     probe_interval: float = _opt(0.5, "seconds between SWIM probes (a false death re-places a live node's pods: stay calm)")
-    gossip_interval: float = _opt(0.02, "seconds between gossip rounds; claims spread in a few rounds")
+    gossip_interval: float = _opt(0.04, "seconds between gossip rounds: claims spread in a few rounds (each idle round costs CPU)")
     pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")
     suspicion_mult: float = _opt(4.0, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
     reap_after: float = _opt(60.0, "seconds a dead peer and its records are kept before being forgotten")
@@ -56,11 +56,12 @@ class BackendSection:
 
 @dataclass(frozen=True, slots=True)
 class PlacementSection:
-    claim_window: float = _opt(0.08, "seconds a claim must keep winning before its owner binds (lets rivals' claims arrive)")
+    claim_window: float = _opt(0.1, "seconds a claim must keep winning before its owner binds (lets rivals' claims arrive)")
     candidates: int = _opt(3, "only agents ranked in the top N by the gossiped node states claim at once; 0 = all")
     fallback_after: float = _opt(1.0, "seconds after which every eligible agent claims a pod it has seen no claim for")
     retry_interval: float = _opt(1.0, "seconds between re-examinations of pods nobody could take")
     compact_after: float = _opt(30.0, "seconds a finished pod's claim record stays in gossip before withdrawal")
+    leave_grace: float = _opt(30.0, "seconds a peer that left gracefully (restart, upgrade) has to return before its pods are re-placed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,8 +261,9 @@ def _check_ranges(config: AgentConfig) -> None:
             raise ConfigError("http.bind", str(exc)) from None
     if config.placement.candidates < 0:
         raise ConfigError("placement.candidates", f"must be >= 0, got {config.placement.candidates}")
-    if config.placement.compact_after < 0:
-        raise ConfigError("placement.compact_after", "must be >= 0")
+    for name in ("compact_after", "leave_grace"):
+        if getattr(config.placement, name) < 0:
+            raise ConfigError(f"placement.{name}", "must be >= 0")
     if config.probe.arch and config.probe.arch not in ("amd64", "arm64", "armv7"):
         raise ConfigError("probe.arch", f"must be amd64, arm64 or armv7, got {config.probe.arch!r}")
     if not config.data_dir:

@@ -11,11 +11,13 @@ effect leaves the process (group commit).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import random
 import signal
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from fedapi import twincluster_pb2
@@ -45,7 +47,18 @@ log = logging.getLogger("edgeagent")
 JOURNAL = "claims.journal"
 NODE_FILE = "node.pb"
 MAX_BINDS_IN_FLIGHT = 32
+M_ARENA_MAX = -8
+"""glibc's mallopt parameter number for the arena cap."""
 BACKOFF_MAX = 10.0
+
+
+def limit_malloc_arenas(arenas: int = 2) -> None:
+    """Cap glibc's per-thread malloc arenas (gRPC and the fsync thread would each add one, ~MiBs of RSS)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(M_ARENA_MAX, arenas)
+    except (OSError, AttributeError):  # not glibc: nothing to cap
+        pass
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -75,14 +88,17 @@ def make_cluster(config: AgentConfig) -> ClusterAPI:
 
 async def run_agent(config: AgentConfig) -> None:
     """Build the agent inside the running loop (its gRPC channel binds to it) and run it."""
+    limit_malloc_arenas()
     await Agent(config).run()
 
 
 class Agent:
     """One edge agent: run with :meth:`run` until :meth:`stop` (SIGTERM) or cancellation."""
 
-    def __init__(self, config: AgentConfig, cluster: ClusterAPI | None = None) -> None:
+    def __init__(self, config: AgentConfig, cluster: ClusterAPI | None = None, handle_signals: bool = True) -> None:
+        """``handle_signals`` False: the caller stops the agent (tests running several in one loop)."""
         self.config = config
+        self.handle_signals = handle_signals
         self.name = config.node_name
         self.data = config.data_path
         self.cluster = cluster or make_cluster(config)
@@ -100,6 +116,8 @@ class Agent:
         self._tasks: set[asyncio.Task[None]] = set()
         self._binds = asyncio.Semaphore(MAX_BINDS_IN_FLIGHT)
         self._journal: FrameLog | None = None
+        self._fsync = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-fsync")
+        """One thread for every fsync: more would each grow a malloc arena for nothing."""
         self._experience: ExperienceLog | None = None
         self.metrics: AgentMetrics | None = None
         self._http: StatusServer | None = None
@@ -119,9 +137,10 @@ class Agent:
         self.placer = Placer(node, ledger, HeuristicScorer(), self.config.placement, loop.time())
         models = ModelWatcher(self.config.models_path, self.config.models.threads)
         self._swap_model(models)
-        self.gossip = self._make_gossip()
-        await self.gossip.start()
-        self.gossip.subscribe(self._on_gossip)
+        gossip = self._make_gossip()
+        await gossip.start()
+        self.gossip = gossip
+        gossip.subscribe(self._on_gossip)
         self._apply(self.placer.announce(loop.time()))
         await self._start_http()
         log.info("agent %s up: gossip %s, %d pods held from the journal", self.name, self.gossip.name,
@@ -132,11 +151,9 @@ class Agent:
         self._spawn(self._every(self.config.models.poll_interval, lambda: self._swap_model(models)))
         if self.config.federation.enabled:
             self._spawn(federation.supervise(self.config.federation, self.data))
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
+        if self.handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
-            except (NotImplementedError, RuntimeError):  # not the main thread (tests)
-                pass
         try:
             await self._stop.wait()
         finally:
@@ -164,6 +181,7 @@ class Agent:
             if closable is not None:
                 closable.close()
         await self.cluster.close()
+        self._fsync.shutdown(wait=False)
 
     # ---- the effect pipeline ----------------------------------------------------------------------
 
@@ -205,7 +223,7 @@ class Agent:
         try:
             while self._awaiting and self._journal is not None:
                 batch, self._awaiting = self._awaiting, []
-                await asyncio.to_thread(self._journal.sync)
+                await asyncio.get_running_loop().run_in_executor(self._fsync, self._journal.sync)
                 self._perform(batch)
         finally:
             self._syncing = False
@@ -247,7 +265,7 @@ class Agent:
                 self._apply(placer.record(event.owner, event.key, event.value, now))
         elif isinstance(event, MemberEvent):
             if event.state in (MemberState.DEAD, MemberState.LEFT):
-                self._apply(placer.member_dead(event.name, now))
+                self._apply(placer.member_dead(event.name, now, graceful=event.state is MemberState.LEFT))
             elif event.state is MemberState.ALIVE:
                 self._apply(placer.member_alive(event.name, now))
 

@@ -48,8 +48,8 @@ from edgeagent.scoring import Scorer, estimate, features
 
 log = logging.getLogger("edgeagent.placing")
 
-STATE_EVERY = 0.2
-"""Seconds between publications of our node state (it changes with every claim)."""
+STATE_EVERY = 0.5
+"""Seconds between publications of our node state (it changes with every claim; peers only rank by it)."""
 COMPACT_EVERY = 5.0
 REFUSED_BACKOFF = 5.0
 """Retry intervals a pod is left alone after the back end refused our bind for lack of room."""
@@ -78,6 +78,8 @@ class _Peer:
     node: str
     state: records.NodeState | None = None
     alive: bool = True
+    grace_until: float | None = None
+    """Set when the peer left gracefully: re-place its pods only if it is not back by then."""
 
 
 @dataclass(slots=True)
@@ -161,14 +163,26 @@ class Placer:
         self._after_merge(delta, now)
         return self._flush()
 
-    def member_dead(self, member: str, now: float) -> list[Effect]:
-        """Gossip declared a peer dead (or it left): the lowest live agent re-places its pods."""
+    def member_dead(self, member: str, now: float, graceful: bool = False) -> list[Effect]:
+        """Gossip declared a peer dead: the lowest live agent re-places its pods.
+
+        A peer that left gracefully (a restart, an upgrade) gets ``placement.leave_grace``
+        seconds to come back before its pods are re-placed.
+        """
         peer = self._peers.get(member)
         if peer is None or not peer.alive:
             return self._flush()
         peer.alive = False
-        if self._replacer() != self.node.name:
+        if graceful:
+            peer.grace_until = now + self.settings.leave_grace
             return self._flush()
+        self._replace(peer, now)
+        return self._flush()
+
+    def _replace(self, peer: _Peer, now: float) -> None:
+        peer.grace_until = None
+        if self._replacer() != self.node.name:
+            return
         self._out.append(ReportNode(peer.node, False))
         for uid in self.ledger.replica.pods_on(peer.node):
             out = self.ledger.bump_epoch(uid)
@@ -177,12 +191,11 @@ class Placer:
                 self._publish_claims(uid)
                 self._reopen(uid, now)
         self._release_losers(now)
-        return self._flush()
 
     def member_alive(self, member: str, now: float) -> list[Effect]:
         peer = self._peers.get(member)
         if peer is not None:
-            peer.alive = True
+            peer.alive, peer.grace_until = True, None
         return self._flush()
 
     def bind_done(self, uid: str, result: BindResult | None, now: float) -> list[Effect]:
@@ -236,6 +249,9 @@ class Placer:
                 self._out.append(Publish(records.claim_key(uid), None))
         if self._state_dirty and now >= self._state_at + STATE_EVERY:
             self._publish_state(now)
+        for peer in self._peers.values():
+            if peer.grace_until is not None and peer.grace_until <= now:
+                self._replace(peer, now)
         return self._flush()
 
     def next_deadline(self) -> float:
@@ -245,6 +261,7 @@ class Placer:
         times.extend(self._withdraw.values())
         if self._state_dirty:
             times.append(self._state_at + STATE_EVERY)
+        times.extend(p.grace_until for p in self._peers.values() if p.grace_until is not None)
         return min(times)
 
     def announce(self, now: float) -> list[Effect]:

@@ -9,6 +9,7 @@ which is also its ground truth: decision latencies, refused binds, over-commits.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 
 import grpc
@@ -16,11 +17,17 @@ import grpc
 from fedapi import twincluster_pb2 as pb, twincluster_pb2_grpc
 
 from edgeagent import twinwire
-from edgeagent.clusters import ClusterUnavailable
+from edgeagent.clusters import ClusterUnavailable, PodUpdate
 from edgeagent.memcluster import InMemoryCluster
 
 MAX_CONCURRENT_RPCS = 256
 """Bounded concurrency: thousands of simultaneous calls get CANCELLED otherwise (see STACK.md)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _encoded(update: PodUpdate) -> pb.PodEvent:
+    """One message per change, shared by every watcher (each watch would otherwise rebuild it)."""
+    return twinwire.update_to_pb(update)
 
 
 class _Servicer(twincluster_pb2_grpc.TwinClusterServicer):
@@ -32,7 +39,7 @@ class _Servicer(twincluster_pb2_grpc.TwinClusterServicer):
         await self._check(request.cluster, context)
         try:
             async for update in self.cluster.watch():
-                yield twinwire.update_to_pb(update)
+                yield _encoded(update)
         except ClusterUnavailable as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
 

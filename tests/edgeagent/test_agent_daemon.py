@@ -1,0 +1,95 @@
+"""Real daemons in one event loop: gossip over loopback UDP, the twin cluster API over gRPC, a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fedcore.nodes import Node
+from fedcore.pods import Pod
+
+from edgeagent import config
+from edgeagent.clusters import Phase
+from edgeagent.daemon import Agent
+from edgeagent.memcluster import InMemoryCluster
+from edgeagent.twinharness import TwinHarness
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def until(predicate: object, timeout: float, what: str) -> None:
+    assert callable(predicate)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path) -> None:
+    names = ["a0", "a1", "a2"]
+    cluster = InMemoryCluster([Node(n, 8000, 16384, gpus=1) for n in names])
+    ports = {n: free_port() for n in names}
+
+    def settings(name: str, address: str) -> config.AgentConfig:
+        return config.parse({
+            "node": name, "data_dir": str(tmp_path / name), "log_level": "warning",
+            "gossip": {"bind": f"127.0.0.1:{ports[name]}", "seeds": [f"127.0.0.1:{ports[n]}" for n in names if n != name]},
+            "backend": {"kind": "twin", "address": address},
+            "probe": {"kind": "twin"}, "http": {"bind": "127.0.0.1:0"},
+        })
+
+    def running() -> dict[str, str]:
+        return {u: cluster.bound_node(u) for u, p in cluster.pods.items() if p.phase is Phase.RUNNING}
+
+    async def scenario() -> None:
+        harness = TwinHarness(cluster)
+        address = await harness.start()
+        agents = {n: Agent(settings(n, address), handle_signals=False) for n in names}
+        tasks = {n: asyncio.create_task(a.run()) for n, a in agents.items()}
+        await until(lambda: all(a.http_port and len(a.gossip_.members()) == 3 for a in agents.values()), 15, "gossip join")
+        for i in range(12):
+            cluster.submit(Pod(f"p{i}", 1000, 1024))
+        await until(lambda: len(running()) == 12, 20, "12 pods placed")
+
+        held = dict(agents["a1"].placer_.running)
+        agents["a1"].stop()
+        await tasks["a1"]
+        agents["a1"] = Agent(settings("a1", address), handle_signals=False)
+        tasks["a1"] = asyncio.create_task(agents["a1"].run())
+        await until(lambda: agents["a1"].placer is not None and agents["a1"].http_port, 15, "restart")
+        assert agents["a1"].placer_.running == held, "bindings came back from the journal"
+
+        port = agents["a0"].http_port
+        body = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read())
+        assert b"fedplane_agent_binds_total" in body and b"process_resident_memory_bytes" in body
+        health = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").read())
+        assert health == b"ok\n"
+        pods = await asyncio.to_thread(lambda: json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/pods").read()))
+        assert pods == {u: e for u, e in agents["a0"].placer_.running.items()}
+
+        for i in range(12, 18):
+            cluster.submit(Pod(f"p{i}", 1000, 1024))
+        await until(lambda: len(running()) == 18, 20, "6 more pods placed after the restart")
+        for uid, node in running().items():
+            assert [n for n, a in agents.items() if uid in a.placer_.running] == [node]
+        assert cluster.evidence.capacity_refusals == 0
+        for name in names:
+            agents[name].stop()
+        await asyncio.gather(*tasks.values())
+        await harness.stop()
+
+    asyncio.run(scenario())
+    assert (tmp_path / "a1" / "claims.journal").stat().st_size > 0
+    assert sorted(p.name for p in (tmp_path / "a0").iterdir()) == ["claims.journal", "experience.log", "node.pb"]
