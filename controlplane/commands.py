@@ -65,7 +65,7 @@ def call(target: str, tls: TlsFiles | None, method: str, request: Any) -> Any:
     try:
         return getattr(conn.control, method)(request, timeout=600 if method == "RunDrill" else 10)
     except grpc.RpcError as exc:
-        fail(f"{method} at {target}: {exc.code().name}: {exc.details()}")  # type: ignore[attr-defined]
+        fail(f"{method} at {target}: {exc.code().name}: {exc.details()}")
     finally:
         conn.close()
 

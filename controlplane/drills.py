@@ -133,7 +133,7 @@ class Drill:
         await self._start_plane()
         await self.source.start(f"127.0.0.1:{self.port}")
         conn = client.connect_aio(f"127.0.0.1:{self.port}")
-        stub = controlplane_pb2_grpc.ControlPlaneStub(conn)
+        stub = controlplane_pb2_grpc.ControlPlaneStub(conn)  # type: ignore[no-untyped-call]
         try:
             return await self._run(stub)
         finally:

@@ -60,7 +60,7 @@ class EvidenceFeeder:
 
     async def start(self, target: str) -> None:
         self._channel = client.connect_aio(target)
-        stub = controlplane_pb2_grpc.ControlPlaneStub(self._channel)
+        stub = controlplane_pb2_grpc.ControlPlaneStub(self._channel)  # type: ignore[no-untyped-call]
         self._task = asyncio.create_task(self._run(stub))
 
     async def stop(self) -> None:
@@ -84,7 +84,7 @@ class EvidenceFeeder:
             if self.died.pop(n, None) is not None:
                 self.ids[n] = uuid.uuid4().hex[:8]  # a restarted agent is a new process
 
-    def view(self, subject: str, now: float) -> int:
+    def view(self, subject: str, now: float) -> cp.PeerState:
         """How every live agent sees ``subject`` (a PeerState value)."""
         died = self.died.get(subject)
         if died is None or now - died < self.suspect_after_s:

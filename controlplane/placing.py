@@ -61,11 +61,12 @@ class ClusterPolicy:
 
     def filter(self, pod: Pod, table: NodeTable) -> np.ndarray:
         p = self.policy
-        return np.array([
+        mask: np.ndarray = np.array([
             (not p.clusters or n.cluster in p.clusters) and (not p.regions or n.region in p.regions)
             and n.cluster not in p.avoid_clusters
             for n in table.nodes
         ], dtype=bool)
+        return mask
 
 
 class SpreadScore:
@@ -80,10 +81,12 @@ class SpreadScore:
         counts = table.workload_count(pod.workload)
         if self.spread is Spread.NONE:
             per_cluster = np.bincount(table.cluster, weights=counts, minlength=len(table.clusters))
-            return 100.0 * per_cluster[table.cluster[rows]] / self.replicas
+            packed: np.ndarray = 100.0 * per_cluster[table.cluster[rows]] / self.replicas
+            return packed
         key = table.region if self.spread is Spread.REGIONS else table.cluster
         per_group = np.bincount(key, weights=counts, minlength=int(key.max()) + 1)
-        return 100.0 * (1.0 - per_group[key[rows]] / self.replicas)
+        spread: np.ndarray = 100.0 * (1.0 - per_group[key[rows]] / self.replicas)
+        return spread
 
 
 class LatencyScore:
@@ -98,7 +101,8 @@ class LatencyScore:
         if not self.home:
             return np.full(rows.size, 100.0)
         ms = np.array([self.topology.latency(self.home, table.nodes[r].region) for r in rows])
-        return 100.0 * (1.0 - np.minimum(ms, 200.0) / 200.0)
+        near: np.ndarray = 100.0 * (1.0 - np.minimum(ms, 200.0) / 200.0)
+        return near
 
 
 def pseudo_nodes(views: Sequence[ClusterView], exclude: Iterable[str]) -> list[Node]:

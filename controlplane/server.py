@@ -72,8 +72,8 @@ async def start(
 ) -> Running:
     """Serve ``plane`` on host:port (0 = any free port); returns the bound ports and a stop handle."""
     server = grpc.aio.server(maximum_concurrent_rpcs=512)
-    controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills), server)
-    twincluster_pb2_grpc.add_TwinClusterServicer_to_server(TwinClusterService(plane), server)
+    controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills), server)  # type: ignore[no-untyped-call]
+    twincluster_pb2_grpc.add_TwinClusterServicer_to_server(TwinClusterService(plane), server)  # type: ignore[no-untyped-call]
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     for name in ("", *SERVICES):

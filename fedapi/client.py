@@ -31,7 +31,9 @@ def connect(target: str, tls: TlsFiles | None = None) -> Connection:
     channel = (
         grpc.secure_channel(target, channel_credentials(tls), OPTIONS) if tls else grpc.insecure_channel(target, OPTIONS)
     )
-    return Connection(channel, controlplane_pb2_grpc.ControlPlaneStub(channel), twincluster_pb2_grpc.TwinClusterStub(channel))
+    control = controlplane_pb2_grpc.ControlPlaneStub(channel)  # type: ignore[no-untyped-call]
+    twin = twincluster_pb2_grpc.TwinClusterStub(channel)  # type: ignore[no-untyped-call]
+    return Connection(channel, control, twin)
 
 
 def connect_aio(target: str, tls: TlsFiles | None = None) -> grpc.aio.Channel:

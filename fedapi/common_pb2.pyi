@@ -1,3 +1,4 @@
+# mypy: ignore-errors
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Optional as _Optional
