@@ -64,11 +64,11 @@ class ScorerPolicy(ActorCriticPolicy):
     """ActorCriticPolicy whose action logits come straight from :class:`ShortlistHeads` (no extra action layer)."""
 
     def __init__(self, *args: Any, scorer: PlacementScorer, k: int, **kwargs: Any) -> None:
-        self._scorer, self._k = scorer, k
+        self._heads_args = (scorer, k)  # a tuple: torch forbids assigning modules before Module.__init__
         super().__init__(*args, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
-        self.mlp_extractor = ShortlistHeads(self._scorer, self._k)  # type: ignore[assignment]
+        self.mlp_extractor = ShortlistHeads(*self._heads_args)  # type: ignore[assignment]
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)

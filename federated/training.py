@@ -35,7 +35,7 @@ class TrainConfig:
     dlrm_window: float = 0.4
     """Share of the DLRM training part (its end) replayed with the kube-default teacher; 0 skips DLRM."""
     epochs: int = 8
-    rl_steps: int = 4096
+    rl_steps: int = 8192
     """PPO steps (one step = one pod); 0 skips RL."""
     validation_seeds: int = 2
 

@@ -18,7 +18,7 @@ PUBLISHER = "fedplane"
 NAME = "fedplane-placement"
 
 
-def toml_value(value: str | int | float | bool) -> str:
+def toml_value(value: str | float | bool) -> str:
     """A TOML scalar (JSON's string escapes are valid TOML basic strings)."""
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -27,9 +27,7 @@ import torch
 
 from federated import imitation
 from federated.flower import datasets, engine, experience
-from federated.flower.serverapp import initial_model, quality
-
-QUALITY_METRIC = "imitation agreement with FGD (share of held-out decisions whose top-scored node is in FGD's best bin), held-out openb pods, seed 0"
+from federated.flower.serverapp import QUALITY_METRIC, initial_model, quality
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,22 +45,22 @@ class BenchConfig:
     traces: str = ""
 
 
-def central(data_dir: Path, config: BenchConfig) -> tuple[float, float]:
-    """(held-out quality, seconds) of the model trained on the union of the regions' data."""
+def central(data_dir: Path, config: BenchConfig) -> dict[str, float]:
+    """Held-out quality of the starting model, of the model trained on the union of the regions' data,
+    and of a scorer that picks at random (chance), with the central training time."""
+    holdout = experience.load(data_dir / datasets.HOLDOUT)
+    model = initial_model(data_dir, config.seed)
+    initial = quality(model, holdout)
     started = time.monotonic()
-    model = initial_model(config.seed)
     imitation.train(datasets.union(data_dir), model, imitation.ImitationConfig(epochs=config.rounds * config.local_epochs, seed=config.seed))
-    return quality(model, experience.load(data_dir / datasets.HOLDOUT)), time.monotonic() - started
+    chance = float(np.mean(holdout.top.sum(axis=1) / holdout.mask.sum(axis=1)))
+    return {"central": quality(model, holdout), "initial": initial, "chance": chance, "train_s": time.monotonic() - started}
 
 
 def federate(workdir: Path, data_dir: Path, config: BenchConfig, faults: dict[int, str], runs: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Start an engine whose SuperNodes carry ``faults``, do each of ``runs`` (tag -> run config) on it, stop it."""
-    nodes = [
-        {"partition-id": k, "data-path": str(datasets.region_file(data_dir, k)), **({"fault": faults[k]} if k in faults else {})}
-        for k in range(config.clients)
-    ]
     reports: dict[str, list[dict[str, Any]]] = {}
-    with engine.start(workdir, nodes) as eng:
+    with engine.start(workdir, datasets.node_configs(data_dir, faults)) as eng:
         for tag, overrides in runs.items():
             report = workdir / f"{tag}.jsonl"
             eng.run(
@@ -80,7 +78,8 @@ def run(workdir: Path, data_dir: Path, config: BenchConfig) -> dict[str, Any]:
     torch.set_num_threads(1)
     datasets.prepare(data_dir, datasets.DataSpec(config.clients, config.split, config.fleet, config.traces))
     shutil.rmtree(workdir, ignore_errors=True)
-    central_quality, central_s = central(data_dir, config)
+    baseline = central(data_dir, config)
+    central_quality = baseline["central"]
     fedavg = {"strategy": "fedavg"}
     robust = {"strategy": config.robust, "clip-median-factor": config.clip_median_factor}
     reports = federate(workdir / "clean", data_dir, config, {}, {"clean-fedavg": fedavg})
@@ -105,7 +104,8 @@ def run(workdir: Path, data_dir: Path, config: BenchConfig) -> dict[str, Any]:
         "quality_metric": QUALITY_METRIC,
         "detail": {
             "split": config.split, "local_epochs": config.local_epochs, "poison": config.poison,
-            "robust": f"{config.robust} + update norm <= {config.clip_median_factor} x median", "central_train_s": central_s,
+            "robust": f"{config.robust} + update norm <= {config.clip_median_factor} x median", "central_train_s": baseline["train_s"],
+            "initial_quality": baseline["initial"], "chance_quality": baseline["chance"],
             "examples_per_region": [len(experience.load(datasets.region_file(data_dir, k))) for k in range(config.clients)],
             "fedavg_max_rel_error": max(line.get("fedavg_rel_error", 0.0) for tag in ("clean-fedavg", "poisoned-fedavg") for line in reports[tag]),
             "runs": {tag: {"quality_per_round": [line["quality"] for line in lines],

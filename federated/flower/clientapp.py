@@ -31,7 +31,7 @@ def train(msg: Message, context: Context) -> Message:
     fault = Fault.parse(str(context.node_config.get("fault", "")))
     data = experience.load(str(context.node_config["data-path"]))
     config = msg.content.config_records[CONFIG]
-    partition = int(context.node_config.get("partition-id", 0))  # type: ignore[arg-type]
+    partition = int(context.node_config.get("partition-id", 0))
     seed = int(config["seed"]) * 1000 + partition * 100 + int(config["server-round"])  # type: ignore[arg-type]
     model = PlacementScorer()
     model.load_state_dict(msg.content.array_records[ARRAYS].to_torch_state_dict())

@@ -38,7 +38,8 @@ def federated() -> None:
 @click.option("--workdir", type=click.Path(path_type=Path), default=DEFAULT_WORKDIR, show_default=True)
 def up(clients: int, split: str, fleet: int, data: Path | None, traces: Path | None, faults: tuple[str, ...], workdir: Path) -> None:
     """Start a SuperLink and one SuperNode per region in the background; prints the engine as JSON."""
-    from federated.flower import datasets, engine, faults as faulting
+    from federated.flower import datasets, engine
+    from federated.flower import faults as faulting
 
     node_faults: dict[int, str] = {}
     for item in faults:
@@ -48,9 +49,7 @@ def up(clients: int, split: str, fleet: int, data: Path | None, traces: Path | N
         faulting.Fault.parse(spec)
         node_faults[int(index)] = spec
     root = datasets.prepare(_data_dir(data, clients, split, fleet), datasets.DataSpec(clients, split, fleet, str(traces or "")))
-    nodes = [{"partition-id": k, "data-path": str(datasets.region_file(root, k)), **({"fault": node_faults[k]} if k in node_faults else {})}
-             for k in range(clients)]
-    eng = engine.start(workdir.resolve(), nodes, meta={"data": str(root), "clients": clients})
+    eng = engine.start(workdir.resolve(), datasets.node_configs(root, node_faults), meta={"data": str(root), "clients": clients})
     click.echo(json.dumps({"superlink": eng.address, "workdir": str(eng.workdir), "processes": eng.groups}))
 
 

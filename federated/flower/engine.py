@@ -17,8 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from federated.flower import appdir, supervisor
 
@@ -69,7 +68,7 @@ class Engine:
         config = appdir.write_overrides(self.workdir / f"{tag}.toml", overrides)
         command = [str(Path(sys.executable).parent / "flwr"), "run", str(app), CONNECTION, "--stream", "--run-config", str(config)]
         try:
-            done = subprocess.run(command, env=self.env(), capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
+            done = subprocess.run(command, check=False, env=self.env(), capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
         except subprocess.TimeoutExpired as exc:
             raise EngineError(f"flwr run {tag} did not finish within {timeout_s:.0f} s; logs in {self.workdir}") from exc
         output = done.stdout + done.stderr
@@ -85,10 +84,10 @@ class Engine:
         self.processes.clear()
         (self.workdir / STATE).unlink(missing_ok=True)
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: object | TracebackType | None) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _spawn(self, name: str, command: list[str]) -> None:

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 OFFLINE_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "ORT_DISABLE_TELEMETRY": "1"}
@@ -47,7 +49,7 @@ def flower_env(home: Path, base: Mapping[str, str] | None = None) -> dict[str, s
 
 def node_config_arg(values: Mapping[str, str | int | float]) -> str:
     """``--node-config`` text: ``key=value`` pairs, strings quoted (single quotes: TOML literal strings)."""
-    def quote(value: str | int | float) -> str:
+    def quote(value: str | float) -> str:
         if isinstance(value, str):
             if "'" in value or "\n" in value:
                 raise ValueError(f"node-config value {value!r} cannot contain quotes or newlines")
@@ -92,8 +94,12 @@ def stop_group(pgid: int, grace_s: float = STOP_GRACE_S, reap: bool = True) -> N
 
 
 def stop_groups(pgids: list[int], grace_s: float = STOP_GRACE_S, reap: bool = True) -> None:
-    """:func:`stop_group` for several groups at once (they get their signals together, so waits overlap)."""
-    live = list(pgids)
+    """:func:`stop_group` for several groups at once (signals go out together, so the waits overlap).
+
+    Flower's SuperExec puts the apps it launches in a session of their own, so the groups of
+    every descendant found at the start are stopped too; raises if any process survives SIGKILL.
+    """
+    live = sorted(set(pgids) | _descendant_groups(pgids))
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pgid in live:
             try:
@@ -111,6 +117,22 @@ def stop_groups(pgids: list[int], grace_s: float = STOP_GRACE_S, reap: bool = Tr
         if not live:
             return
     raise RuntimeError(f"process groups {live} survived SIGKILL")
+
+
+def _descendant_groups(pgids: list[int]) -> set[int]:
+    """Process groups of every live descendant of the leaders ``pgids``."""
+    groups: set[int] = set()
+    for pgid in pgids:
+        try:
+            children = psutil.Process(pgid).children(recursive=True)
+        except psutil.Error:
+            continue
+        for child in children:
+            try:
+                groups.add(os.getpgid(child.pid))
+            except ProcessLookupError:
+                pass
+    return groups
 
 
 def _reap(pgid: int) -> None:

@@ -5,15 +5,18 @@ so the two can never drift. A decision's inputs are two float32 arrays, matching
 model's two inputs:
 
 * ``pod``   (1, len(POD_FEATURES))  — the request alone, computed once per decision;
-* ``nodes`` (rows, len(NODE_FEATURES)) — one row per candidate node, all vectorised.
+* ``nodes`` (rows, len(NODE_FEATURES)) — one row per candidate node.
+
+Speed: everything that depends on a node alone (utilisation, capacities, health, load trend)
+lives in a per-row cache that is refreshed only for rows whose usage changed since the last
+call (a placement touches one row), and the pod-dependent columns are a handful of whole-block
+numpy operations — no Python per node.
 
 Anything that changes the meaning, order or scaling of a feature must bump ``SPEC_VERSION``:
 artifacts carry the version they were trained with and the loader refuses a mismatch.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,7 +25,7 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
 from fedcore.scheduling.fragmentation import PodTypes
-from federated.runtime.fragments import FragmentDrops
+from federated.runtime.fragments import FragmentDrops, changed_rows
 
 SPEC_VERSION = "fedplane-features/1"
 
@@ -43,29 +46,33 @@ NODE_FEATURES = (
     "gpu_req",  # pod milli-GPU / node milli-GPU (0 without GPUs)
     "cpu_free_after",  # share of the node's CPU free after placement
     "mem_free_after",
-    "gpu_free_after",
+    "gpu_free_after",  # (0 without GPUs)
     "cpu_util",  # share used now
     "mem_util",
     "gpu_util",
+    "slow",  # 1 when the node is marked slow (health)
+    "load_trend",  # the node's most recent change in CPU share (x10, clipped to +-1): rising load is risk
+    "gpu_devices",  # device count / 8 (node size)
     "frag_drop",  # FGD fragmentation drop in GPUs, clipped to +-8
     "fgd_score",  # FGD's own score: sigmoid(drop), 0-1
     "frag_after",  # expected fragmentation after placement / node milli-GPU
     "bestfit",  # mean used share after placement over CPU, memory, GPU (BestFit score / 100)
     "balanced",  # 1 - |CPU share - memory share| / 2 after placement (BalancedAllocation / 100)
+    "whole_gpus_after",  # wholly free devices left after placement / 8
     "accel_match",  # +1 GPU pod on GPU node, 0 CPU pod on CPU node, -1 CPU pod taking a GPU node's CPU
     "gpu_model_match",  # 1 when the pod names a GPU model this node has
     "arch_match",  # 1 when the node's architecture is one the pod accepts (or it names none)
     "workload_latency",  # expected RTT to the workload's other replicas, 0 (same region) .. 1 (all remote)
     "workload_on_node",  # replicas of the workload already on the node / per-node cap (or / 8)
-    "slow",  # 1 when the node is marked slow (health)
-    "load_trend",  # CPU use now minus its recent average (x10, clipped to +-1): rising load is risk
-    "gpu_devices",  # device count / 8 (node size)
-    "whole_gpus_after",  # wholly free devices left after placement / 8
 )
 
 ARCHS = list(Arch)
 REGION_RTT_MS = (1.0, 50.0)
 """Round trip inside a region and between regions (fedcore.topology's defaults)."""
+
+# Rows of the per-node cache (feature-major, one column per node); rows 0-5 are copied as one block into NODE_FEATURES[6:12].
+_UTIL, _INV, _HAS_GPU, _BESTFIT_BASE, _CPU_MINUS_MEM, _WHOLE = slice(0, 3), slice(6, 9), 9, 10, 11, 12
+_WIDTH = 13
 
 
 def pod_features(pod: Pod) -> np.ndarray:
@@ -85,93 +92,95 @@ def pod_features(pod: Pod) -> np.ndarray:
     )
 
 
-@dataclass(slots=True)
-class _Trend:
-    """Per-row exponential average of CPU use, advanced once per decision."""
+class _NodeCache:
+    """Node-only quantities (feature-major), refreshed for the rows whose usage changed since the last call."""
 
-    table: NodeTable
-    average: np.ndarray
+    def __init__(self, table: NodeTable) -> None:
+        self.table = table
+        self.cpu_used = table.cpu_used.copy()
+        self.mem_used = table.mem_used.copy()
+        self.gpu_free = table.gpu_free.copy()
+        self.slow = table.slow.copy()
+        v = self.values = np.zeros((_WIDTH, len(table)), dtype=np.float32)
+        v[5] = table.gpu_count / 8.0
+        v[6] = 1.0 / np.maximum(table.cpu_cap, 1)
+        v[7] = 1.0 / np.maximum(table.mem_cap, 1)
+        has_gpu = table.gpu_count > 0
+        v[8] = np.where(has_gpu, 1.0 / np.maximum(table.gpu_count * MILLI, 1), 0.0)
+        v[_HAS_GPU] = has_gpu
+        self._update(np.arange(len(table)), first=True)
+
+    def refresh(self) -> np.ndarray:
+        t = self.table
+        rows = changed_rows(t.cpu_used, self.cpu_used)
+        for now, seen in ((t.mem_used, self.mem_used), (t.gpu_free, self.gpu_free), (t.slow, self.slow)):
+            more = changed_rows(now, seen)
+            if more.size:
+                rows = np.union1d(rows, more)
+        if rows.size:
+            self._update(rows)
+        return self.values
+
+    def _update(self, rows: np.ndarray, first: bool = False) -> None:
+        t, v = self.table, self.values
+        free = t.gpu_free[rows]
+        has_gpu = v[_HAS_GPU, rows] > 0
+        cpu = t.cpu_used[rows] * v[6, rows]
+        mem = t.mem_used[rows] * v[7, rows]
+        gpu = np.where(has_gpu, 1.0 - np.where(free > 0, free, 0).sum(axis=1) * v[8, rows], 0.0)
+        v[4, rows] = 0.0 if first else np.clip((cpu - v[0, rows]) * 10.0, -1.0, 1.0)
+        v[0, rows], v[1, rows], v[2, rows], v[3, rows] = cpu, mem, gpu, t.slow[rows]
+        v[_BESTFIT_BASE, rows] = cpu + mem + np.where(has_gpu, gpu, 1.0)
+        v[_CPU_MINUS_MEM, rows] = cpu - mem
+        v[_WHOLE, rows] = (free == MILLI).sum(axis=1)
+        self.cpu_used[rows], self.mem_used[rows], self.slow[rows], self.gpu_free[rows] = t.cpu_used[rows], t.mem_used[rows], t.slow[rows], free
 
 
 class FeatureBuilder:
     """Builds the candidate-node features for a pod; holds the caches that make it cheap per decision.
 
-    ``types`` are the workload's typical pod shapes that define fragmentation (FGD's). The builder
-    keeps a load-trend average per node, so use one builder per fleet and call it once per decision.
+    ``types`` are the workload's typical pod shapes that define fragmentation (FGD's). Use one
+    builder per fleet (node table); it follows the table's changes by itself.
     """
-
-    trend_decay = 0.9
 
     def __init__(self, types: PodTypes) -> None:
         self.types = types
         self.drops = FragmentDrops(types)
-        self._trend: _Trend | None = None
-        self._static: tuple[NodeTable, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    def _statics(self, table: NodeTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Capacities as float reciprocals, computed once per table (they never change)."""
-        if self._static is None or self._static[0] is not table:
-            gpu_cap = (table.gpu_count * MILLI).astype(np.float64)
-            self._static = (
-                table,
-                1.0 / np.maximum(table.cpu_cap, 1),
-                1.0 / np.maximum(table.mem_cap, 1),
-                np.where(gpu_cap > 0, 1.0 / np.maximum(gpu_cap, 1), 0.0),
-                table.gpu_count > 0,
-            )
-        return self._static[1], self._static[2], self._static[3], self._static[4]
-
-    def _load_trend(self, table: NodeTable, util: np.ndarray) -> np.ndarray:
-        if self._trend is None or self._trend.table is not table:
-            self._trend = _Trend(table, util.copy())
-        trend = util - self._trend.average
-        self._trend.average *= self.trend_decay
-        self._trend.average += (1.0 - self.trend_decay) * util
-        return np.clip(trend * 10.0, -1.0, 1.0)
+        self._nodes: _NodeCache | None = None
 
     def __call__(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """Features of ``pod`` on each of ``rows``, shape (rows, len(NODE_FEATURES)), float32."""
-        inv_cpu, inv_mem, inv_gpu, has_gpu = self._statics(table)
-        cpu_util_all = table.cpu_used * inv_cpu
-        trend = self._load_trend(table, cpu_util_all)[rows]
-        inv_cpu, inv_mem, inv_gpu, has_gpu = inv_cpu[rows], inv_mem[rows], inv_gpu[rows], has_gpu[rows]
-        free = table.gpu_free[rows]
-        gpu_free = np.where(free > 0, free, 0).sum(axis=1)
-        gpu_total = pod.gpu.total_milli
-        cpu_req = pod.cpu_milli * inv_cpu
-        mem_req = pod.memory_mib * inv_mem
-        gpu_req = gpu_total * inv_gpu
-        cpu_util = cpu_util_all[rows]
-        mem_util = table.mem_used[rows] * inv_mem
-        gpu_util = np.where(has_gpu, 1.0 - gpu_free * inv_gpu, 0.0)
+        """Features of ``pod`` on each of ``rows``, shape (rows, len(NODE_FEATURES)), float32.
+
+        Built feature-major and returned as its transpose (a view): pass it through
+        ``np.ascontiguousarray`` where a row-major buffer is needed (the ONNX scorer does).
+        """
+        if self._nodes is None or self._nodes.table is not table:
+            self._nodes = _NodeCache(table)
+        cache = self._nodes.refresh()
+        whole = rows.size == len(table) and rows[0] == 0 and rows[-1] == rows.size - 1
+        v = cache if whole else cache[:, rows]
+        out = np.empty((len(NODE_FEATURES), rows.size), dtype=np.float32)
+        request = np.array([[pod.cpu_milli], [pod.memory_mib], [pod.gpu.total_milli]], dtype=np.float32)
+        req = out[0:3]
+        np.multiply(v[_INV], request, out=req)
+        np.subtract(1.0, v[_UTIL], out=out[3:6])
+        out[3:6] -= req
+        out[5] *= v[_HAS_GPU]
+        out[6:12] = v[0:6]
         drop, after = self.drops.drop(pod, table, rows)
-        drop = np.clip(np.nan_to_num(drop / MILLI, neginf=-8.0), -8.0, 8.0)
-        used_after = cpu_util + cpu_req + mem_util + mem_req + np.where(has_gpu, gpu_util + gpu_req, 1.0)
-        whole = (free == MILLI).sum(axis=1) - (pod.gpu.count if pod.gpu.milli_each == MILLI else 0)
-        out = np.empty((rows.size, len(NODE_FEATURES)), dtype=np.float32)
-        out[:, 0] = cpu_req
-        out[:, 1] = mem_req
-        out[:, 2] = gpu_req
-        out[:, 3] = 1.0 - cpu_util - cpu_req
-        out[:, 4] = 1.0 - mem_util - mem_req
-        out[:, 5] = np.where(has_gpu, 1.0 - gpu_util - gpu_req, 0.0)
-        out[:, 6] = cpu_util
-        out[:, 7] = mem_util
-        out[:, 8] = gpu_util
-        out[:, 9] = drop
-        out[:, 10] = 1.0 / (1.0 + np.exp(-drop))
-        out[:, 11] = np.where(np.isfinite(after), after, 0.0) * inv_gpu
-        out[:, 12] = used_after / 3.0
-        out[:, 13] = 1.0 - np.abs(cpu_util + cpu_req - mem_util - mem_req) / 2.0
-        out[:, 14] = has_gpu.astype(np.float64) if pod.gpu.count else -has_gpu.astype(np.float64)
-        out[:, 15] = self._model_match(pod, table, rows)
-        out[:, 16] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
-        out[:, 17], out[:, 18] = self._workload(pod, table, rows)
-        out[:, 19] = table.slow[rows]
-        out[:, 20] = trend
-        out[:, 21] = table.gpu_count[rows] / 8.0
-        out[:, 22] = np.maximum(whole, 0) / 8.0
-        return out
+        drop = np.maximum(np.minimum(drop * (1.0 / MILLI), 8.0), -8.0)  # -inf (no fit) becomes -8
+        out[12] = drop
+        out[13] = 1.0 / (1.0 + np.exp(-drop))
+        out[14] = np.where(after < np.inf, after, 0.0) * v[8]
+        out[15] = (v[_BESTFIT_BASE] + req[0] + req[1] + req[2]) * (1.0 / 3.0)
+        out[16] = 1.0 - 0.5 * np.abs(v[_CPU_MINUS_MEM] + req[0] - req[1])
+        taken = pod.gpu.count if pod.gpu.milli_each == MILLI else 0
+        out[17] = np.maximum(v[_WHOLE] - taken, 0.0) * (1.0 / 8.0)
+        out[18] = v[_HAS_GPU] if pod.gpu.count else -v[_HAS_GPU]
+        out[19] = self._model_match(pod, table, rows)
+        out[20] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
+        out[21], out[22] = self._workload(pod, table, rows)
+        return out.T
 
     @staticmethod
     def _model_match(pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | float:

@@ -30,10 +30,19 @@ GpuKey = tuple[int, int]
 class _Entry:
     """Cached after-placement sums for one GPU request shape over every row of a table."""
 
-    prefix: np.ndarray  # (rows, choices, types+1): sum over the k cheapest-CPU types of w * (hosted ? q3 : total)
-    total: np.ndarray  # (rows, choices): free milli-GPU left after the placement
-    valid: np.ndarray  # (rows, choices): the device choice fits
+    # Choice-major layouts, so the per-decision gather and the min over choices run along whole rows.
+    prefix: np.ndarray  # (choices, types+1, rows): sum over the k cheapest-CPU types of w * (hosted ? q3 : total)
+    total: np.ndarray  # (choices, rows): free milli-GPU left after the placement
+    valid: np.ndarray  # (choices, rows): the device choice fits
     seen: np.ndarray  # (rows, devices): the device state the sums were computed from
+
+
+def changed_rows(now: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Rows of two same-shape arrays that differ (a flat compare: far cheaper than ``any(axis=1)``)."""
+    flat = np.flatnonzero(now.ravel() != seen.ravel())
+    if flat.size <= 1 or now.ndim == 1:
+        return flat // (now.size // now.shape[0])
+    return np.unique(flat // now.shape[1])
 
 
 class FragmentDrops:
@@ -51,6 +60,7 @@ class FragmentDrops:
         self.rest = float(types.weight[~gpu].sum()) + weight.sum() - np.concatenate([[0.0], np.cumsum(weight)])
         self._table: NodeTable | None = None
         self._cache: dict[GpuKey, _Entry] = {}
+        self._before: tuple[_Entry, np.ndarray, np.ndarray] | None = None  # (entry it came from, cpu_free seen, values)
 
     @staticmethod
     def key(pod: Pod) -> GpuKey:
@@ -81,43 +91,59 @@ class FragmentDrops:
         take = whole & (np.cumsum(whole, axis=1) <= count)
         return np.where(take, 0, free)[:, None, :], (whole.sum(axis=1) >= count)[:, None]
 
-    def _entry(self, key: GpuKey, table: NodeTable) -> _Entry:
+    def _entry(self, key: GpuKey, table: NodeTable) -> tuple[_Entry, np.ndarray]:
+        """The cache entry for ``key``, brought up to date; also returns the rows that were recomputed."""
         if self._table is not table:
-            self._table, self._cache = table, {}
+            self._table, self._cache, self._before = table, {}, None
         entry = self._cache.get(key)
         free = table.gpu_free
         if entry is None:
             rows = np.arange(len(table))
         else:
-            rows = np.flatnonzero((entry.seen != free).any(axis=1))
+            rows = changed_rows(free, entry.seen)
             if rows.size == 0:
-                return entry
+                return entry, rows
         after, valid = self._after_states(key, free[rows])
-        prefix = self._sums(after)
-        total = np.where(after > 0, after, 0).sum(axis=-1)
+        prefix = self._sums(after).transpose(1, 2, 0)
+        total = np.where(after > 0, after, 0).sum(axis=-1).T
         if entry is None:
-            entry = self._cache[key] = _Entry(prefix, total, valid, free.copy())
+            entry = self._cache[key] = _Entry(np.ascontiguousarray(prefix), np.ascontiguousarray(total), np.ascontiguousarray(valid.T), free.copy())
         else:
-            entry.prefix[rows], entry.total[rows], entry.valid[rows] = prefix, total, valid
+            entry.prefix[:, :, rows], entry.total[:, rows], entry.valid[:, rows] = prefix, total, valid.T
             entry.seen[rows] = free[rows]
-        return entry
+        return entry, rows
 
     def _frag(self, entry: _Entry, rows: np.ndarray, cpu_left: np.ndarray) -> np.ndarray:
-        """Expected fragmentation per (row, choice) with ``cpu_left`` CPU free on each row."""
+        """Expected fragmentation per (choice, row) with ``cpu_left`` CPU free on each row."""
         k = np.searchsorted(self.cpu_sorted, cpu_left, side="right")
-        choices = np.arange(entry.prefix.shape[1])
-        prefix = entry.prefix[rows[:, None], choices, k[:, None]]  # gathers rows x choices, never copies the type axis
-        return prefix + entry.total[rows] * self.rest[k][:, None]
+        choices, depth, width = entry.prefix.shape
+        flat = (np.arange(choices) * (depth * width))[:, None] + (k * width + rows)[None, :]
+        prefix = entry.prefix.ravel().take(flat)  # gathers choices x rows, never copies the type axis
+        return prefix + entry.total[:, rows] * self.rest[k]
 
     def before(self, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """Expected fragmentation of each row as it stands."""
-        return self._frag(self._entry((0, 0), table), rows, table.cpu_free[rows])[:, 0]
+        """Expected fragmentation of each row as it stands (kept per row; recomputed where GPU or CPU use changed)."""
+        entry, fresh = self._entry((0, 0), table)
+        cpu = table.cpu_free
+        if self._before is None or self._before[0] is not entry:
+            every = np.arange(len(table))
+            self._before = (entry, cpu.copy(), self._frag(entry, every, cpu)[0])
+        else:
+            _, seen, values = self._before
+            moved = changed_rows(cpu, seen)
+            changed = fresh if not moved.size else np.union1d(fresh, moved)
+            if changed.size:
+                values[changed] = self._frag(entry, changed, cpu[changed])[0]
+                seen[changed] = cpu[changed]
+        return self._before[2][rows]
 
     def after(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Lowest expected fragmentation over the device choices of placing ``pod`` on each row (inf: no fit)."""
-        entry = self._entry(self.key(pod), table)
+        entry, _ = self._entry(self.key(pod), table)
         frag = self._frag(entry, rows, table.cpu_free[rows] - pod.cpu_milli)
-        return np.where(entry.valid[rows], frag, np.inf).min(axis=1)
+        if frag.shape[0] == 1:
+            return np.where(entry.valid[0, rows], frag[0], np.inf)
+        return np.where(entry.valid[:, rows], frag, np.inf).min(axis=0)
 
     def drop(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(before - after, after) per row in milli-GPU; the drop is FGD's score before its sigmoid."""
@@ -126,7 +152,7 @@ class FragmentDrops:
 
     def best_device(self, pod: Pod, table: NodeTable, node: int) -> int:
         """The device of ``node`` whose use by a sharing ``pod`` leaves expected fragmentation lowest (FGD's pick)."""
-        entry = self._entry(self.key(pod), table)
+        entry, _ = self._entry(self.key(pod), table)
         row = np.array([node])
-        frag = np.where(entry.valid[row], self._frag(entry, row, table.cpu_free[row] - pod.cpu_milli), np.inf)[0]
+        frag = np.where(entry.valid[:, row], self._frag(entry, row, table.cpu_free[row] - pod.cpu_milli), np.inf)[:, 0]
         return int(np.argmin(frag))

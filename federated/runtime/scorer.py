@@ -75,7 +75,7 @@ class OnnxScorer:
         self.version = version
 
     def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
-        (scores,) = self.session.run(None, {"pod": pod_x, "nodes": node_x})
+        (scores,) = self.session.run(None, {"pod": pod_x, "nodes": np.ascontiguousarray(node_x)})
         return np.asarray(scores, dtype=np.float64)
 
 

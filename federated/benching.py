@@ -1,0 +1,157 @@
+"""``fedplane bench policy``: the learned policy beside the heuristics, all figures from one run.
+
+* openb: every built-in heuristic and ``learned`` on the same bench seeds (0..N-1, never trained
+  on), the published protocol at 100% arrived GPU; the best heuristic is picked in this run.
+* dlrm_holdout: ``learned`` and ``kube-default`` replaying the held-out DLRM window.
+* size and fidelity: file sizes from the artifact; int8-vs-fp32 agreement = share of decisions,
+  along an fp32-driven openb episode, where both precisions choose the same node after the
+  framework's integer truncation and tie order.
+* decision time: features + inference over all 1,523 openb nodes (CPU-only nodes included),
+  single-threaded, against BestFit's score over the same rows on the same states, interleaved
+  pod by pod so machine load hits both alike.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedcore.nodetable import NodeTable
+from fedcore.scheduling.filters import default_filters
+from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.scheduling.framework import Scheduler
+from fedcore.scheduling.scores import BestFit
+from fedcore.stats import percentile
+from fedcore.twin import submission
+from federated import evaluating
+from federated.runtime import artifacts
+from federated.runtime.plugin import LearnedScore
+from federated.runtime.scorer import PolicyRuntime
+from federated.training import Traces
+
+HEURISTICS = ("random", "dotprod", "bestfit", "kube-default", "fgd")
+
+
+def choose(scores: np.ndarray, rows: np.ndarray, tie_rank: np.ndarray) -> int:
+    """The framework's choice: highest truncated score, ties to the run's fixed node order."""
+    ints = np.floor(np.clip(scores, 0.0, 100.0))
+    best = np.flatnonzero(ints == ints.max())
+    return int(rows[best[np.argmin(tie_rank[rows[best]])]])
+
+
+def agreement(model_dir: Path, traces: Traces, seed: int, pods: int) -> tuple[float, int]:
+    """Share of ``pods`` decisions (fp32 policy driving the openb protocol) where int8 picks the same node."""
+    types = PodTypes.from_pods(traces.pods)
+    fp32 = PolicyRuntime(model_dir, "fp32", types)
+    int8 = PolicyRuntime(model_dir, "int8", types)
+    table = NodeTable(submission.gpu_nodes(traces.nodes))
+    scheduler = Scheduler(evaluating_profile(fp32), table, seed)
+    same = total = 0
+    for pod in submission.workload(traces.pods, seed, int(table.gpu_count.sum()) * 1000)[:pods]:
+        rows = np.flatnonzero(scheduler.feasible(pod))
+        if rows.size == 0:
+            continue
+        pod_x, node_x = fp32.inputs(pod, table, rows)
+        a = choose(fp32.scorer(pod_x, node_x), rows, scheduler.tie_rank)
+        b = choose(int8.scorer(pod_x, node_x), rows, scheduler.tie_rank)
+        same += a == b
+        total += 1
+        table.allocate(pod, a, scheduler.profile.devices.pick(pod, table, a))
+    return same / max(total, 1), total
+
+
+def evaluating_profile(runtime: PolicyRuntime) -> Any:
+    from fedcore.scheduling.framework import Profile
+
+    plugin = LearnedScore(runtime)
+    return Profile("learned", default_filters(), [(plugin, 1.0)], devices=plugin)
+
+
+def decision_times(model_dir: Path, traces: Traces, seed: int, pods: int) -> dict[str, float]:
+    """Per-decision microseconds over all nodes of the openb list: learned (features + int8 inference) vs BestFit."""
+    runtime = PolicyRuntime(model_dir, "int8", PodTypes.from_pods(traces.pods))
+    table = NodeTable(traces.nodes)
+    rows = np.arange(len(table))
+    scheduler = Scheduler(evaluating_profile(runtime), table, seed)
+    bestfit = BestFit()
+    learned_us, bestfit_us = [], []
+    for pod in submission.workload(traces.pods, seed, int(table.gpu_count.sum()) * 1000)[:pods]:
+        t0 = time.perf_counter()
+        scores = runtime.scores(pod, table, rows)
+        int(np.argmax(scores))
+        t1 = time.perf_counter()
+        int(np.argmax(bestfit.score(pod, table, rows)))
+        t2 = time.perf_counter()
+        learned_us.append((t1 - t0) * 1e6)
+        bestfit_us.append((t2 - t1) * 1e6)
+        feasible = np.flatnonzero(scheduler.feasible(pod))
+        if feasible.size:
+            node = choose(scores[feasible], feasible, scheduler.tie_rank)
+            table.allocate(pod, node, scheduler.profile.devices.pick(pod, table, node))
+    return {
+        "decision_us_p50": percentile(learned_us, 50),
+        "decision_us_p99": percentile(learned_us, 99),
+        "bestfit_decision_us_p50": percentile(bestfit_us, 50),
+        "bestfit_decision_us_p99": percentile(bestfit_us, 99),
+        "decision_nodes": len(table),
+        "decision_pods": len(learned_us),
+    }
+
+
+def run(model_dir: Path, traces: Traces, seeds: int, timing_pods: int, agreement_pods: int, tick: Callable[[str], None]) -> dict[str, Any]:
+    """All figures of ``fedplane bench policy``; ``tick(label)`` is called after each unit of work."""
+    artifact = artifacts.load(model_dir)
+    bench_seeds = list(range(seeds))
+    openb: dict[str, list[float]] = {}
+    for name in HEURISTICS:
+        openb[name] = evaluating.openb_alloc(traces.nodes, traces.pods, name, bench_seeds, on_run=lambda: tick("openb"))
+    with evaluating.model_override(model_dir, "int8"):
+        openb["learned"] = evaluating.openb_alloc(traces.nodes, traces.pods, "learned", bench_seeds, on_run=lambda: tick("openb"))
+        learned_dlrm = evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "learned")
+    tick("dlrm")
+    kube_dlrm = evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "kube-default")
+    tick("dlrm")
+    means = {name: evaluating.mean(values) for name, values in openb.items()}
+    best = max(HEURISTICS, key=lambda n: means[n])
+    agree, agree_n = agreement(model_dir, traces, seed=0, pods=agreement_pods)
+    tick("agreement")
+    timing = decision_times(model_dir, traces, seed=0, pods=timing_pods)
+    tick("timing")
+    files = artifact.manifest["files"]
+    fp32_bytes, int8_bytes = files[artifacts.FP32]["bytes"], files[artifacts.INT8]["bytes"]
+    return {
+        "openb": {
+            "learned_gpu_alloc_ratio": means["learned"],
+            "best_heuristic": best,
+            "best_heuristic_gpu_alloc_ratio": means[best],
+            "seeds": bench_seeds,
+            "per_profile": means,
+            "per_seed": openb,
+        },
+        "dlrm_holdout": {
+            "learned_wait_s_p99": learned_dlrm.wait_s_p99,
+            "kube_default_wait_s_p99": kube_dlrm.wait_s_p99,
+            "learned_cpu_alloc_ratio_mean": learned_dlrm.cpu_alloc_ratio_mean,
+            "kube_default_cpu_alloc_ratio_mean": kube_dlrm.cpu_alloc_ratio_mean,
+            "learned_unscheduled": learned_dlrm.unscheduled,
+            "kube_default_unscheduled": kube_dlrm.unscheduled,
+            "learned_jain_fairness": learned_dlrm.jain_fairness,
+            "kube_default_jain_fairness": kube_dlrm.jain_fairness,
+            "window_arrivals": learned_dlrm.arrivals,
+            "preplaced": learned_dlrm.preplaced,
+            "fleet": f"openb nodes x{evaluating.DLRM_FLEET_SCALE}",
+        },
+        "fp32_bytes": fp32_bytes,
+        "int8_bytes": int8_bytes,
+        "size_ratio": int8_bytes / fp32_bytes,
+        "int8_fp32_agreement": agree,
+        "agreement_decisions": agree_n,
+        **timing,
+        "train_wall_s": artifact.manifest["training"].get("train_wall_s"),
+        "model": str(model_dir),
+        "model_version": artifact.version,
+    }

@@ -1,0 +1,214 @@
+"""``fedplane policy train|export|eval|explain`` and ``fedplane bench policy``.
+
+The default artifact shipped in ``federated/models/default`` is reproduced by::
+
+    fedplane policy train --out build/policy && fedplane policy export build/policy --out federated/models/default
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fedcore import reporting
+from fedcore.commands import fail, traces_option
+from fedcore.traces import TraceError
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def _torch() -> Any:
+    """torch, single-threaded (training is seeded and the machine is shared)."""
+    try:
+        import torch
+    except ImportError:
+        fail("training needs torch: pip install 'fedplane[train]'")
+    torch.set_num_threads(1)
+    return torch
+
+
+def _model_dir(model: str | None) -> Path:
+    from federated.runtime.scorer import configured_model_dir
+
+    path = Path(model) if model else configured_model_dir()
+    if path is None:
+        fail("no model: pass --model DIR, set $FEDPLANE_MODEL, or ship federated/models/default")
+    return path  # type: ignore[return-value]
+
+
+@click.group()
+def policy() -> None:
+    """The learned placement policy: train, export to int8 ONNX, evaluate, explain."""
+
+
+@policy.command()
+@click.option("--out", "out_dir", default="build/policy", show_default=True, type=click.Path(file_okay=False), help="Where the checkpoint goes.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--openb-episodes", default=2, show_default=True, type=click.IntRange(1, 100), help="FGD teacher episodes on openb training seeds.")
+@click.option("--dlrm-window", default=0.4, show_default=True, type=click.FloatRange(0.0, 1.0), help="Share of DLRM's training part replayed with the kube-default teacher.")
+@click.option("--epochs", default=8, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--rl-steps", default=8192, show_default=True, type=click.IntRange(0, 10_000_000), help="PPO steps on the twin (0 = imitation only).")
+@traces_option
+def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, traces: str | None) -> None:
+    """Imitate the best heuristics on the training parts of the traces, then fine-tune with PPO on the twin."""
+    torch = _torch()
+    from federated import training
+
+    try:
+        loaded = training.Traces.load(traces)
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps)
+    model, record = training.train(loaded, config)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save({"state_dict": model.state_dict(), "record": record}, out / CHECKPOINT)
+    reporting.emit_json({k: v for k, v in record.items() if k != "rl"} | {"checkpoint": str(out / CHECKPOINT)})
+
+
+@policy.command()
+@click.argument("checkpoint_dir", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Artifact directory to write.")
+@traces_option
+def export(checkpoint_dir: str, out_dir: str, traces: str | None) -> None:
+    """Export a trained checkpoint to an artifact: fp32 ONNX, int8 ONNX and a manifest."""
+    torch = _torch()
+    from fedcore.scheduling.fragmentation import PodTypes
+    from federated import exporting, splits
+    from federated.model import PlacementScorer
+    from federated.training import Traces
+
+    saved = torch.load(Path(checkpoint_dir) / CHECKPOINT, weights_only=False)
+    model = PlacementScorer()
+    model.load_state_dict(saved["state_dict"])
+    try:
+        types = PodTypes.from_pods(splits.openb_train_pods(Traces.load(traces).pods))
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    manifest = exporting.export(model, Path(out_dir), types, saved["record"])
+    reporting.emit_json({"artifact": out_dir, "files": manifest["files"], "feature_spec": manifest["feature_spec"]})
+
+
+@policy.command("eval")
+@click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
+@click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True)
+@click.option("--seeds", default=3, show_default=True, type=click.IntRange(1, 1000), help="openb bench seeds 0..N-1.")
+@traces_option
+def evaluate(model: str | None, precision: str, seeds: int, traces: str | None) -> None:
+    """openb GPU allocation (learned vs FGD, bench seeds) and the held-out DLRM window (learned vs kube-default)."""
+    from federated import evaluating
+    from federated.runtime import artifacts
+    from federated.training import Traces
+
+    path = _model_dir(model)
+    try:
+        artifacts.load(path)
+        loaded = Traces.load(traces)
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    bench_seeds = list(range(seeds))
+    with reporting.progress() as bar:
+        task = bar.add_task("evaluating", total=2 * seeds + 2)
+        tick = lambda: bar.advance(task)  # noqa: E731
+        fgd = evaluating.openb_alloc(loaded.nodes, loaded.pods, "fgd", bench_seeds, tick)
+        kube = evaluating.dlrm_holdout(loaded.dlrm_nodes, loaded.dlrm, "kube-default")
+        tick()
+        with evaluating.model_override(path, precision):
+            learned = evaluating.openb_alloc(loaded.nodes, loaded.pods, "learned", bench_seeds, tick)
+            mine = evaluating.dlrm_holdout(loaded.dlrm_nodes, loaded.dlrm, "learned")
+        tick()
+    reporting.emit_json({
+        "model": str(path), "precision": precision, "seeds": bench_seeds,
+        "openb": {"learned_gpu_alloc_ratio": evaluating.mean(learned), "fgd_gpu_alloc_ratio": evaluating.mean(fgd), "learned": learned, "fgd": fgd},
+        "dlrm_holdout": {"learned": _fields(mine), "kube_default": _fields(kube)},
+    })
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {k: getattr(obj, k) for k in obj.__dataclass_fields__}
+
+
+@policy.command()
+@click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
+@click.option("--seed", default=0, show_default=True, type=int, help="openb submission seed.")
+@click.option("--pod", "pod_index", default=500, show_default=True, type=click.IntRange(0, 100_000), help="Explain the decision for this pod of the submission order.")
+@click.option("--top", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option("--json", "as_json", is_flag=True)
+@traces_option
+def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: bool, traces: str | None) -> None:
+    """Which features made the chosen node win one decision of the openb protocol (occlusion on the runtime model)."""
+    import numpy as np
+
+    from fedcore.nodetable import NodeTable
+    from fedcore.scheduling.fragmentation import PodTypes
+    from fedcore.scheduling.framework import Scheduler
+    from fedcore.twin import submission
+    from federated import benching, explaining
+    from federated.runtime.scorer import PolicyRuntime
+    from federated.training import Traces
+
+    path = _model_dir(model)
+    try:
+        loaded = Traces.load(traces)
+        runtime = PolicyRuntime(path, "fp32", PodTypes.from_pods(loaded.pods))
+        table = NodeTable(submission.gpu_nodes(loaded.nodes))
+        scheduler = Scheduler(benching.evaluating_profile(runtime), table, seed)
+        order = submission.workload(loaded.pods, seed, int(table.gpu_count.sum()) * 1000)
+        if pod_index >= len(order):
+            fail(f"the submission order has {len(order)} pods")
+        for pod in order[:pod_index]:
+            scheduler.schedule(pod, explain=False)
+        pod = order[pod_index]
+        rows = np.flatnonzero(scheduler.feasible(pod))
+        if rows.size == 0:
+            fail(f"pod {pod.uid} fits no node at that point (it would be dropped)")
+        pod_x, node_x = runtime.inputs(pod, table, rows)
+        scores = runtime.scorer(pod_x, node_x)
+        node = benching.choose(scores, rows, scheduler.tie_rank)
+        chosen = int(np.flatnonzero(rows == node)[0])
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    found = explaining.explain(runtime.scorer, pod_x, node_x, chosen, top)
+    summary = {
+        "pod": pod.uid, "request": {"cpu_milli": pod.cpu_milli, "memory_mib": pod.memory_mib, "gpus": pod.gpu.count, "gpu_milli_each": pod.gpu.milli_each},
+        "chosen_node": table.nodes[node].name, "score": float(scores[chosen]), "candidates": int(rows.size),
+        "field_mean_score": float(scores.mean()), "model": runtime.version,
+        "features": [_fields(a) for a in found],
+    }
+    if as_json:
+        reporting.emit_json(summary)
+        return
+    reporting.stdout.print(f"pod {pod.uid} -> {summary['chosen_node']} (score {summary['score']:.2f} vs field mean {summary['field_mean_score']:.2f}, {rows.size} candidates, model {runtime.version})")
+    reporting.table("features that moved the chosen node's score", summary["features"])
+
+
+@click.command("policy")
+@click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
+@click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 999), help="openb bench seeds 0..N-1 (never trained on).")
+@click.option("--timing-pods", default=2000, show_default=True, type=click.IntRange(10, 100_000))
+@click.option("--agreement-pods", default=4000, show_default=True, type=click.IntRange(10, 100_000))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@traces_option
+def bench_policy(model: str | None, seeds: int, timing_pods: int, agreement_pods: int, as_json: bool, traces: str | None) -> None:
+    """The learned policy beside the heuristics: openb allocation, held-out DLRM waits, size, int8 fidelity, decision time."""
+    from federated import benching
+    from federated.training import Traces
+
+    path = _model_dir(model)
+    try:
+        loaded = Traces.load(traces)
+        with reporting.progress() as bar:
+            task = bar.add_task("bench policy", total=(len(benching.HEURISTICS) + 1) * seeds + 4)
+            out = benching.run(path, loaded, seeds, timing_pods, agreement_pods, lambda _label: bar.advance(task))
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        reporting.emit_json(out)
+        return
+    flat = [{"figure": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in out.items()]
+    reporting.table("fedplane bench policy", flat)
+    sys.stdout.flush()
