@@ -65,12 +65,15 @@ class KubernetesCluster:
         self.core = k8s.client.CoreV1Api(api_client)
 
     @classmethod
-    def from_kubeconfig(cls, context: str, kubeconfig: str | None = None, namespace: str = "default", name: str | None = None) -> KubernetesCluster:
+    def from_kubeconfig(cls, context: str, kubeconfig: str | None = None, namespace: str | None = None, name: str | None = None) -> KubernetesCluster:
+        """One context of a kubeconfig; the namespace is the argument, else the context's, else ``default``."""
         k8s = _client()
-        if context not in contexts(kubeconfig):
+        found, _active = k8s.config.list_kube_config_contexts(config_file=kubeconfig)
+        entry = next((c for c in found if c["name"] == context), None)
+        if entry is None:
             raise errors.UnknownCluster(context, f"no context {context!r} in {kubeconfig or '$KUBECONFIG'}")
         api = k8s.config.new_client_from_config(config_file=kubeconfig, context=context)
-        return cls(name or context, api, namespace)
+        return cls(name or context, api, namespace or entry["context"].get("namespace") or "default")
 
     # -- ClusterBackend ------------------------------------------------------------------------
     def create_workload(self, spec: WorkloadSpec) -> Workload:
