@@ -96,19 +96,22 @@ def controlplane() -> None:
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Register Kubernetes clusters from this kubeconfig.")
 @click.option("--kube-context", "contexts", multiple=True, help="Context to register (repeatable; default: all in --kubeconfig).")
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
+@click.option("--score-profile", default="", help="Add this scheduling profile's score plugins to cluster ranking (e.g. a learned one).")
 @tls_options
 def serve(
     db: str, host: str, port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
-    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, score_profile: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
     from controlplane import drills, server
+    from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec
     from controlplane.runtime import Backends, ControlPlane
     from controlplane.verdicts import Timings
     from fedcore.backends import errors
     from fedcore.backends.kubernetes import contexts as kube_contexts
     from fedcore.backends.twin import Binder
+    from fedcore.scheduling import profiles
 
     tls = tls_files(tls_cert, tls_key, tls_ca)
     specs = [ClusterSpec(f"c{i}", f"r{i % regions}", twin_nodes=twin_nodes) for i in range(twin_clusters)]
@@ -118,8 +121,11 @@ def serve(
                 name = re.sub(r"[^a-z0-9-]+", "-", ctx.lower()).strip("-")[:63]
                 specs.append(ClusterSpec(name, "default", BackendKind.KUBERNETES, ctx, kubeconfig or ""))
         timings = Timings(probe_interval_s=probe_interval, report_interval_s=probe_interval, fresh_s=5 * probe_interval)
+        if score_profile:
+            profiles.make(score_profile, profiles.ProfileContext())  # fail now, not at the first placement
         binder = Binder.EXTERNAL if agents_bind else Binder.INTERNAL
-        plane = ControlPlane(db, Backends(time.monotonic, ready_delay, binder), time.monotonic, timings)
+        plane = ControlPlane(db, Backends(time.monotonic, ready_delay, binder), time.monotonic, timings,
+                             PlannerConfig(learned_profile=score_profile))
         for spec in specs:
             plane.register_cluster(spec)
     except (ValueError, errors.BackendError) as exc:

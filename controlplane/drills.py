@@ -328,14 +328,14 @@ def summarise(scenario: str, results: list[RunResult], config: DrillConfig) -> d
 
 
 def plot(results: list[RunResult], scenario: str, path: str) -> Path:
-    """PNG timeline: share of affected replicas ready elsewhere after the fault (median and worst run)."""
+    """PNG timeline: share of the affected workloads' replicas ready on unaffected clusters (median and worst run)."""
     from fedcore import reporting
 
     end = max((t for r in results for t, _ in r.timeline), default=1.0)
     grid = [i * POLL_S for i in range(int(end / POLL_S) + 2)]
 
     def at(r: RunResult, t: float) -> float:
-        last = 0.0
+        last = r.timeline[0][1] if r.timeline else 0.0
         for ts, share in r.timeline:
             if ts > t:
                 break
@@ -348,6 +348,6 @@ def plot(results: list[RunResult], scenario: str, path: str) -> Path:
     detected = [100.0 * sum(1 for r in results if r.detect_s is not None and r.detect_s <= t) / len(results) for t in grid]
     return reporting.plot_series(
         path, f"fedplane drill {scenario}: {len(results)} runs", grid,
-        {"affected replicas ready elsewhere, median run (%)": median, "worst run (%)": worst},
+        {"affected workloads' replicas ready on healthy clusters, median run (%)": median, "worst run (%)": worst},
         "seconds since fault", right={"runs with fault detected (%)": detected}, right_label="% of runs",
     )

@@ -22,6 +22,11 @@ def test_client_errors_are_clear(args: list[str], message: str) -> None:
     assert "Traceback" not in result.output
 
 
+def test_serve_rejects_an_unusable_score_profile() -> None:
+    result = CliRunner().invoke(main, ["controlplane", "serve", "--score-profile", "nope", "--db", ":memory:"])
+    assert result.exit_code == 2 and "unknown profile 'nope'" in " ".join(result.output.split())
+
+
 def test_serve_rejects_a_bad_kubeconfig(tmp_path: object) -> None:
     result = CliRunner().invoke(main, ["controlplane", "serve", "--kubeconfig", "/nonexistent/kubeconfig", "--db", ":memory:"])
     assert result.exit_code == 2 and "cannot read kubeconfig" in " ".join(result.output.split())
