@@ -8,7 +8,10 @@ order, arriving at ``rate`` per second and living an exponential time (the trace
 no lifetimes). Halfway through, ``kill`` agents are SIGKILLed; their pods must be
 re-placed by the survivors. Figures: per-agent RSS (sampled throughout), idle CPU
 (every agent, before any pod arrives), decision latency, throughput and the safety
-counters.
+counters. ``capacity_refusals`` counts binds the back end refused for lack of room on
+the node (the agent and the back end may pick different GPU devices for the same
+pods); the back end's table never over-commits, and ``overcommits`` checks that
+ground truth throughout the run.
 """
 
 from __future__ import annotations
@@ -168,6 +171,7 @@ class _Run:
         self.life_tasks: dict[str, asyncio.TimerHandle] = {}
         self.on_killed_nodes: set[str] = set()
         self.double_bindings = 0
+        self.overcommits = 0
         self.killed: set[str] = set()
 
     async def start_agents(self, address: str, models: Path) -> None:
@@ -250,7 +254,11 @@ class _Run:
         return [p.name for p in victims]
 
     async def check_double_bindings(self) -> None:
-        """Compare what every live agent says it runs with the cluster: the same epoch on another node is a double."""
+        """Compare what every live agent says it runs with the cluster: the same epoch on another node is a double.
+
+        Also counts nodes over capacity in the cluster's ground truth at this moment.
+        """
+        self.overcommits = max(self.overcommits, len(self.cluster.overcommitted_nodes()))
         reports = await asyncio.to_thread(lambda: [(p.name, _get(p.http, "/pods")) for p in self.procs if not p.killed])
         for name, body in reports:
             for uid, epoch in json.loads(body or b"{}").items():
@@ -337,7 +345,8 @@ async def _place(run: _Run, pods: list[Pod]) -> dict[str, Any]:
         "placements_per_s": round(len(decisions) / max(1e-9, span), 1),
         "double_bindings": run.double_bindings,
         "lost_pods": len(unfinished),
-        "overcommits": cluster.evidence.capacity_refusals,
+        "overcommits": run.overcommits,
+        "capacity_refusals": cluster.evidence.capacity_refusals,
         "replaced_after_kill": len({d.pod for d in replaced} & run.on_killed_nodes),
         "pods_on_killed_nodes": len(run.on_killed_nodes),
         "killed": killed,

@@ -16,9 +16,10 @@ import logging
 import os
 import random
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from fedapi import twincluster_pb2
 from fedcore.nodes import Node
@@ -381,8 +382,8 @@ class Agent:
             placer.scorer = scorer
             self._apply(placer.set_load(placer.load, asyncio.get_running_loop().time()))  # republish: new model version
 
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -85,9 +85,9 @@ class KubeCluster:
         self.k8s = kubernetes
         if api_client is None:
             if kubeconfig:
-                api_client = kubernetes.config.new_client_from_config(config_file=kubeconfig)
+                api_client = kubernetes.config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
             else:
-                kubernetes.config.load_incluster_config()
+                kubernetes.config.load_incluster_config()  # type: ignore[no-untyped-call]
                 api_client = kubernetes.client.ApiClient()
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.scheduler_name = scheduler_name

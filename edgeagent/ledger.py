@@ -15,7 +15,7 @@ each of my claims on P and the epoch mark I wrote, if any.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from fedcore.resources import Resources
@@ -126,7 +126,7 @@ class Ledger:
     def replay(cls, agent_id: str, node: str, capacity: Resources, ops: Iterable[Op]) -> Ledger:
         """Rebuild the ledger a previous life left, from its journal; raises ValueError on a foreign op."""
         ledger = cls(agent_id, node, capacity)
-        apply = {
+        apply: dict[str, Callable[[list[Any]], object]] = {
             "claim": lambda a: ledger.claim(a[0], a[1], a[2], Resources.from_tuple(a[3])),
             "bind": lambda a: ledger.bind(a[0]),
             "complete": lambda a: ledger.complete(a[0]),
@@ -136,7 +136,7 @@ class Ledger:
             "compact": lambda a: ledger.compact(),
         }
         for op in ops:
-            step = apply.get(op[0]) if isinstance(op, list) and op else None
+            step = apply.get(op[0]) if isinstance(op, list) and op and isinstance(op[0], str) else None
             if step is None:
                 raise ValueError(f"journal holds an unknown operation {op!r:.80}")
             step(op[1:])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from fedcore.nodes import Node
-from fedcore.nodetable import NodeTable, OvercommitError, Placement
+from fedcore.nodetable import NO_DEVICE, NodeTable, OvercommitError, Placement
 from fedcore.pods import Pod
 
 from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate
@@ -88,6 +88,13 @@ class InMemoryCluster:
     def subscribe(self, listener: Callable[[PodUpdate], None]) -> None:
         """Call ``listener`` synchronously on every change (in-process drivers: simulations, the bench)."""
         self._listeners.append(listener)
+
+    def overcommitted_nodes(self) -> list[str]:
+        """Nodes whose bound pods exceed their capacity in any dimension or on any GPU device (should be none)."""
+        t = self.table
+        over = (t.cpu_used > t.cpu_cap) | (t.mem_used > t.mem_cap) | (t.disk_used > t.disk_cap)
+        over |= ((t.gpu_free < 0) & (t.gpu_free != NO_DEVICE)).any(axis=1)
+        return [t.nodes[i].name for i in over.nonzero()[0]]
 
     def close_watches(self) -> None:
         """Drop every watch connection (as an API server restart would)."""

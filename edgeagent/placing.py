@@ -204,8 +204,8 @@ class Placer:
         if p is None:
             return self._flush()
         p.binding = False
+        p.due = now + self.settings.retry_interval
         if result is None:
-            p.due = now + self.settings.retry_interval
             self._requeue(uid, p)
         elif result.ok:
             self._bound(uid, p, now)
@@ -314,6 +314,9 @@ class Placer:
         self._state_dirty = True
 
     def _bind_if_winning(self, uid: str, p: _Pending, now: float) -> None:
+        if p.elsewhere:  # the back end says another node holds it: wait for that node's record or a new epoch
+            p.due = now + self.settings.retry_interval
+            return
         winner = self.ledger.replica.winner(uid)
         if winner is None or winner.node != self.node.name or winner.epoch != p.claim_epoch:
             p.claimed_at, p.due = None, now + self.settings.retry_interval

@@ -11,6 +11,7 @@ function of the seed, so a failing scenario replays exactly.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from collections.abc import Callable, Coroutine, Sequence
@@ -88,7 +89,7 @@ class PlacementSim:
         self.down.add(name)
         for other in self.agents:
             if other != name:
-                self.at(self.now + self.detect, lambda o=other: self._call(o, lambda p: p.member_dead(name, self.now)))
+                self.at(self.now + self.detect, functools.partial(self._call, other, lambda p: p.member_dead(name, self.now)))
 
     def revive(self, name: str) -> None:
         """Restart the agent from its journal; peers see it alive and it relearns their records."""
@@ -111,7 +112,7 @@ class PlacementSim:
         self._effects(name, placer.announce(self.now))
         for held in list(self.cluster.pods.values()):
             update = PodUpdate(held.pod, held.epoch, held.phase, self.cluster.bound_node(held.pod.uid))
-            self._call(name, lambda p, u=update: p.pod_update(u, self.now))
+            self._call(name, functools.partial(self._pod_update, update))
 
     def _call(self, name: str, step: Callable[[Placer], list[Effect]]) -> None:
         if name not in self.down:
@@ -120,7 +121,10 @@ class PlacementSim:
     def _on_update(self, update: PodUpdate) -> None:
         for name in self.agents:
             self.at(self.now + self.rng.uniform(*self.delay),
-                    lambda n=name: self._call(n, lambda p: p.pod_update(update, self.now)))
+                    functools.partial(self._call, name, functools.partial(self._pod_update, update)))
+
+    def _pod_update(self, update: PodUpdate, placer: Placer) -> list[Effect]:
+        return placer.pod_update(update, self.now)
 
     def _deliver(self, source: str, target: str, key: str, value: object) -> None:
         if self.rng.random() < self.loss:
@@ -136,7 +140,7 @@ class PlacementSim:
                     if other != name:
                         self._deliver(name, other, effect.key, effect.value)
             elif isinstance(effect, Bind):
-                self.at(self.now + BIND_DELAY, lambda e=effect: self._bind(name, e))
+                self.at(self.now + BIND_DELAY, functools.partial(self._bind, name, effect))
             elif isinstance(effect, ReportNode):
                 self._report(effect)
             elif isinstance(effect, Evict):

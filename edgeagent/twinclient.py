@@ -23,7 +23,7 @@ class TwinClient:
         self.cluster = cluster
         self.timeout = timeout
         self._channel = fedapi_client.connect_aio(address)
-        self._stub = twincluster_pb2_grpc.TwinClusterStub(self._channel)
+        self._stub = twincluster_pb2_grpc.TwinClusterStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def watch(self) -> AsyncIterator[PodUpdate]:
         try:

@@ -89,7 +89,7 @@ class TwinHarness:
     async def start(self) -> str:
         """Listen; returns ``host:port``."""
         server = grpc.aio.server(maximum_concurrent_rpcs=MAX_CONCURRENT_RPCS)
-        twincluster_pb2_grpc.add_TwinClusterServicer_to_server(_Servicer(self.cluster, self.name), server)
+        twincluster_pb2_grpc.add_TwinClusterServicer_to_server(_Servicer(self.cluster, self.name), server)  # type: ignore[no-untyped-call]
         port = server.add_insecure_port(self.bind)
         await server.start()
         self._server = server

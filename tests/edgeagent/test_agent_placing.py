@@ -126,3 +126,24 @@ def test_refused_bind_waits_for_the_winner_and_garbage_records_are_dropped() -> 
     assert placer.record("n01", "n", {"node": 3}, 0.0) == []
     assert placer.counters.bad_records == 2
     assert placer.bind_done("unknown", BindResult(BindOutcome.DUPLICATE), 0.0) == []
+
+
+def test_a_refused_bind_is_not_retried_until_something_changes() -> None:
+    from edgeagent.effects import Bind
+    from edgeagent.ledger import Ledger
+    from edgeagent.placing import Placer
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.scoring import HeuristicScorer
+
+    node = nodes(1)[0]
+    placer = Placer(node, Ledger(node.name, node.name, node.capacity), HeuristicScorer(), PlacementSection(), 0.0)
+    placer.pod_update(PodUpdate(pod(1), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    binds = [e for e in placer.tick(0.2) if isinstance(e, Bind)]
+    assert binds == [Bind("p0001", node.name, 1)]
+    placer.bind_done("p0001", BindResult(BindOutcome.DUPLICATE, "other", 1), 0.21)
+    for t in (0.22, 0.5, 1.5, 3.0):
+        assert not [e for e in placer.tick(t) if isinstance(e, Bind)]
+    placer.pod_update(PodUpdate(pod(1), 2, Phase.PENDING), 3.1)  # re-placed at the back end: a fresh chance
+    effects = placer.tick(3.1) + placer.tick(3.5)
+    assert any(isinstance(e, Bind) and e.epoch == 2 for e in effects)
