@@ -89,11 +89,11 @@ def workload(m: cp.WorkloadSpec) -> Workload:
     return Workload(m.name, m.replicas, template, policy)
 
 
-def placements(name: str, rows: list[Placement], ready: dict[str, int], reasons_: tuple[str, ...] = ()) -> cp.PlacementDecision:
+def placements(name: str, rows: list[Placement], ready: dict[str, int], why: tuple[str, ...] = ()) -> cp.PlacementDecision:
     return cp.PlacementDecision(
         workload=name, accepted=True,
         placements=[cp.ClusterPlacement(cluster=p.cluster, replicas=p.replicas, epoch=p.epoch, ready=ready.get(p.cluster, 0), state=p.state.value) for p in rows],
-        reasons=reasons(reasons_),
+        reasons=reasons(why),
     )
 
 

@@ -96,11 +96,6 @@ class EvidenceBook:
             p.failures += 1
             p.error = error
 
-    def forget(self, cluster: str) -> None:
-        self.probes.pop(cluster, None)
-        for key in [k for k in self.reports if k[0] == cluster]:
-            del self.reports[key]
-
     def about(self, cluster: str, now: float) -> ClusterEvidence:
         probe = self.probes.get(cluster, _Probe())
         fresh = [r for (at, r) in self.reports.values() if now - at <= self.fresh_s]

@@ -40,14 +40,14 @@ class RetryPolicy:
         return float(min(self.max_s, self.base_s * 2 ** max(0, attempts - 1)))
 
 
-def _no_crash(step: str, when: str) -> None:
-    return None
+def no_crash(step: str, when: str) -> None:
+    """The production crash hook: never crashes."""
 
 
 class Executor:
     def __init__(
         self, journal: Journal, registry: Registry, backends: Backends, retry: RetryPolicy = RetryPolicy(),
-        crash: CrashHook = _no_crash, observe: Callable[[Migration], None] = lambda m: None,
+        crash: CrashHook = no_crash, observe: Callable[[Migration], None] = lambda m: None,
     ) -> None:
         self.journal, self.registry, self.backends = journal, registry, backends
         self.retry, self.crash, self.observe = retry, crash, observe

@@ -19,7 +19,7 @@ from controlplane.evidence import AgentReport, EvidenceBook
 from controlplane.forecast import LoadForecast
 from controlplane.journal import Journal, Kind, Migration, new_id
 from controlplane.metrics import Metrics
-from controlplane.migrations import CrashHook, Executor, RetryPolicy, _no_crash
+from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
@@ -83,7 +83,7 @@ class ClusterRow:
 class ControlPlane:
     def __init__(
         self, db_path: str | Path, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
-        planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = _no_crash,
+        planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = no_crash,
         metrics: Metrics | None = None,
     ) -> None:
         self.db = Database(db_path)

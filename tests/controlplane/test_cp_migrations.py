@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.journal import Kind, MigrationState
-from controlplane.migrations import CrashHook, RetryPolicy, SimulatedCrash, _no_crash
+from controlplane.migrations import CrashHook, RetryPolicy, SimulatedCrash, no_crash
 from controlplane.registry import BackendKind, ClusterSpec
 from controlplane.runtime import Backends, ControlPlane
 from controlplane.workloads import Policy, Template, Workload
@@ -30,7 +30,7 @@ class Clock:
         return self.t
 
 
-def make_plane(db: Path, backends: Backends, clock: Clock, crash: CrashHook = _no_crash) -> ControlPlane:
+def make_plane(db: Path, backends: Backends, clock: Clock, crash: CrashHook = no_crash) -> ControlPlane:
     return ControlPlane(db, backends, clock, retry=RETRY, crash=crash)
 
 
