@@ -75,7 +75,8 @@ class ClaimsState:
         """Reject a delta that contradicts what we hold; fields are checked by :mod:`crdt.wire`."""
         for record in delta.claims:
             pod = self.pods.get(record.pod)
-            self._validate_claim(record, None if pod is None else pod.claims.get((record.epoch, record.node)))
+            current = None if pod is None else pod.claims.get((record.epoch, record.node))
+            self._validate_claim(record, (record.agent, record.seq), current)
         for mark in delta.marks:
             self._validate_dot(mark, (mark.agent, mark.seq))
 
@@ -87,18 +88,20 @@ class ClaimsState:
         """
         if len(delta.claims) == 1 and not delta.marks and delta.context is None:
             record = delta.claims[0]
+            key, dot = (record.epoch, record.node), (record.agent, record.seq)
             pod = self.pods.get(record.pod)
-            current = None if pod is None else pod.claims.get((record.epoch, record.node))
-            self._validate_claim(record, current)
-            if self._merge_claim(record, pod, current) and record.pod in self.watched:
+            current = None if pod is None else pod.claims.get(key)
+            self._validate_claim(record, dot, current)
+            if self._merge_claim(record, dot, key, pod, current) and record.pod in self.watched:
                 return (record.pod,)
             return NOTHING
         self.validate(delta)
         touched: list[str] = []
         for record in delta.claims:
+            key, dot = (record.epoch, record.node), (record.agent, record.seq)
             pod = self.pods.get(record.pod)
-            current = None if pod is None else pod.claims.get((record.epoch, record.node))
-            if self._merge_claim(record, pod, current) and record.pod in self.watched:
+            current = None if pod is None else pod.claims.get(key)
+            if self._merge_claim(record, dot, key, pod, current) and record.pod in self.watched:
                 touched.append(record.pod)
         for mark in delta.marks:
             if self._merge_mark(mark) and mark.pod in self.watched:
@@ -168,7 +171,8 @@ class ClaimsState:
         if pod is None:
             pod = self.pods[record.pod] = PodClaims()
         self.lamport = max(self.lamport, record.lamport)
-        self._store_claim(record, pod, pod.claims.get((record.epoch, record.node)))
+        key = (record.epoch, record.node)
+        self._store_claim(record, (record.agent, record.seq), key, pod, pod.claims.get(key))
         return pod
 
     def write_mark(self, mark: EpochMark) -> PodClaims:
@@ -177,10 +181,10 @@ class ClaimsState:
 
     # ---- internals -------------------------------------------------------------
 
-    def _validate_claim(self, record: Claim, current: Claim | None) -> None:
+    def _validate_claim(self, record: Claim, dot: Dot, current: Claim | None) -> None:
         if record.node == self.node and record.agent != self.owner:
             raise InvalidDelta(f"a claim for our node {self.node!r} by another agent {record.agent!r}")
-        self._validate_dot(record, (record.agent, record.seq))
+        self._validate_dot(record, dot)
         if current is not None and current is not record:
             _check_versions(current, record)
 
@@ -191,18 +195,20 @@ class ClaimsState:
         if record.agent == self.owner and dot not in self.context:
             raise InvalidDelta(f"record {dot} claims to be ours but we never wrote it")
 
-    def _merge_claim(self, record: Claim, pod: PodClaims | None, current: Claim | None) -> bool:
-        """Join one validated claim; True if the state changed."""
+    def _merge_claim(
+        self, record: Claim, dot: Dot, key: tuple[int, str], pod: PodClaims | None, current: Claim | None
+    ) -> bool:
+        """Join one validated claim (``dot`` and ``key`` precomputed: no tuple is built twice); True if it changed."""
         if pod is None:
             if record.pod in self.finished:
-                self.context.add((record.agent, record.seq))
+                self.context.add(dot)
                 return False
             pod = self.pods[record.pod] = PodClaims()
         elif current is not None and record.seq <= current.seq:
             return False
         if record.lamport > self.lamport:
             self.lamport = record.lamport
-        self._store_claim(record, pod, current)
+        self._store_claim(record, dot, key, pod, current)
         return True
 
     def _merge_mark(self, mark: EpochMark) -> bool:
@@ -219,16 +225,18 @@ class ClaimsState:
         if current is not None:
             del self._live[(current.agent, current.seq)]
         pod.mark = mark
-        self._index(mark.agent, mark.seq, mark)
+        self._index((mark.agent, mark.seq), mark)
         if mark.epoch > pod.epoch:
             pod.epoch, pod.leader = mark.epoch, None
         return True
 
-    def _store_claim(self, record: Claim, pod: PodClaims, current: Claim | None) -> None:
+    def _store_claim(
+        self, record: Claim, dot: Dot, key: tuple[int, str], pod: PodClaims, current: Claim | None
+    ) -> None:
         if current is not None:
             del self._live[(current.agent, current.seq)]
-        pod.claims[(record.epoch, record.node)] = record
-        self._index(record.agent, record.seq, record)
+        pod.claims[key] = record
+        self._index(dot, record)
         if record.epoch > pod.epoch:
             pod.epoch, pod.leader = record.epoch, record
         elif record.epoch == pod.epoch:
@@ -240,8 +248,9 @@ class ClaimsState:
                 pod.done = record
             self._completed.add(record.pod)
 
-    def _index(self, agent: str, seq: int, record: Claim | EpochMark) -> None:
-        self._live[(agent, seq)] = record
+    def _index(self, dot: Dot, record: Claim | EpochMark) -> None:
+        self._live[dot] = record
+        agent, seq = dot
         seqs = self._seqs.get(agent)
         if not seqs:
             self._seqs[agent] = [seq]
@@ -249,7 +258,7 @@ class ClaimsState:
             seqs.append(seq)
         else:
             insort(seqs, seq)
-        self.context.add((agent, seq))
+        self.context.add(dot)
 
 
 def _check_versions(current: Claim, other: Claim) -> None:
