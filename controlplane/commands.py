@@ -96,11 +96,12 @@ def controlplane() -> None:
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Register Kubernetes clusters from this kubeconfig.")
 @click.option("--kube-context", "contexts", multiple=True, help="Context to register (repeatable; default: all in --kubeconfig).")
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
+@click.option("--return-after", default=0.0, show_default=True, type=click.FloatRange(0), help="Move failed-over replicas back once their cluster has been healthy this long (0: never).")
 @click.option("--score-profile", default="", help="Add this scheduling profile's score plugins to cluster ranking (e.g. a learned one).")
 @tls_options
 def serve(
     db: str, host: str, port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
-    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, score_profile: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, return_after: float, score_profile: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
     from controlplane import drills, server
@@ -125,7 +126,7 @@ def serve(
             profiles.make(score_profile, profiles.ProfileContext())  # fail now, not at the first placement
         binder = Binder.EXTERNAL if agents_bind else Binder.INTERNAL
         plane = ControlPlane(db, Backends(time.monotonic, ready_delay, binder), time.monotonic, timings,
-                             PlannerConfig(learned_profile=score_profile))
+                             PlannerConfig(learned_profile=score_profile, return_after_s=return_after))
         for spec in specs:
             plane.register_cluster(spec)
     except (ValueError, errors.BackendError) as exc:

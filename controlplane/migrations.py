@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from controlplane.journal import Journal, Kind, Migration, MigrationState
-from controlplane.registry import Placement, PlacementState, Registry
+from controlplane.registry import Home, Placement, PlacementState, Registry
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
 
@@ -141,6 +141,7 @@ class Executor:
             with self.registry.db.tx():
                 if current is not None:
                     self.registry.set_placement(Placement(m.workload, m.source, remaining, current.epoch, PlacementState.STALE))
+                self.registry.add_home(Home(m.workload, m.source, m.target, m.replicas))
                 return self._save(m.moved(state=MigrationState.DONE, error=f"source left stale until it returns: {exc}"), now, "remove-source")
         self.crash("remove-source", "after")
         with self.registry.db.tx():
@@ -148,6 +149,8 @@ class Executor:
                 self.registry.set_placement(Placement(m.workload, m.source, remaining, current.epoch))
             else:
                 self.registry.drop_placement(m.workload, m.source)
+            if m.kind is Kind.FAILOVER:
+                self.registry.add_home(Home(m.workload, m.source, m.target, m.replicas))
             return self._save(m.moved(state=MigrationState.DONE), now, "remove-source")
 
     # -- bookkeeping -----------------------------------------------------------------------------

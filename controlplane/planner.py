@@ -3,6 +3,8 @@
 - Failover: every placement on a PARTITIONED or DOWN cluster is recreated elsewhere from the
   workload's desired state (targets chosen by :mod:`controlplane.placing`, failed clusters
   excluded); the runtime gives each a bumped fencing epoch. Not rate-limited: the source is lost.
+- Return (optional, ``return_after_s`` > 0): replicas failed over from a cluster move back,
+  make-before-break, once it has been HEALTHY for ``return_after_s``; rate-limited like rebalance.
 - Rebalance: a healthy cluster whose load or forecast exceeds ``overload`` moves one movable
   workload make-before-break to a cluster that stays under ``target_max`` after the move, at most
   ``evictions_per_window`` per cluster per ``window_s`` (a token bucket on injected time).
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 
 from controlplane import placing
 from controlplane.journal import Kind, Migration
-from controlplane.registry import Placement, PlacementState
+from controlplane.registry import Home, Placement, PlacementState
 from controlplane.verdicts import Verdict
 from controlplane.workloads import Workload
 from fedcore.resources import Resources
@@ -47,6 +49,7 @@ class PlannerConfig:
     evictions_per_window: int = 1
     window_s: float = 30.0
     learned_profile: str = ""
+    return_after_s: float = 0.0  # 0: failed-over replicas stay where they went
 
 
 @dataclass(slots=True)
@@ -58,7 +61,7 @@ class Planner:
     def plan(
         self, now: float, verdicts: Mapping[str, Verdict], views: Sequence[placing.ClusterView],
         loads: Mapping[str, Load], workloads: Mapping[str, Workload], placements: Sequence[Placement],
-        active: Sequence[Migration],
+        active: Sequence[Migration], homes: Sequence[Home] = (), healthy_since: Mapping[str, float] = {},
     ) -> tuple[list[Plan], list[str]]:
         """Migrations to start now, and notes on what could not be planned (also explainable)."""
         busy = {(m.workload, m.source) for m in active} | {(m.workload, m.target) for m in active}
@@ -75,6 +78,9 @@ class Planner:
                     notes += note
                     views = [_charged(v, w, made) for v in views]
         moving = {pl.workload for pl in plans} | {m.workload for m in active}
+        for plan in self._returns(now, homes, healthy_since, placements, moving):
+            plans.append(plan)
+            moving.add(plan.workload)
         for cluster, load in sorted(loads.items()):
             if cluster in failed or max(load.now, load.forecast) <= self.config.overload or not self._token(cluster, now):
                 continue
@@ -123,6 +129,24 @@ class Planner:
                 return [Plan(Kind.REBALANCE, w.name, cluster, target, k, others.get(target, 0) + k, why)
                         for target, k in sorted(choice.counts.items())]
         return []
+
+    def _returns(
+        self, now: float, homes: Sequence[Home], healthy_since: Mapping[str, float], placements: Sequence[Placement], moving: set[str],
+    ) -> list[Plan]:
+        if self.config.return_after_s <= 0:
+            return []
+        plans = []
+        for h in homes:
+            since = healthy_since.get(h.home)
+            if since is None or now - since < self.config.return_after_s or h.workload in moving:
+                continue
+            here = {p.cluster: p.replicas for p in placements if p.workload == h.workload and p.state is PlacementState.PLACED}
+            k = min(h.replicas, here.get(h.away, 0))
+            if k and self._token(h.away, now):
+                why = (f"{h.home} healthy for {now - since:.0f}s (>= {self.config.return_after_s:.0f}s)",
+                       f"returning {k} replica(s) of {h.workload} failed over to {h.away}")
+                plans.append(Plan(Kind.RETURN, h.workload, h.away, h.home, k, here.get(h.home, 0) + k, why))
+        return plans
 
     def _token(self, cluster: str, now: float) -> bool:
         recent = [t for t in self._evictions.get(cluster, []) if now - t < self.config.window_s]

@@ -69,6 +69,16 @@ class Placement:
 
 
 @dataclass(frozen=True, slots=True)
+class Home:
+    """Replicas failed over from ``home`` to ``away``; they may return once ``home`` is healthy again."""
+
+    workload: str
+    home: str
+    away: str
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
 class DecisionRecord:
     at: float
     kind: str
@@ -140,6 +150,23 @@ class Registry:
         with self.db.tx() as c:
             rows = c.execute(query + " ORDER BY workload, cluster", args).fetchall()
         return [Placement(r["workload"], r["cluster"], r["replicas"], r["epoch"], PlacementState(r["state"])) for r in rows]
+
+    # -- homes (failed-over replicas that may return) ---------------------------------------------
+    def add_home(self, h: Home) -> None:
+        with self.db.tx() as c:
+            c.execute(
+                "INSERT INTO homes VALUES (?, ?, ?, ?) ON CONFLICT(workload, home, away) DO UPDATE SET replicas = replicas + excluded.replicas",
+                (h.workload, h.home, h.away, h.replicas),
+            )
+
+    def drop_home(self, h: Home) -> None:
+        with self.db.tx() as c:
+            c.execute("DELETE FROM homes WHERE workload = ? AND home = ? AND away = ?", (h.workload, h.home, h.away))
+
+    def homes(self) -> list[Home]:
+        with self.db.tx() as c:
+            rows = c.execute("SELECT * FROM homes ORDER BY workload, home, away").fetchall()
+        return [Home(r["workload"], r["home"], r["away"], r["replicas"]) for r in rows]
 
     # -- decisions -------------------------------------------------------------------------------
     def record_decision(self, d: DecisionRecord) -> None:

@@ -21,7 +21,7 @@ from controlplane.journal import Journal, Kind, Migration, new_id
 from controlplane.metrics import Metrics
 from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
-from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Placement, PlacementState, Registry
+from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
 from controlplane.workloads import Workload
 from fedcore.backends import errors
@@ -202,6 +202,7 @@ class ControlPlane:
             plans, notes = self.planner.plan(
                 now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(), self.loads,
                 {w.name: w for w in self.registry.workloads()}, self.registry.placements(), self.journal.active(),
+                self.registry.homes(), {c: since for c, (v, since) in self.verdicts.items() if v.health is Health.HEALTHY},
             )
             for note in notes:
                 self._record(DecisionRecord(now, "unplaced", "", "", "", (note,)))
@@ -281,10 +282,13 @@ class ControlPlane:
             self.metrics.forecast.labels(cluster).set(self.loads[cluster].forecast)
 
     def _start(self, plan: Plan, now: float) -> Migration:
-        epoch = self.registry.bump_epoch(plan.workload)
-        m = Migration(new_id(), plan.workload, plan.source, plan.target, plan.replicas, plan.target_total, epoch, plan.kind, reasons=plan.reasons)
-        self._record(DecisionRecord(now, plan.kind.value, plan.workload, plan.source, plan.target, plan.reasons))
-        return self.executor.start(m, now)
+        with self.db.tx():
+            epoch = self.registry.bump_epoch(plan.workload)
+            m = Migration(new_id(), plan.workload, plan.source, plan.target, plan.replicas, plan.target_total, epoch, plan.kind, reasons=plan.reasons)
+            self._record(DecisionRecord(now, plan.kind.value, plan.workload, plan.source, plan.target, plan.reasons))
+            if plan.kind is Kind.RETURN:
+                self.registry.drop_home(Home(plan.workload, plan.target, plan.source, 0))
+            return self.executor.start(m, now)
 
     def _cleanup(self, now: float) -> None:
         """Remove copies left on a failed cluster once it answers again (they carry an older epoch)."""

@@ -224,3 +224,29 @@ def test_manual_migration_input_errors_are_clear(world: tuple[Path, Backends, Cl
     with pytest.raises(ValueError, match="ClusterPolicy"):
         plane.start_migration("web", "a", "", clock.t)  # the workload's policy allows only a
     assert plane.start_migration("web", "a", "b", clock.t).kind is Kind.MANUAL  # an operator may override it
+
+
+def test_failed_over_replicas_return_home_after_a_healthy_hold(tmp_path: Path) -> None:
+    from controlplane.planner import PlannerConfig
+
+    clock = Clock()
+    backends = Backends(clock, twin_ready_delay_s=0.5)
+    plane = ControlPlane(tmp_path / "cp.db", backends, clock, retry=RETRY, planner=PlannerConfig(return_after_s=3.0))
+    plane.register_cluster(ClusterSpec("a", "r0"))
+    plane.register_cluster(ClusterSpec("b", "r1"))
+    plane.tick(0.0)
+    home = next(iter(plane.submit(Workload("web", 2, Template(500, 512), Policy(clusters=("a", "b"))), dry_run=False).counts))
+    away = "b" if home == "a" else "a"
+    twin(backends, home).outage()
+    failed_over = sorted([(away, "placed"), (home, "stale")])
+    run_until(plane, clock, lambda: sorted((p.cluster, p.state.value) for p in plane.registry.placements("web")) == failed_over)
+    assert [(h.home, h.away, h.replicas) for h in plane.registry.homes()] == [(home, away, 2)]
+    twin(backends, home).heal()
+    healed = clock.t
+    run_until(plane, clock, lambda: any(m.kind is Kind.RETURN and m.state is MigrationState.DONE for m in plane.journal.all()))
+    back = next(m for m in plane.journal.all() if m.kind is Kind.RETURN)
+    assert back.created - healed >= 3.0 and (back.source, back.target) == (away, home)
+    assert [(p.cluster, p.replicas) for p in plane.registry.placements("web")] == [(home, 2)]
+    assert plane.registry.homes() == []
+    assert sum(p.ready for p in twin(backends, home).snapshot("web")) == 2 and twin(backends, away).snapshot("web") == []
+    plane.close()

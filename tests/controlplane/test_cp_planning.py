@@ -140,3 +140,16 @@ def test_forecast_ignores_steps_and_follows_sustained_trends() -> None:
         g.add(float(t), 0.2 + 0.01 * t)  # +0.01 per second for a minute
     assert g.trend() == pytest.approx(0.01, rel=1e-6)
     assert g.at(30.0) > 0.8
+
+
+def test_return_home_waits_for_the_hold_and_is_off_by_default() -> None:
+    from controlplane.registry import Home
+
+    homes = [Home("web", "a", "b", 2)]
+    placed = [Placement("web", "b", 2, 2), Placement("web", "c", 2, 1)]
+    off = Planner(topology(*VIEWS))
+    assert off.plan(100.0, verdicts(), VIEWS, {}, WORKLOADS, placed, [], homes, {"a": 0.0})[0] == []
+    on = Planner(topology(*VIEWS), PlannerConfig(return_after_s=30.0))
+    assert on.plan(20.0, verdicts(), VIEWS, {}, WORKLOADS, placed, [], homes, {"a": 0.0})[0] == []
+    plans, _ = on.plan(31.0, verdicts(), VIEWS, {}, WORKLOADS, placed, [], homes, {"a": 0.0})
+    assert [(p.kind, p.source, p.target, p.replicas, p.target_total) for p in plans] == [(Kind.RETURN, "b", "a", 2, 2)]
