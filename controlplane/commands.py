@@ -282,6 +282,19 @@ def migrate(
         fail("give --workload and --source to start a migration, --cancel ID, or --list")
 
 
+@controlplane.command()
+@click.option("--limit", default=30, show_default=True, type=click.IntRange(1, 10_000))
+@client_options
+def decisions(limit: int, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
+    """The planner's recent decisions (verdicts, placements, failovers, rebalances, cleanups) with their reasons."""
+    found = call(target, tls_files(tls_cert, tls_key, tls_ca), "ListDecisions", cp.ListDecisionsRequest(limit=limit))
+    emit(as_json, found, "decisions", lambda d: [
+        {"at_s": round(int(x.get("at_ms", 0)) / 1000, 2), "kind": x["kind"], "workload": x.get("workload", ""),
+         "from": x.get("source", ""), "to": x.get("target", ""), "reasons": "; ".join(r["message"] for r in x.get("reasons", []))[:100]}
+        for x in d.get("decisions", [])
+    ])
+
+
 @click.group()
 def drill() -> None:
     """Failover drills against a live control plane on twin clusters."""
