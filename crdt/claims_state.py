@@ -205,6 +205,7 @@ class ClaimsState:
                 return False
             pod = self.pods[record.pod] = PodClaims()
         elif current is not None and record.seq <= current.seq:
+            self.context.add(dot)  # an older version: seen (superseded), so no gap lingers in the context
             return False
         if record.lamport > self.lamport:
             self.lamport = record.lamport

@@ -181,3 +181,12 @@ def test_contradicting_delta_is_rejected_and_state_untouched(index: int) -> None
     with pytest.raises(InvalidDelta):
         a.merge(ClaimDelta(claims=good.claims + bad.claims, marks=bad.marks))
     assert (a.full_state(), a.version(), a.free(), a.lamport) == before
+
+
+def test_superseded_versions_arriving_late_close_the_context_gap() -> None:
+    a, b = agents(2)
+    first, bound = ok(a.claim("p", 0, 0.9, REQ)), ok(a.bind("p"))
+    b.merge(bound)
+    assert b.version().base("agent-0") == 0
+    b.merge(first)
+    assert b.version() == a.version() and b.winner("p") == a.winner("p")
