@@ -29,6 +29,8 @@ def train(msg: Message, context: Context) -> Message:
     """Local imitation epochs from the received global weights."""
     torch.set_num_threads(1)
     fault = Fault.parse(str(context.node_config.get("fault", "")))
+    if "data-path" not in context.node_config:
+        raise experience.ExperienceError("this SuperNode has no data-path in its node config: start it with data-path=<experience log>")
     data = experience.load(str(context.node_config["data-path"]))
     config = msg.content.config_records[CONFIG]
     partition = int(context.node_config.get("partition-id", 0))

@@ -18,9 +18,15 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fedplane" / "federated"
 
 
-def _data_dir(explicit: Path | None, clients: int, split: str, fleet: int) -> Path:
-    """Where prepared regional data lives: ``--data``, else a cache directory named for its spec."""
-    return explicit or _cache_dir() / f"openb-{split}-{clients}c-fleet{fleet or 'all'}"
+def _data(explicit: Path | None, clients: int, split: str, fleet: int, traces: Path | None) -> Path:
+    """Prepared regional data: ``--data`` as it is when it holds some, else prepared there (or in a
+    cache directory named for its spec) from the traces."""
+    from federated.flower import datasets
+
+    if explicit is not None and (explicit / datasets.SPEC).exists():
+        return datasets.prepared(explicit, clients)
+    root = explicit or _cache_dir() / f"openb-{split}-{clients}c-fleet{fleet or 'all'}"
+    return datasets.prepare(root, datasets.DataSpec(clients, split, fleet, str(traces or "")))
 
 
 @click.group()
@@ -32,7 +38,7 @@ def federated() -> None:
 @click.option("--clients", type=click.IntRange(1, 32), default=3, show_default=True)
 @click.option("--split", type=click.Choice(regions.SPLITS), default="app", show_default=True, help="How regions differ.")
 @click.option("--fleet", type=click.IntRange(0), default=0, help="First N GPU nodes of the trace (0 = all).")
-@click.option("--data", type=click.Path(path_type=Path), help="Prepared data directory (default: a cache dir).")
+@click.option("--data", type=click.Path(path_type=Path), help="Prepared data directory, used as is when it holds data (default: a cache dir).")
 @click.option("--traces", type=click.Path(path_type=Path), help="Traces directory.")
 @click.option("--fault", "faults", multiple=True, metavar="K=SPEC", help="Make SuperNode K misbehave, e.g. 2=scale:-10.")
 @click.option("--workdir", type=click.Path(path_type=Path), default=DEFAULT_WORKDIR, show_default=True)
@@ -48,7 +54,7 @@ def up(clients: int, split: str, fleet: int, data: Path | None, traces: Path | N
             raise click.BadParameter(f"{item!r}: expected K=SPEC with K < {clients}", param_hint="--fault")
         faulting.Fault.parse(spec)
         node_faults[int(index)] = spec
-    root = datasets.prepare(_data_dir(data, clients, split, fleet), datasets.DataSpec(clients, split, fleet, str(traces or "")))
+    root = _data(data, clients, split, fleet, traces)
     eng = engine.start(workdir.resolve(), datasets.node_configs(root, node_faults), meta={"data": str(root), "clients": clients})
     click.echo(json.dumps({"superlink": eng.address, "workdir": str(eng.workdir), "processes": eng.groups}))
 
@@ -99,7 +105,7 @@ def run(rounds: int, local_epochs: int, strategy: str, clip_norm: float, clip_me
 @click.option("--fleet", type=click.IntRange(0), default=0, help="First N GPU nodes of the trace (0 = all).")
 @click.option("--robust", type=click.Choice(["trimmed", "median", "krum"]), default="median", show_default=True)
 @click.option("--poison", default="scale:-10", show_default=True, help="What the poisoned client sends (scale:S or random:S).")
-@click.option("--data", type=click.Path(path_type=Path), help="Prepared data directory (default: a cache dir).")
+@click.option("--data", type=click.Path(path_type=Path), help="Prepared data directory, used as is when it holds data (default: a cache dir).")
 @click.option("--traces", type=click.Path(path_type=Path), help="Traces directory.")
 @click.option("--workdir", type=click.Path(path_type=Path), help="Where engines run (default: a temporary directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
@@ -112,9 +118,9 @@ def bench_federated(clients: int, rounds: int, local_epochs: int, split: str, fl
 
     if faults.Fault.parse(poison).kind not in ("scale", "random"):
         raise click.BadParameter("the poisoned client must send weights: scale:S or random:S", param_hint="--poison")
-    config = bench.BenchConfig(clients, rounds, local_epochs, split, fleet, robust, poison, traces=str(traces or ""))
+    config = bench.BenchConfig(clients, rounds, local_epochs, robust, poison)
     with tempfile.TemporaryDirectory(prefix="fedplane-federated-") as tmp:
-        result = bench.run((workdir or Path(tmp)).resolve(), _data_dir(data, clients, split, fleet), config)
+        result = bench.run((workdir or Path(tmp)).resolve(), _data(data, clients, split, fleet, traces), config)
     if as_json:
         click.echo(json.dumps(result))
     else:

@@ -90,6 +90,14 @@ def read_spec(root: Path) -> dict[str, Any]:
     return spec
 
 
+def prepared(root: Path, clients: int) -> Path:
+    """``root`` if it holds data prepared for ``clients`` regions, else a clear error."""
+    have = int(read_spec(root)["data"]["clients"])
+    if have != clients:
+        raise experience.ExperienceError(f"{root}: prepared for {have} regions, not {clients}")
+    return root
+
+
 def pod_types(root: Path) -> PodTypes:
     return artifacts.types_from_json(read_spec(root)["pod_types"])
 

@@ -71,9 +71,10 @@ def test_run_config_parses_and_refuses_bad_values() -> None:
     paths = {"data-dir": "/d", "registry-dir": "/r", "report-file": "/f.jsonl"}
     config = RunConfig.parse({**paths, "strategy": "median", "clip-median-factor": 1.5, "num-rounds": 4})
     assert (config.rounds, config.strategy.rule, config.strategy.clip_median_factor) == (4, "median", 1.5)
-    for bad, match in [({"nope": 1}, "unknown run-config keys"), ({"num-rounds": "three"}, "must be a number"),
+    cases: list[tuple[dict[str, object], str]] = [({"nope": 1}, "unknown run-config keys"), ({"num-rounds": "three"}, "must be a number"),
                        ({"num-rounds": 2.5}, "whole number"), ({"strategy": "fedsgd"}, "strategy must be one of"),
-                       ({"num-rounds": 0}, "at least 1"), ({"data-dir": ""}, "must be set")]:
+                       ({"num-rounds": 0}, "at least 1"), ({"data-dir": ""}, "must be set")]
+    for bad, match in cases:
         with pytest.raises(ConfigError, match=match):
             RunConfig.parse({**paths, **bad})
 

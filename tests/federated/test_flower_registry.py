@@ -12,8 +12,14 @@ import torch
 
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.flower import registry
-from federated.flower.serverapp import initial_model
+from federated.model import PlacementScorer
 from federated.runtime import artifacts
+
+
+def model(seed: int) -> PlacementScorer:
+    torch.manual_seed(seed)
+    return PlacementScorer()
+
 
 TYPES = PodTypes(np.array([4000]), np.array([1000]), np.array([1]), np.array([1.0]))
 
@@ -22,7 +28,7 @@ TYPES = PodTypes(np.array([4000]), np.array([1000]), np.array([1]), np.array([1.
 def published(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("registry")
     for rnd in (1, 2):
-        registry.publish(root, initial_model(rnd), TYPES, {"run": "t", "round": rnd, "quality": 0.5})
+        registry.publish(root, model(rnd), TYPES, {"run": "t", "round": rnd, "quality": 0.5})
     return root
 
 
@@ -36,7 +42,7 @@ def test_versions_grow_and_manifests_say_what_they_are(published: Path) -> None:
 
 def test_fp32_state_round_trips(published: Path) -> None:
     loaded = registry.load_model(published / "v000001")
-    for key, value in initial_model(1).state_dict().items():
+    for key, value in model(1).state_dict().items():
         torch.testing.assert_close(loaded.state_dict()[key], value)
 
 

@@ -1,0 +1,89 @@
+"""The feature spec: cached fragmentation equals fedcore's FGD maths, caches equal a fresh build, columns mean what they say."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import fleet, pods
+
+from fedcore.nodetable import NodeTable
+from fedcore.scheduling.filters import resources_fit
+from fedcore.scheduling.fragmentation import Fragmentation, FragmentationGradient, PodTypes
+from fedcore.scheduling.scores import BalancedAllocation, BestFit
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION, FeatureBuilder, pod_features
+from federated.runtime.fragments import changed_rows
+
+COL = {name: i for i, name in enumerate(NODE_FEATURES)}
+
+
+def walk(seed: int, steps: int = 150):
+    """Yield (pod, table, feasible rows) along a random placement sequence, placing each pod after the yield."""
+    table = NodeTable(fleet(seed=seed))
+    rng = np.random.default_rng(seed)
+    for pod in pods(steps, seed):
+        rows = np.flatnonzero(resources_fit(pod, table))
+        if rows.size == 0:
+            continue
+        yield pod, table, rows
+        table.allocate(pod, int(rows[rng.integers(rows.size)]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cached_fragment_drops_equal_fedcore_fgd(seed: int) -> None:
+    all_pods = pods(300, seed)
+    types = PodTypes.from_pods(all_pods)
+    ref, fgd = Fragmentation(types), FragmentationGradient(types)
+    builder = FeatureBuilder(types)
+    for pod, table, rows in walk(seed):
+        drop, after = builder.drops.drop(pod, table, rows)
+        expected_after = ref.after(pod, table, rows).min(axis=1)
+        np.testing.assert_allclose(after, expected_after, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(drop, ref.of_rows(table, rows) - expected_after, rtol=0, atol=1e-6)
+        if pod.gpu.is_sharing:
+            node = int(rows[0])
+            assert fgd.pick(pod, table, node) == (builder.drops.best_device(pod, table, node),)
+
+
+def test_warm_caches_equal_a_fresh_builder_and_row_subsets() -> None:
+    types = PodTypes.from_pods(pods(300, 3))
+    warm = FeatureBuilder(types)
+    stable = [i for i, name in enumerate(NODE_FEATURES) if name != "load_trend"]  # the trend depends on history by design
+    for pod, table, rows in walk(3):
+        everything = np.arange(len(table))
+        hot = warm(pod, table, everything)
+        cold = FeatureBuilder(types)(pod, table, everything)
+        np.testing.assert_allclose(hot[:, stable], cold[:, stable], atol=1e-6)
+        np.testing.assert_allclose(warm(pod, table, rows), hot[rows], atol=1e-6)
+
+
+def test_columns_match_the_heuristics_they_name() -> None:
+    types = PodTypes.from_pods(pods(300, 4))
+    builder = FeatureBuilder(types)
+    fgd = FragmentationGradient(types)
+    for pod, table, rows in walk(4, steps=80):
+        x = builder(pod, table, rows)
+        assert x.shape == (rows.size, len(NODE_FEATURES)) and x.dtype == np.float32
+        np.testing.assert_allclose(100 * x[:, COL["bestfit"]], BestFit().score(pod, table, rows), atol=1e-3)
+        np.testing.assert_allclose(100 * x[:, COL["balanced"]], BalancedAllocation().score(pod, table, rows), atol=1e-3)
+        np.testing.assert_allclose(100 * x[:, COL["fgd_score"]], fgd.score(pod, table, rows), atol=1e-3)
+
+
+def test_pod_features_and_spec_are_stable() -> None:
+    pod = pods(1, 0)[0]
+    x = pod_features(pod)
+    assert x.shape == (1, len(POD_FEATURES)) and x.dtype == np.float32
+    assert SPEC_VERSION == "fedplane-features/1"
+    assert len(set(NODE_FEATURES)) == len(NODE_FEATURES) == 23
+
+
+@pytest.mark.parametrize(
+    ("now", "seen", "rows"),
+    [
+        (np.array([1, 2, 3]), np.array([1, 2, 3]), []),
+        (np.array([1, 5, 3]), np.array([1, 2, 3]), [1]),
+        (np.array([[1, 2], [3, 4], [5, 6]]), np.array([[1, 2], [3, 0], [0, 0]]), [1, 2]),
+        (np.array([[1, 2], [3, 4]]), np.array([[1, 0], [3, 4]]), [0]),
+    ],
+)
+def test_changed_rows(now: np.ndarray, seen: np.ndarray, rows: list[int]) -> None:
+    assert changed_rows(now, seen).tolist() == rows

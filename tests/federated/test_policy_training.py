@@ -1,0 +1,45 @@
+"""A short imitation run on a synthetic fleet beats random placement; a short PPO run keeps the scorer usable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import fleet, pods
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("stable_baselines3")
+
+from fedcore.scheduling.fragmentation import PodTypes  # noqa: E402
+from fedcore.twin import submission  # noqa: E402
+from federated import evaluating, exporting, imitation, rl, rollouts  # noqa: E402
+
+NODES = fleet(60, seed=5)
+PODS = pods(400, seed=5)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data = rollouts.Decisions.concat([rollouts.openb_episode(NODES, PODS, seed, candidates=16) for seed in (1000, 1001)])
+    model = imitation.train(data, config=imitation.ImitationConfig(epochs=2, seed=0))
+    assert imitation.agreement(model, data) > 0.9
+    path = tmp_path_factory.mktemp("trained")
+    exporting.export(model, path, PodTypes.from_pods(PODS), {"purpose": "test"})
+    return path
+
+
+def test_short_imitation_beats_random_on_held_out_seeds(trained: Path) -> None:
+    seeds = [0, 1]
+    with evaluating.model_override(trained):
+        learned = evaluating.mean([submission.run(NODES, PODS, "learned", s).gpu_alloc_ratio for s in seeds])
+    random = evaluating.mean([submission.run(NODES, PODS, "random", s).gpu_alloc_ratio for s in seeds])
+    assert learned > random
+
+
+def test_short_ppo_run_returns_a_finite_scorer() -> None:
+    data = rollouts.openb_episode(NODES, PODS, 1000, candidates=16)
+    model = imitation.train(data, config=imitation.ImitationConfig(epochs=1))
+    tuned, stats = rl.finetune(model, NODES, PODS, [1000], steps=256, k=8)
+    assert stats["steps"] == 256
+    assert all(torch.isfinite(p).all() for p in tuned.parameters())
+    assert tuned is not model
