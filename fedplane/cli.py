@@ -39,6 +39,7 @@ BENCHES = {
     "schedule": "fedcore.commands:bench_schedule",
     "gossip": "gossip.commands:bench_gossip",
     "claims": "crdt.commands:bench_claims",
+    "policy": "federated.commands:bench_policy",
     "federated": "federated.flower.commands:bench_federated",
     "agent": "edgeagent.commands:bench_agent",
 }
@@ -48,6 +49,7 @@ COMMANDS = {
     "drill": "controlplane.commands:drill",
     "sim": "fedcore.commands:sim",
     "demo": "fedcore.commands:demo",
+    "policy": "federated.commands:policy",
     "federated": "federated.flower.commands:federated",
     "agent": "edgeagent.commands:agent",
 }
