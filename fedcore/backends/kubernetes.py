@@ -30,14 +30,18 @@ def _client() -> Any:
     return kubernetes
 
 
-def contexts(kubeconfig: str | None = None) -> list[str]:
-    """Context names in a kubeconfig (each becomes one cluster)."""
+def _contexts(kubeconfig: str | None) -> list[dict[str, Any]]:
     k8s = _client()
     try:
         found, _active = k8s.config.list_kube_config_contexts(config_file=kubeconfig)
     except (k8s.config.ConfigException, OSError) as exc:
         raise ValueError(f"cannot read kubeconfig {kubeconfig or '$KUBECONFIG'}: {exc}") from exc
-    return [c["name"] for c in found]
+    return list(found)
+
+
+def contexts(kubeconfig: str | None = None) -> list[str]:
+    """Context names in a kubeconfig (each becomes one cluster)."""
+    return [c["name"] for c in _contexts(kubeconfig)]
 
 
 def parse_quantity(value: str | int | float, milli: bool = False) -> int:
@@ -68,8 +72,7 @@ class KubernetesCluster:
     def from_kubeconfig(cls, context: str, kubeconfig: str | None = None, namespace: str | None = None, name: str | None = None) -> KubernetesCluster:
         """One context of a kubeconfig; the namespace is the argument, else the context's, else ``default``."""
         k8s = _client()
-        found, _active = k8s.config.list_kube_config_contexts(config_file=kubeconfig)
-        entry = next((c for c in found if c["name"] == context), None)
+        entry = next((c for c in _contexts(kubeconfig) if c["name"] == context), None)
         if entry is None:
             raise errors.UnknownCluster(context, f"no context {context!r} in {kubeconfig or '$KUBECONFIG'}")
         api = k8s.config.new_client_from_config(config_file=kubeconfig, context=context)
