@@ -25,9 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from federated import imitation
-from federated.flower import datasets, engine, experience
-from federated.flower.serverapp import QUALITY_METRIC, initial_model, quality
+from fedcore.traces import locate, openb
+from fedcore.twin import submission
+from federated import evaluating, imitation, splits
+from federated.flower import datasets, engine, experience, registry
+from federated.flower.serverapp import QUALITY_METRIC, initial_model, quality, score_rmse
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,20 +46,45 @@ class BenchConfig:
     seed: int = 0
 
 
-def central(data_dir: Path, config: BenchConfig) -> dict[str, float]:
-    """Held-out quality of the starting model, of the model trained on the union of the regions' data,
-    and of a scorer that picks at random (chance), with the central training time."""
+def central(data_dir: Path, registry_dir: Path, config: BenchConfig) -> dict[str, float]:
+    """Held-out quality (and score RMSE) of the starting model and of the model trained on the union of
+    the regions' data, a random pick's quality (chance) and the training time; the central model is
+    published to ``registry_dir`` like a federated one."""
     holdout = experience.load(data_dir / datasets.HOLDOUT)
     model = initial_model(data_dir, config.seed)
-    initial = quality(model, holdout)
+    initial, initial_rmse = quality(model, holdout), score_rmse(model, holdout)
     started = time.monotonic()
     imitation.train(datasets.union(data_dir), model, imitation.ImitationConfig(epochs=config.rounds * config.local_epochs, seed=config.seed))
-    chance = float(np.mean(holdout.top.sum(axis=1) / holdout.mask.sum(axis=1)))
-    return {"central": quality(model, holdout), "initial": initial, "chance": chance, "train_s": time.monotonic() - started}
+    train_s = time.monotonic() - started
+    central_quality = quality(model, holdout)
+    registry.publish(registry_dir, model, datasets.pod_types(data_dir), {"run": "central", "quality": central_quality})
+    return {
+        "central": central_quality, "central_rmse": score_rmse(model, holdout), "initial": initial, "initial_rmse": initial_rmse,
+        "chance": float(np.mean(holdout.top.sum(axis=1) / holdout.mask.sum(axis=1))), "train_s": train_s,
+    }
 
 
-def federate(workdir: Path, data_dir: Path, config: BenchConfig, faults: dict[int, str], runs: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-    """Start an engine whose SuperNodes carry ``faults``, do each of ``runs`` (tag -> run config) on it, stop it."""
+def twin_alloc(data_dir: Path, models: dict[str, Path]) -> dict[str, float]:
+    """GPU allocation ratio at 100% arrived load on the held-out openb scenario (held-out pods, seed 0)
+    for each int8 model and for FGD itself, through the ``learned`` scheduler profile the agents use."""
+    spec = datasets.read_spec(data_dir)["data"]
+    traces = Path(spec["traces"])
+    nodes = openb.load_nodes(traces / locate.OPENB_NODES)
+    nodes = submission.gpu_nodes(nodes)[: spec["fleet"]] if spec["fleet"] else nodes
+    pods = openb.load_pods(traces / locate.OPENB_PODS)
+    held_out = pods[len(splits.openb_train_pods(pods)) :]
+    alloc = {"fgd": evaluating.openb_alloc(nodes, held_out, datasets.TEACHER, [datasets.HOLDOUT_SEED])[0]}
+    for tag, model_dir in models.items():
+        with evaluating.model_override(model_dir, "int8"):
+            alloc[tag] = evaluating.openb_alloc(nodes, held_out, "learned", [datasets.HOLDOUT_SEED])[0]
+    return alloc
+
+
+def federate(
+    workdir: Path, registries: Path, data_dir: Path, config: BenchConfig, faults: dict[int, str], runs: dict[str, dict[str, Any]],
+) -> dict[str, list[dict[str, Any]]]:
+    """Start an engine whose SuperNodes carry ``faults``, do each of ``runs`` (tag -> run config) on it,
+    publishing to ``registries/<tag>``, and stop it."""
     reports: dict[str, list[dict[str, Any]]] = {}
     with engine.start(workdir, datasets.node_configs(data_dir, faults)) as eng:
         for tag, overrides in runs.items():
@@ -65,7 +92,7 @@ def federate(workdir: Path, data_dir: Path, config: BenchConfig, faults: dict[in
             eng.run(
                 {"run-tag": tag, "num-rounds": config.rounds, "local-epochs": config.local_epochs, "seed": config.seed,
                  "min-clients": config.clients, "round-deadline-s": config.deadline_s, "data-dir": str(data_dir),
-                 "registry-dir": str(workdir / "registry" / tag), "report-file": str(report), **overrides},
+                 "registry-dir": str(registries / tag), "report-file": str(report), **overrides},
                 timeout_s=config.rounds * (config.deadline_s + 60) + 120, tag=tag,
             )
             reports[tag] = [json.loads(line) for line in report.read_text().splitlines()]
@@ -76,12 +103,13 @@ def run(workdir: Path, data_dir: Path, config: BenchConfig) -> dict[str, Any]:
     """The whole bench on prepared data; returns the JSON figures."""
     torch.set_num_threads(1)
     shutil.rmtree(workdir, ignore_errors=True)
-    baseline = central(data_dir, config)
+    registries = workdir / "registry"
+    baseline = central(data_dir, registries / "central", config)
     central_quality = baseline["central"]
     fedavg = {"strategy": "fedavg"}
     robust = {"strategy": config.robust, "clip-median-factor": config.clip_median_factor}
-    reports = federate(workdir / "clean", data_dir, config, {}, {"clean-fedavg": fedavg})
-    reports |= federate(workdir / "poisoned", data_dir, config, {config.clients - 1: config.poison},
+    reports = federate(workdir / "clean", registries, data_dir, config, {}, {"clean-fedavg": fedavg})
+    reports |= federate(workdir / "poisoned", registries, data_dir, config, {config.clients - 1: config.poison},
                         {"poisoned-fedavg": fedavg, "poisoned-robust": robust})
     final = {tag: lines[-1]["quality"] for tag, lines in reports.items()}
     clean = reports["clean-fedavg"]
@@ -104,6 +132,9 @@ def run(workdir: Path, data_dir: Path, config: BenchConfig) -> dict[str, Any]:
             "data": datasets.read_spec(data_dir)["data"], "local_epochs": config.local_epochs, "poison": config.poison,
             "robust": f"{config.robust} + update norm <= {config.clip_median_factor} x median", "central_train_s": baseline["train_s"],
             "initial_quality": baseline["initial"], "chance_quality": baseline["chance"],
+            "score_rmse": {"initial": baseline["initial_rmse"], "central": baseline["central_rmse"],
+                           **{tag: lines[-1]["score_rmse"] for tag, lines in reports.items()}},
+            "gpu_alloc_int8_twin": twin_alloc(data_dir, {tag: path for tag in ("central", *reports) if (path := registry.latest(registries / tag))}),
             "examples_per_region": [len(experience.load(datasets.region_file(data_dir, k))) for k in range(config.clients)],
             "fedavg_max_rel_error": max(line.get("fedavg_rel_error", 0.0) for tag in ("clean-fedavg", "poisoned-fedavg") for line in reports[tag]),
             "runs": {tag: {"quality_per_round": [line["quality"] for line in lines],

@@ -64,6 +64,14 @@ def quality(model: PlacementScorer, holdout: Decisions, seed: int = 0) -> float:
     return imitation.agreement(model, shuffled(holdout, seed))
 
 
+def score_rmse(model: PlacementScorer, holdout: Decisions) -> float:
+    """Root-mean-square error against the teacher's untruncated scores over held-out candidates: a
+    finer second measure, since agreement saturates once the model ranks like the teacher."""
+    with torch.no_grad():
+        scores = model.batched(torch.from_numpy(holdout.pods), torch.from_numpy(holdout.nodes)).numpy()
+    return float(np.sqrt(np.mean((scores - holdout.target)[holdout.mask] ** 2)))
+
+
 def shuffled(data: Decisions, seed: int) -> Decisions:
     """``data`` with each decision's candidates in a random (seeded) order."""
     order = np.random.default_rng(seed).random(data.mask.shape).argsort(axis=1)
@@ -89,6 +97,7 @@ def run(grid: Grid, config: RunConfig) -> list[dict[str, Any]]:
             weights = aggregated
             model.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in weights.items()})
         line["quality"] = quality(model, holdout)
+        line["score_rmse"] = score_rmse(model, holdout)
         if aggregated is not None:
             training = {"run": config.tag, "round": rnd, "strategy": config.strategy.rule, "quality": line["quality"],
                         "quality_metric": QUALITY_METRIC, "clients": line["answered"], "examples": sum(line["examples"])}
