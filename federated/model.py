@@ -6,14 +6,15 @@ alone gets exactly the score the control plane would compute for it across the w
 (claims are compared across agents, so that matters).
 
 The cost split is deliberate: the pod context network (most of the parameters) runs once per
-decision; the per-candidate path is narrow, because it runs over up to thousands of nodes
-within a sub-millisecond budget. The context modulates the candidate layers FiLM-style
-(scale and shift per hidden unit), so one model behaves differently for sharing, whole-GPU and
-CPU-only pods. The wide part is linear in the node features with weights that depend linearly
+decision; the per-candidate path is narrow and plain (MatMul, add, ReLU), because it runs over
+up to thousands of nodes within a sub-millisecond budget. The context shifts the candidate
+layers' pre-activations per pod (the shift half of FiLM: a per-pod bias, so it costs nothing
+per candidate — full FiLM's per-candidate scaling doubled inference time), so one model behaves
+differently for sharing, whole-GPU and CPU-only pods. The wide part is linear in the node features with weights that depend linearly
 on the pod (a bilinear form), so imitation can copy a heuristic's score exactly — FGD's score is
-a feature, LeastAllocated is linear in two — while the MLP learns corrections. It is built from
-elementwise ops, not MatMul, so int8 quantization leaves it fp32: its precision decides which
-nodes tie at the framework's integer scores.
+a feature, LeastAllocated is linear in two — while the MLP learns corrections. Its weights are
+computed per pod, not stored, so int8 quantization (which quantizes stored weights) leaves it
+fp32: its precision decides which nodes tie at the framework's integer scores.
 """
 
 from __future__ import annotations
@@ -30,13 +31,13 @@ SCORE_SCALE = 100.0
 class PlacementScorer(nn.Module):
     """Scores every candidate node of one pod: ``forward(pod (1, P), nodes (N, F)) -> (N,)`` in score units."""
 
-    def __init__(self, hidden: int = 32, context: int = 96) -> None:
+    def __init__(self, hidden: int = 32, context: int = 128) -> None:
         super().__init__()
         self.hidden = hidden
         self.context = nn.Sequential(
             nn.Linear(len(POD_FEATURES), context), nn.ReLU(),
             nn.Linear(context, context), nn.ReLU(),
-            nn.Linear(context, 4 * hidden),
+            nn.Linear(context, 2 * hidden),
         )
         self.layer1 = nn.Linear(len(NODE_FEATURES), hidden)
         self.layer2 = nn.Linear(hidden, hidden)
@@ -44,11 +45,11 @@ class PlacementScorer(nn.Module):
         self.wide = nn.Parameter(torch.zeros(len(POD_FEATURES) + 1, len(NODE_FEATURES)))
 
     def forward(self, pod: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
-        film = self.context(pod)
-        g1, b1, g2, b2 = torch.split(film, self.hidden, dim=-1)
-        h = torch.relu(self.layer1(nodes) * (1.0 + g1) + b1)
-        h = torch.relu(self.layer2(h) * (1.0 + g2) + b2)
-        return self.head(h).squeeze(-1) + (nodes * self.wide_weights(pod)).sum(dim=-1)
+        shift1, shift2 = torch.split(self.context(pod), self.hidden, dim=-1)
+        h = torch.relu(self.layer1(nodes) + shift1)
+        h = torch.relu(self.layer2(h) + shift2)
+        wide = torch.matmul(nodes, self.wide_weights(pod).transpose(-1, -2))  # (.., N, 1): one small MatMul
+        return (self.head(h) + wide).squeeze(-1)
 
     def wide_weights(self, pod: torch.Tensor) -> torch.Tensor:
         """Per-pod weights of the linear part: row 0 of ``wide`` plus the pod features times the rest."""

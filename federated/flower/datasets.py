@@ -28,6 +28,7 @@ from federated import rollouts, splits
 from federated.flower import experience, regions
 from federated.rollouts import Decisions
 from federated.runtime import artifacts
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION
 
 SPEC = "spec.json"
 HOLDOUT = "holdout.npz"
@@ -35,7 +36,8 @@ PRETRAIN = "pretrain.npz"
 TEACHER = "fgd"
 HOLDOUT_SEED = 0
 LAYOUT = 2
-"""Bumped whenever what ``prepare`` writes changes, so older prepared directories are rebuilt."""
+"""Bumped whenever what ``prepare`` writes changes, so older prepared directories are rebuilt (as are
+directories recorded under another feature spec)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +62,8 @@ def prepare(root: Path, spec: DataSpec) -> Path:
     if spec.clients < 1:
         raise ValueError("need at least one client")
     traces = locate.traces_dir(spec.traces or None)
-    wanted = {**asdict(spec), "traces": str(traces), "layout": LAYOUT}
+    wanted = {**asdict(spec), "traces": str(traces), "layout": LAYOUT, "feature_spec": SPEC_VERSION,
+              "features": [*POD_FEATURES, *NODE_FEATURES]}
     if (root / SPEC).is_file() and json.loads((root / SPEC).read_text()).get("data") == wanted:
         return root
     nodes = openb.load_nodes(traces / locate.OPENB_NODES)
