@@ -56,10 +56,10 @@ def policy() -> None:
 def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, traces: str | None) -> None:
     """Imitate the best heuristics on the training parts of the traces, then fine-tune with PPO on the twin."""
     torch = _torch()
-    from federated import training
+    from federated import evaluating, training
 
     try:
-        loaded = training.Traces.load(traces)
+        loaded = evaluating.Traces.load(traces)
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps)
@@ -80,7 +80,7 @@ def export(checkpoint_dir: str, out_dir: str, traces: str | None) -> None:
     from fedcore.scheduling.fragmentation import PodTypes
     from federated import exporting, splits
     from federated.model import PlacementScorer
-    from federated.training import Traces
+    from federated.evaluating import Traces
 
     saved = torch.load(Path(checkpoint_dir) / CHECKPOINT, weights_only=False)
     model = PlacementScorer()
@@ -102,12 +102,11 @@ def evaluate(model: str | None, precision: str, seeds: int, traces: str | None) 
     """openb GPU allocation (learned vs FGD, bench seeds) and the held-out DLRM window (learned vs kube-default)."""
     from federated import evaluating
     from federated.runtime import artifacts
-    from federated.training import Traces
 
     path = _model_dir(model)
     try:
         artifacts.load(path)
-        loaded = Traces.load(traces)
+        loaded = evaluating.Traces.load(traces)
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     bench_seeds = list(range(seeds))
@@ -148,15 +147,16 @@ def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: boo
     from fedcore.scheduling.framework import Scheduler
     from fedcore.twin import submission
     from federated import benching, explaining
+    from federated.evaluating import Traces
+    from federated.runtime import plugin
     from federated.runtime.scorer import PolicyRuntime
-    from federated.training import Traces
 
     path = _model_dir(model)
     try:
         loaded = Traces.load(traces)
         runtime = PolicyRuntime(path, "fp32", PodTypes.from_pods(loaded.pods))
         table = NodeTable(submission.gpu_nodes(loaded.nodes))
-        scheduler = Scheduler(benching.evaluating_profile(runtime), table, seed)
+        scheduler = Scheduler(plugin.profile_for(runtime), table, seed)
         order = submission.workload(loaded.pods, seed, int(table.gpu_count.sum()) * 1000)
         if pod_index >= len(order):
             fail(f"the submission order has {len(order)} pods")
@@ -196,7 +196,7 @@ def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: boo
 def bench_policy(model: str | None, seeds: int, timing_pods: int, agreement_pods: int, as_json: bool, traces: str | None) -> None:
     """The learned policy beside the heuristics: openb allocation, held-out DLRM waits, size, int8 fidelity, decision time."""
     from federated import benching
-    from federated.training import Traces
+    from federated.evaluating import Traces
 
     path = _model_dir(model)
     try:

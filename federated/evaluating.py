@@ -19,6 +19,7 @@ import numpy as np
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.stats import percentile
+from fedcore.traces import dlrm, locate, openb
 from fedcore.traces.dlrm import Instance
 from fedcore.twin import submission
 from fedcore.twin.replay import Replay
@@ -26,6 +27,26 @@ from federated import splits
 
 DLRM_FLEET_SCALE = 4
 """The DLRM trace has no node list: it replays on the openb fleet replicated 4 times (6,092 nodes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Traces:
+    """The real traces a policy is trained and judged on (openb nodes and pods, DLRM on the openb fleet x4)."""
+
+    nodes: list[Node]
+    pods: list[Pod]
+    dlrm: list[Instance]
+    dlrm_nodes: list[Node]
+
+    @classmethod
+    def load(cls, folder: str | None = None) -> Traces:
+        nodes_csv = locate.trace_file(None, locate.OPENB_NODES, folder)
+        return cls(
+            openb.load_nodes(nodes_csv),
+            openb.load_pods(locate.trace_file(None, locate.OPENB_PODS, folder)),
+            dlrm.load(locate.trace_file(None, locate.DLRM, folder)),
+            openb.load_nodes(nodes_csv, scale=DLRM_FLEET_SCALE),
+        )
 
 
 @contextlib.contextmanager

@@ -21,8 +21,6 @@ from fedcore import reporting
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.scheduling.fragmentation import PodTypes
-from fedcore.traces import dlrm, locate, openb
-from fedcore.traces.dlrm import Instance
 from federated import evaluating, exporting, imitation, rl, rollouts, splits
 from federated.model import PlacementScorer
 
@@ -40,24 +38,6 @@ class TrainConfig:
     validation_seeds: int = 2
 
 
-@dataclass(frozen=True, slots=True)
-class Traces:
-    nodes: list[Node]
-    pods: list[Pod]
-    dlrm: list[Instance]
-    dlrm_nodes: list[Node]
-
-    @classmethod
-    def load(cls, folder: str | None = None) -> Traces:
-        nodes_csv = locate.trace_file(None, locate.OPENB_NODES, folder)
-        return cls(
-            openb.load_nodes(nodes_csv),
-            openb.load_pods(locate.trace_file(None, locate.OPENB_PODS, folder)),
-            dlrm.load(locate.trace_file(None, locate.DLRM, folder)),
-            openb.load_nodes(nodes_csv, scale=evaluating.DLRM_FLEET_SCALE),
-        )
-
-
 def validate(model: PlacementScorer, types: PodTypes, nodes: Sequence[Node], pods: Sequence[Pod], seeds: Sequence[int]) -> float:
     """Mean openb GPU allocation of ``model`` (exported, int8, through the real runtime) on validation seeds."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -66,7 +46,7 @@ def validate(model: PlacementScorer, types: PodTypes, nodes: Sequence[Node], pod
             return evaluating.mean(evaluating.openb_alloc(nodes, pods, "learned", seeds))
 
 
-def train(traces: Traces, config: TrainConfig) -> tuple[PlacementScorer, dict[str, Any]]:
+def train(traces: evaluating.Traces, config: TrainConfig) -> tuple[PlacementScorer, dict[str, Any]]:
     """Run the pipeline; returns the kept model and the training record for the manifest."""
     torch.manual_seed(config.seed)
     start = time.perf_counter()

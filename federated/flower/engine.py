@@ -56,12 +56,6 @@ class Engine:
         command = supervisor.supernode_command(self.address, supervisor.free_port(), node_config)
         self._spawn(name, command)
 
-    def stop_process(self, name: str) -> None:
-        """Stop one process group (e.g. to take a SuperNode away mid-federation)."""
-        supervisor.stop_group(self.groups.pop(name))
-        self.processes.pop(name, None)
-        self._save()
-
     def run(self, overrides: Mapping[str, str | int | float | bool], timeout_s: float, tag: str = "run") -> str:
         """``flwr run`` the app with ``overrides`` and stream until it finishes; returns its output."""
         app = appdir.write(self.workdir / "app")

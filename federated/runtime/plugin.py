@@ -46,7 +46,11 @@ def make_profile(ctx: ProfileContext, model: str | Path | None = None, precision
     """
     model_dir = Path(model) if model is not None else configured_model_dir()
     types = PodTypes.from_pods(ctx.workload) if ctx.workload else None
-    runtime = PolicyRuntime(model_dir, precision or os.environ.get("FEDPLANE_MODEL_PRECISION", "int8"), types)
+    return profile_for(PolicyRuntime(model_dir, precision or os.environ.get("FEDPLANE_MODEL_PRECISION", "int8"), types))
+
+
+def profile_for(runtime: PolicyRuntime) -> Profile:
+    """The learned profile around an already-built runtime: default filters, the learned score, its device pick."""
     plugin = LearnedScore(runtime)
     return Profile("learned", default_filters(), [(plugin, 1.0)], devices=plugin)
 
