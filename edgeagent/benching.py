@@ -60,6 +60,8 @@ class BenchSettings:
     traces: str | None = None
     idle_seconds: float = 10.0
     """How long every agent is watched idle (before any pod) for the CPU figure."""
+    overrides: tuple[tuple[str, object], ...] = ()
+    """Agent configuration keys to set (``("gossip.retransmit_mult", 2)``), for tuning runs."""
 
 
 @dataclass(slots=True)
@@ -69,6 +71,7 @@ class _Proc:
     http: int
     rss_max: int = 0
     killed: bool = False
+    cpu: float = 0.0
 
 
 def _free_ports(count: int) -> list[int]:
@@ -87,11 +90,12 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-def write_policy_model(models: Path, seed: int) -> bool:
-    """A small int8 MLP in the agent's feature spec (best fit imitated by random weights); False without ``onnx``.
+def write_policy_model(models: Path, pods: list[Pod], seed: int) -> bool:
+    """A stand-in artifact in federated's format (random int8 weights); False when ``onnx`` is missing.
 
-    The bench needs a real model so the agents load onnxruntime (the footprint goal
-    counts it); federated/ will publish trained ones in the same layout.
+    The bench needs a real model so the agents load onnxruntime and score through
+    federated's runtime (the footprint goal counts both); trained artifacts from
+    ``fedplane policy`` drop into the same directory layout.
     """
     try:
         import onnx
@@ -99,38 +103,39 @@ def write_policy_model(models: Path, seed: int) -> bool:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:
         return False
-    import hashlib
-
-    from edgeagent.models import MANIFEST_FILE, MODEL_FILE
-    from edgeagent.scoring import FEATURE_SPEC, FEATURES
+    from fedcore.scheduling.fragmentation import PodTypes
+    from federated.runtime import artifacts
+    from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 
     rng = np.random.default_rng(seed)
-    w1 = rng.normal(0, 0.5, (len(FEATURES), 32)).astype(np.float32)
-    w2 = rng.normal(0, 0.5, (32, 1)).astype(np.float32)
+    weights = [numpy_helper.from_array(rng.normal(0, 0.5, shape).astype(np.float32), name) for name, shape in (
+        ("w_nodes", (len(NODE_FEATURES), 16)), ("w_out", (16, 1)), ("w_pod", (len(POD_FEATURES), 1)))]
+    weights.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), "flat"))
+    weights.append(numpy_helper.from_array(np.array(100.0, dtype=np.float32), "hundred"))
+    nodes = [
+        helper.make_node("MatMul", ["nodes", "w_nodes"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("MatMul", ["r", "w_out"], ["a"]), helper.make_node("MatMul", ["pod", "w_pod"], ["b"]),
+        helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Sigmoid", ["c"], ["s"]),
+        helper.make_node("Mul", ["s", "hundred"], ["m"]), helper.make_node("Reshape", ["m", "flat"], ["scores"]),
+    ]
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
-         helper.make_node("MatMul", ["r", "w2"], ["score"])],
-        "edge_policy",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, len(FEATURES)])],
-        [helper.make_tensor_value_info("score", TensorProto.FLOAT, [None, 1])],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
-    )
+        nodes, "edge_policy_standin",
+        [helper.make_tensor_value_info("pod", TensorProto.FLOAT, [1, len(POD_FEATURES)]),
+         helper.make_tensor_value_info("nodes", TensorProto.FLOAT, [None, len(NODE_FEATURES)])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None])], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     directory = models / "v0001"
     directory.mkdir(parents=True)
-    fp32 = directory / "fp32.onnx"
-    onnx.save(model, str(fp32))
-    quantize_dynamic(str(fp32), str(directory / MODEL_FILE), weight_type=QuantType.QInt8)
-    fp32.unlink()
-    digest = hashlib.sha256((directory / MODEL_FILE).read_bytes()).hexdigest()
-    manifest = {"version": "bench-int8-v1", "feature_spec": FEATURE_SPEC, "sha256": digest}
-    (directory / MANIFEST_FILE).write_text(json.dumps(manifest))
+    onnx.save(model, str(directory / artifacts.FP32))
+    quantize_dynamic(str(directory / artifacts.FP32), str(directory / artifacts.INT8), weight_type=QuantType.QInt8)
+    artifacts.write_manifest(directory, PodTypes.from_pods(pods), {"note": "bench stand-in, random weights"})
     return True
 
 
-def _agent_config(name: str, port: int, seeds: list[int], http: int, address: str, data: Path, models: Path) -> str:
-    return json.dumps({
+def _agent_config(name: str, port: int, seeds: list[int], http: int, address: str, data: Path, models: Path,
+                  overrides: tuple[tuple[str, object], ...]) -> str:
+    raw: dict[str, Any] = {
         "node": name, "cluster": "c0", "data_dir": str(data), "log_level": "warning",
         "gossip": {"bind": f"127.0.0.1:{port}", "seeds": [f"127.0.0.1:{s}" for s in seeds if s != port],
                    "reap_after": 30.0},
@@ -138,7 +143,11 @@ def _agent_config(name: str, port: int, seeds: list[int], http: int, address: st
         "probe": {"kind": "twin"},
         "models": {"dir": str(models)},
         "http": {"bind": f"127.0.0.1:{http}"},
-    })
+    }
+    for dotted, value in overrides:
+        section, _, key = dotted.rpartition(".")
+        (raw.setdefault(section, {}) if section else raw)[key] = value
+    return json.dumps(raw)
 
 
 def _get(port: int, path: str) -> bytes | None:
@@ -184,7 +193,7 @@ class _Run:
             data = self.workdir / name
             data.mkdir()
             cfg = data / "agent.yaml"
-            cfg.write_text(_agent_config(name, ports[i], seeds, https[i], address, data, models))
+            cfg.write_text(_agent_config(name, ports[i], seeds, https[i], address, data, models, self.s.overrides))
             log = open(data / "agent.log", "wb")
             proc = subprocess.Popen([sys.executable, "-m", "fedplane", "agent", "--config", str(cfg)],
                                     stdout=log, stderr=subprocess.STDOUT, env=env, cwd=data)
@@ -213,6 +222,17 @@ class _Run:
                     p.rss_max = max(p.rss_max, psutil.Process(p.process.pid).memory_info().rss)
                 except psutil.Error:
                     pass
+
+    def cpu_seconds(self) -> float:
+        """CPU time of all live agents so far (killed ones keep what they had when sampled)."""
+        import psutil
+
+        for p in self.procs:
+            try:
+                p.cpu = sum(psutil.Process(p.process.pid).cpu_times()[:2])
+            except psutil.Error:
+                pass
+        return sum(p.cpu for p in self.procs)
 
     async def idle_cpu(self) -> list[float]:
         import psutil
@@ -246,6 +266,7 @@ class _Run:
     def kill(self) -> list[str]:
         victims = self.rng.sample(self.procs[1:], self.s.kill)  # the first agent stays: it is a seed
         for p in victims:
+            self.cpu_seconds()
             p.process.send_signal(signal.SIGKILL)
             p.killed = True
             self.killed.add(p.name)
@@ -287,14 +308,16 @@ async def run_bench(settings: BenchSettings) -> dict[str, Any]:
         address = await harness.start()
         models = workdir / "models"
         models.mkdir()
-        scorer = "onnx-int8" if write_policy_model(models, settings.seed) else "heuristic"
+        scorer = "onnx-int8" if write_policy_model(models, pods, settings.seed) else "heuristic"
         await run.start_agents(address, models)
         await run.wait_converged()
         run.sample_rss()
         idle = await run.idle_cpu()
         run.sample_rss()
+        cpu_before = run.cpu_seconds()
         result = await _place(run, pods)
         run.sample_rss()
+        result["agent_cpu_ms_per_pod"] = round(1000 * (run.cpu_seconds() - cpu_before) / max(1, len(pods)), 1)
     finally:
         run.stop_agents()
         await harness.stop()

@@ -59,9 +59,11 @@ def agent(config_path: str, check: bool) -> None:
 @click.option("--kill", default=2, show_default=True, help="agents SIGKILLed halfway through")
 @click.option("--seed", default=1, show_default=True)
 @click.option("--traces", default=None, help="traces directory (default: $FEDPLANE_TRACES or ../shared/traces)")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="set an agent configuration key for every agent (e.g. gossip.retransmit_mult=2)")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON object")
 def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, seed: int, traces: str | None,
-                as_json: bool) -> None:
+                overrides: tuple[str, ...], as_json: bool) -> None:
     """16 agent processes place trace pods through the twin cluster API; footprint, latency and safety."""
     import asyncio
 
@@ -69,7 +71,15 @@ def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, see
 
     if not 0 <= kill < agents:
         raise click.UsageError("--kill must leave at least one live agent")
-    result = asyncio.run(run_bench(BenchSettings(agents, pods, rate, life, kill, seed, traces)))
+    import yaml
+
+    settings: list[tuple[str, object]] = []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.UsageError(f"--set wants KEY=VALUE, got {item!r}")
+        settings.append((key, yaml.safe_load(value)))
+    result = asyncio.run(run_bench(BenchSettings(agents, pods, rate, life, kill, seed, traces, overrides=tuple(settings))))
     if as_json:
         click.echo(json.dumps(result))
     else:

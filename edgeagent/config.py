@@ -42,6 +42,7 @@ class GossipSection:
     pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")
     suspicion_mult: float = _opt(4.0, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
     reap_after: float = _opt(60.0, "seconds a dead peer and its records are kept before being forgotten")
+    retransmit_mult: int = _opt(4, "each record change is relayed retransmit_mult * ceil(log10(N+1)) times by every member")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +75,8 @@ class ProbeSection:
 
 @dataclass(frozen=True, slots=True)
 class ModelsSection:
-    dir: str = _opt("", "directory watched for int8 ONNX policy versions; empty = <data_dir>/models")
+    dir: str = _opt("", "directory of policy artifacts, one per version (federated's format); empty = <data_dir>/models")
     poll_interval: float = _opt(5.0, "seconds between scans of the models directory")
-    threads: int = _opt(1, "onnxruntime intra-op threads")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +128,7 @@ _POSITIVE = {
     "gossip.probe_interval", "gossip.gossip_interval", "gossip.pushpull_interval", "gossip.suspicion_mult",
     "gossip.reap_after", "backend.timeout", "backend.status_interval", "placement.claim_window",
     "placement.fallback_after", "placement.retry_interval", "probe.interval", "models.poll_interval",
-    "federation.restart_after", "experience_max_mib", "models.threads",
+    "federation.restart_after", "experience_max_mib", "gossip.retransmit_mult",
 }
 _ADDRESSES = {"gossip.bind", "backend.address", "federation.superlink"}
 

@@ -32,7 +32,7 @@ from edgeagent.experience import ExperienceLog
 from edgeagent.journals import FrameLog
 from edgeagent.ledger import Ledger
 from edgeagent.metrics import AgentCollector, AgentMetrics
-from edgeagent.models import ModelWatcher
+from edgeagent.policy import ModelWatcher
 from edgeagent.placing import Placer
 from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
 from edgeagent.scoring import HeuristicScorer
@@ -135,8 +135,8 @@ class Agent:
         self._journal = FrameLog(self.data / JOURNAL)
         ledger = Ledger.replay(self.name, node.name, node.capacity, (op for batch in self._journal.read() for op in batch))
         self._experience = ExperienceLog(self.data, self.config.experience_max_mib * 2**20)
-        self.placer = Placer(node, ledger, HeuristicScorer(), self.config.placement, loop.time())
-        models = ModelWatcher(self.config.models_path, self.config.models.threads)
+        self.placer = Placer(node, ledger, HeuristicScorer(lambda: self.placer_.load), self.config.placement, loop.time())
+        models = ModelWatcher(self.config.models_path)
         self._swap_model(models)
         gossip = self._make_gossip()
         await gossip.start()
@@ -224,8 +224,11 @@ class Agent:
         try:
             while self._awaiting and self._journal is not None:
                 batch, self._awaiting = self._awaiting, []
-                await asyncio.get_running_loop().run_in_executor(self._fsync, self._journal.sync)
+                self._journal.flush()
+                await asyncio.get_running_loop().run_in_executor(self._fsync, self._journal.fsync)
                 self._perform(batch)
+                if self._experience is not None:
+                    self._experience.flush()
         finally:
             self._syncing = False
 
@@ -352,6 +355,7 @@ class Agent:
         settings = GossipConfig(
             probe_interval=g.probe_interval, probe_timeout=g.probe_interval / 2, gossip_interval=g.gossip_interval,
             pushpull_interval=g.pushpull_interval, suspicion_mult=g.suspicion_mult, reap_after=g.reap_after,
+            retransmit_mult=g.retransmit_mult,
         )
         keyring = Keyring.load(g.key_file) if g.key_file else None
         return UdpGossip(g.bind, g.seeds, keyring=keyring, config=settings)

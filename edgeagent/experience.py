@@ -24,12 +24,15 @@ class ExperienceLog:
         self._log = FrameLog(directory / CURRENT)
 
     def write(self, rows: list[dict[str, Any]]) -> None:
-        """Append a batch (reaches the OS now; rows lost in a power cut only cost training data)."""
+        """Append a batch (handed to the OS with the next journal commit; a crash loses at most that)."""
         if not rows:
             return
         self._log.append(rows)
         if self._log.size() > self.max_bytes:
             self._log.rotate(self.directory / OLDER)
+
+    def flush(self) -> None:
+        self._log.flush()
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every row kept, oldest first (what a training round reads)."""
@@ -40,6 +43,7 @@ class ExperienceLog:
                 yield from _rows(log)
             finally:
                 log.close()
+        self._log.flush()
         yield from _rows(self._log)
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """Append-only, checksummed frame logs: the ledger's journal and the experience log.
 
-A frame is ``length (4 bytes) | crc32 (4 bytes) | msgpack payload``. Appends only
-reach the OS; :meth:`FrameLog.sync` makes everything appended so far durable. The
+A frame is ``length (4 bytes) | crc32 (4 bytes) | msgpack payload``. Appends are
+buffered; :meth:`FrameLog.sync` makes everything appended so far durable. The
 daemon group-commits: it appends one frame per batch of operations and runs one
 fsync (off the event loop) before any effect of those operations leaves the
 process, however many batches that fsync covers. A crash
@@ -38,21 +38,29 @@ class FrameLog:
         """Something was appended since the last :meth:`sync`."""
 
     def append(self, payload: Any) -> None:
+        """Buffer one frame; :meth:`flush` hands the buffer to the OS, :meth:`fsync` makes it durable."""
         data = msgpack.packb(payload, use_bin_type=True)
         self._file.write(len(data).to_bytes(4, "big") + zlib.crc32(data).to_bytes(4, "big") + data)
-        self._file.flush()
         self.dirty = True
 
-    def sync(self) -> None:
-        """fsync what was appended (safe to call from a worker thread while the loop appends more)."""
+    def flush(self) -> None:
+        """Hand buffered frames to the OS (on the event loop: the buffer is not thread-safe)."""
         self.dirty = False
+        self._file.flush()
+
+    def fsync(self) -> None:
+        """Make what was flushed durable; safe in a worker thread while the loop appends more."""
         os.fsync(self._file.fileno())
+
+    def sync(self) -> None:
+        self.flush()
+        self.fsync()
 
     def size(self) -> int:
         return self._file.tell()
 
     def close(self) -> None:
-        self._file.close()
+        self._file.close()  # flushes
 
     def read(self) -> Iterator[Any]:
         """Every intact frame, in order; a torn or corrupt tail is logged and cut off."""

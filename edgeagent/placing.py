@@ -82,6 +82,15 @@ class _Peer:
     """Set when the peer left gracefully: re-place its pods only if it is not back by then."""
 
 
+@dataclass(frozen=True, slots=True)
+class _PeerView:
+    free: np.ndarray
+    capacity: np.ndarray
+    load: np.ndarray
+    before_us: np.ndarray
+    """Peers whose node name sorts before ours: they win score ties."""
+
+
 @dataclass(slots=True)
 class Counters:
     """Monotonic counts the shell exports as metrics."""
@@ -120,6 +129,8 @@ class Placer:
         self._peers: dict[str, _Peer] = {}
         """Gossip member name -> what we know of its node."""
         self._withdraw: dict[str, float] = {}
+        self._view: _PeerView | None = None
+        """Live peers' gossiped states as arrays, rebuilt when one changes (ranking runs per pod)."""
         self._state_at = -STATE_EVERY
         self._state_dirty = True
         self._compact_at = now + COMPACT_EVERY
@@ -173,6 +184,7 @@ class Placer:
         if peer is None or not peer.alive:
             return self._flush()
         peer.alive = False
+        self._view = None
         if graceful:
             peer.grace_until = now + self.settings.leave_grace
             return self._flush()
@@ -196,6 +208,7 @@ class Placer:
         peer = self._peers.get(member)
         if peer is not None:
             peer.alive, peer.grace_until = True, None
+            self._view = None
         return self._flush()
 
     def bind_done(self, uid: str, result: BindResult | None, now: float) -> list[Effect]:
@@ -290,7 +303,7 @@ class Placer:
         winner = replica.winner(uid)
         if winner is not None and winner.epoch == epoch and winner.flags & BOUND:
             return
-        if not self._fits(p.pod):
+        if not p.pod.request.fits_in(replica.free()) or not self._fits(p.pod):  # the cheap test first
             return
         fallback = p.seen + self.settings.fallback_after
         if winner is None and now < fallback and not self._among_best(p.pod):
@@ -298,7 +311,10 @@ class Placer:
             return
         request = p.pod.request
         feats = features(request, replica.free(), self.node.capacity, self.load)
-        score = self.scorer.score(feats)
+        score = self.scorer.score(p.pod, self.table)
+        if not np.isfinite(score):
+            log.warning("scorer %s gave %r for %s: skipping the pod", self.scorer.version, score, uid)
+            return
         placement = self.table.allocate(p.pod, 0)
         out = self.ledger.claim(uid, epoch, score, request)
         if isinstance(out, Status):
@@ -420,20 +436,26 @@ class Placer:
     def _among_best(self, pod: Pod) -> bool:
         """Whether our node ranks within ``candidates`` by the heuristic over live peers' gossiped states."""
         k = self.settings.candidates
-        states = [p.state for p in self._peers.values() if p.alive and p.state is not None]
-        if k == 0 or len(states) < k:
+        if k == 0:
             return True
-        mine = self.node_state()
-        rows = [mine, *states]
-        free = np.array([s.free.as_tuple() for s in rows], dtype=np.float64)
-        cap = np.array([s.capacity.as_tuple() for s in rows], dtype=np.float64)
-        load = np.array([s.load for s in rows], dtype=np.float64)
-        scores = estimate(pod.request, free, cap, load)
-        if not np.isfinite(scores[0]):
+        if self._view is None:
+            states = [p.state for p in self._peers.values() if p.alive and p.state is not None]
+            self._view = _PeerView(
+                np.array([s.free.as_tuple() for s in states], dtype=np.float64).reshape(-1, 4),
+                np.array([s.capacity.as_tuple() for s in states], dtype=np.float64).reshape(-1, 4),
+                np.array([s.load for s in states], dtype=np.float64),
+                np.array([s.node < self.node.name for s in states], dtype=bool),
+            )
+        view = self._view
+        if len(view.load) < k:
+            return True
+        request = pod.request
+        mine = estimate(request, np.array([self.ledger.replica.free().as_tuple()], dtype=np.float64),
+                        np.array([self.node.capacity.as_tuple()], dtype=np.float64), np.array([self.load]))[0]
+        if not np.isfinite(mine):
             return True  # our gossiped view disagrees with our filters; let the claim decide
-        better = int((scores[1:] > scores[0]).sum()) + int(
-            sum(1 for s, st in zip(scores[1:], states) if s == scores[0] and st.node < mine.node)
-        )
+        theirs = estimate(request, view.free, view.capacity, view.load)
+        better = int((theirs > mine).sum()) + int(((theirs == mine) & view.before_us).sum())
         return better < k
 
     def _free(self, uid: str) -> None:
@@ -478,6 +500,7 @@ class Placer:
             return
         peer = self._peers.setdefault(member, _Peer(state.node))
         peer.node, peer.state = state.node, state
+        self._view = None
 
     def _experience(self, uid: str, p: _Pending, outcome: str, now: float) -> None:
         self._out.append(Experience({

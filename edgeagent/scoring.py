@@ -1,32 +1,38 @@
-"""How an agent scores its own node for a pod: the feature vector, the scorer seam and the heuristic.
+"""How an agent scores its own node for a pod: the scorer seam, the heuristic, the experience features.
 
-Every scorer reads the same features (:data:`FEATURE_SPEC`), so a learned ONNX policy
-and the heuristic fallback are interchangeable behind :class:`Scorer`. The heuristic is
-best fit (fuller after placement is better, busy nodes a little worse); the same
-function, vectorised, lets an agent estimate its peers' scores from their gossiped
-node states and hold back when it is clearly not among the best candidates.
+A :class:`Scorer` scores the agent's one-row node table for a pod; the learned policy
+(:mod:`edgeagent.policy`, federated's runtime) and the heuristic fallback are
+interchangeable. The heuristic is best fit (fuller after placement is better, busy nodes
+a little worse); the same function, vectorised (:func:`estimate`), lets an agent estimate
+its peers' scores from their gossiped node states and hold back when it is clearly not
+among the best candidates. :func:`features` is the compact state recorded with each
+decision in the experience log (:data:`FEATURE_SPEC`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 
+from fedcore.nodetable import NodeTable
+from fedcore.pods import Pod
 from fedcore.resources import Resources
 
 FEATURE_SPEC = "edge-v1"
-"""Name of the feature layout below; a model's manifest must name it or the model is refused."""
+"""Name of the experience log's feature layout below."""
 FEATURES = ("cpu_req", "mem_req", "gpu_req", "cpu_free", "mem_free", "gpu_free", "load", "wants_gpu")
 LOAD_PENALTY = 10.0
 
 
 class Scorer(Protocol):
-    """Scores one node for one pod from its features; higher is better, finite."""
+    """Scores the agent's own node (row 0 of its table) for a pod; higher is better, finite."""
 
-    version: str
+    @property
+    def version(self) -> str: ...
 
-    def score(self, features: np.ndarray) -> float: ...
+    def score(self, pod: Pod, table: NodeTable) -> float: ...
 
 
 def features(request: Resources, free: Resources, capacity: Resources, load: float) -> np.ndarray:
@@ -53,17 +59,15 @@ def estimate(request: Resources, free: np.ndarray, capacity: np.ndarray, load: n
 
 
 class HeuristicScorer:
-    """Best fit on the features: the fallback when no policy model loads (and on armv7, always)."""
+    """Best fit (:func:`estimate` on our own row): the fallback when no policy model loads (armv7: always)."""
 
     version = "heuristic"
 
-    def score(self, features: np.ndarray) -> float:
-        f = features.astype(np.float64)
-        gpu = f[7] > 0
-        used = [1.0 - (f[3] - f[0]), 1.0 - (f[4] - f[1])]
-        if gpu:
-            used.append(1.0 - (f[5] - f[2]))
-        value = 100.0 * float(np.mean(used)) - LOAD_PENALTY * float(f[6])
-        if not gpu and f[5] > 0:
-            value -= 20.0
-        return value
+    def __init__(self, load: Callable[[], float] = lambda: 0.0) -> None:
+        self.load = load
+
+    def score(self, pod: Pod, table: NodeTable) -> float:
+        free = np.array([[table.cpu_free[0], table.mem_free[0], 0, table.gpu_free_total()[0]]], dtype=np.float64)
+        cap = np.array([[table.cpu_cap[0], table.mem_cap[0], 0, table.gpu_count[0] * 1000]], dtype=np.float64)
+        request = Resources(pod.cpu_milli, pod.memory_mib, 0, pod.gpu.total_milli)
+        return float(estimate(request, free, cap, np.array([self.load()]))[0])

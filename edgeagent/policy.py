@@ -1,0 +1,99 @@
+"""The learned policy on the agent: federated's runtime scorer, hot-swapped from a models directory.
+
+``federated.runtime`` owns the model format (a verified artifact directory: fp32 and int8
+ONNX files plus a manifest with the feature spec and checksums) and the onnxruntime
+session; this module only decides *when* to swap. The directory holds one artifact per
+version, names sorting by version (``v0007/``). The newest one that verifies and loads
+wins; one that fails is remembered (by name and manifest time) and the previous model —
+or the heuristic — stays. onnxruntime is imported only when a model is present, so a
+board without models (or an armv7 one, without the wheel) runs the heuristic.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+
+from fedcore.nodetable import NodeTable
+from fedcore.pods import Pod
+
+log = logging.getLogger("edgeagent.policy")
+
+OWN_ROW = np.array([0])
+"""An agent's node table holds one row: its own node."""
+
+
+class LearnedScorer:
+    """The int8 ONNX policy for our own node, through ``federated.runtime.scorer.PolicyRuntime``."""
+
+    def __init__(self, runtime: object) -> None:
+        from federated.runtime.scorer import PolicyRuntime
+
+        assert isinstance(runtime, PolicyRuntime)
+        self.runtime = runtime
+
+    @property
+    def version(self) -> str:
+        return str(self.runtime.version)
+
+    def score(self, pod: Pod, table: NodeTable) -> float:
+        return float(self.runtime.scores(pod, table, OWN_ROW)[0])
+
+
+def _natural(name: str) -> list[object]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+class ModelWatcher:
+    """Finds the newest usable artifact; call :meth:`scan` periodically."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.current: str | None = None
+        self.failures = 0
+        self._scorer: LearnedScorer | None = None
+        self._failed: dict[str, float] = {}
+
+    def scan(self) -> LearnedScorer | None:
+        """The scorer after a newer verified version loaded, else None (nothing new, or it failed)."""
+        try:
+            versions = sorted((d for d in self.directory.iterdir() if d.is_dir()), key=lambda d: _natural(d.name))
+        except OSError:
+            return None
+        for candidate in reversed(versions):
+            if candidate.name == self.current:
+                return None
+            stamp = _stamp(candidate)
+            if self._failed.get(candidate.name) == stamp:
+                continue
+            try:
+                self._load(candidate)
+            except (ValueError, OSError, ImportError) as exc:  # ArtifactError is a ValueError
+                self.failures += 1
+                self._failed[candidate.name] = stamp
+                log.warning("model %s refused, keeping %s: %s", candidate.name, self.current or "the heuristic", exc)
+                continue
+            self.current = candidate.name
+            log.info("policy model %s loaded", self._scorer.version if self._scorer else "?")
+            return self._scorer
+        return None
+
+    def _load(self, directory: Path) -> None:
+        from federated.runtime.scorer import PolicyRuntime, onnxruntime_available
+
+        if not onnxruntime_available():
+            raise ImportError("onnxruntime is not available on this machine")
+        if self._scorer is None:
+            self._scorer = LearnedScorer(PolicyRuntime(directory))
+        else:
+            self._scorer.runtime.swap(directory)  # verifies and opens first: on error the current model stays
+
+
+def _stamp(directory: Path) -> float:
+    try:
+        return (directory / "manifest.json").stat().st_mtime
+    except OSError:
+        return -1.0
