@@ -126,6 +126,8 @@ class Placer:
         self._known: dict[str, tuple[Pod, int, str]] = {}
         """Every unfinished pod the back end told us of: spec, epoch and node (for offline re-placement)."""
         self._binding: dict[str, _Pending] = {}
+        self._held: set[str] = set()
+        """Released claims whose pod the back end still shows on our node: their room stays taken."""
         self._peers: dict[str, _Peer] = {}
         """Gossip member name -> what we know of its node."""
         self._withdraw: dict[str, float] = {}
@@ -146,6 +148,9 @@ class Placer:
             self._pod_finished(uid, now)
             return self._flush()
         self._known[uid] = (update.pod, update.epoch, update.node)
+        if uid in self._held and update.node != self.node.name:
+            self._held.discard(uid)
+            self._free(uid)
         if update.phase is Phase.PENDING and not update.node:
             held = self.pending.get(uid)
             if held is None:
@@ -381,7 +386,11 @@ class Placer:
             self.ledger.release(uid)
             self.counters.lost += 1
             self._publish_claims(uid)
-            self._free(uid)
+            known = self._known.get(uid)
+            if known is not None and known[2] == self.node.name:
+                self._held.add(uid)  # the back end still has it here: keep the room until it says otherwise
+            else:
+                self._free(uid)
             p = self.pending.get(uid)
             if p is not None:
                 self._experience(uid, p, "lost", now)
@@ -413,6 +422,9 @@ class Placer:
     def _pod_finished(self, uid: str, now: float) -> None:
         self.pending.pop(uid, None)
         self._known.pop(uid, None)
+        if uid in self._held:
+            self._held.discard(uid)
+            self._free(uid)
         if uid in self.running:
             del self.running[uid]
             if isinstance(self.ledger.complete(uid), ClaimDelta):
