@@ -25,7 +25,7 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
 from fedcore.scheduling.fragmentation import PodTypes
-from federated.runtime.fragments import FragmentDrops, changed_rows
+from federated.runtime.fragments import FragmentDrops, all_rows, changed_rows
 
 SPEC_VERSION = "fedplane-features/1"
 
@@ -157,8 +157,7 @@ class FeatureBuilder:
         if self._nodes is None or self._nodes.table is not table:
             self._nodes = _NodeCache(table)
         cache = self._nodes.refresh()
-        whole = rows.size == len(table) and rows[0] == 0 and rows[-1] == rows.size - 1
-        v = cache if whole else cache[:, rows]
+        v = cache if all_rows(rows, len(table)) else cache[:, rows]
         out = np.empty((len(NODE_FEATURES), rows.size), dtype=np.float32)
         request = np.array([[pod.cpu_milli], [pod.memory_mib], [pod.gpu.total_milli]], dtype=np.float32)
         req = out[0:3]

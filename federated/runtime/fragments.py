@@ -45,6 +45,11 @@ def changed_rows(now: np.ndarray, seen: np.ndarray) -> np.ndarray:
     return np.unique(flat // now.shape[1])
 
 
+def all_rows(rows: np.ndarray, n: int) -> bool:
+    """True when ``rows`` is exactly 0..n-1 in order, so per-row arrays can be used without a gather."""
+    return rows.size == n and bool(rows[0] == 0) and bool(rows[-1] == n - 1) and bool((rows[1:] > rows[:-1]).all())
+
+
 class FragmentDrops:
     """Expected-fragmentation drop (before - best after, milli-GPU) per candidate row, for one node table."""
 
@@ -141,9 +146,10 @@ class FragmentDrops:
         """Lowest expected fragmentation over the device choices of placing ``pod`` on each row (inf: no fit)."""
         entry, _ = self._entry(self.key(pod), table)
         frag = self._frag(entry, rows, table.cpu_free[rows] - pod.cpu_milli)
+        valid = entry.valid if all_rows(rows, entry.valid.shape[1]) else entry.valid[:, rows]
         if frag.shape[0] == 1:
-            return np.where(entry.valid[0, rows], frag[0], np.inf)
-        return np.where(entry.valid[:, rows], frag, np.inf).min(axis=0)
+            return np.where(valid[0], frag[0], np.inf)
+        return np.where(valid, frag, np.inf).min(axis=0)
 
     def drop(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(before - after, after) per row in milli-GPU; the drop is FGD's score before its sigmoid."""

@@ -129,4 +129,4 @@ class PolicyRuntime:
     def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Scores 0-100 for ``pod`` on each of ``rows`` (an edge agent passes just its own row)."""
         pod_x, node_x = self.inputs(pod, table, rows)
-        return np.clip(self.scorer(pod_x, node_x), 0.0, 100.0)
+        return np.minimum(np.maximum(self.scorer(pod_x, node_x), 0.0), 100.0)

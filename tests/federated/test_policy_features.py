@@ -54,6 +54,8 @@ def test_warm_caches_equal_a_fresh_builder_and_row_subsets() -> None:
         cold = FeatureBuilder(types)(pod, table, everything)
         np.testing.assert_allclose(hot[:, stable], cold[:, stable], atol=1e-6)
         np.testing.assert_allclose(warm(pod, table, rows), hot[rows], atol=1e-6)
+        shuffled = np.random.default_rng(rows.size).permutation(everything)
+        np.testing.assert_allclose(warm(pod, table, shuffled), hot[shuffled], atol=1e-6)
 
 
 def test_columns_match_the_heuristics_they_name() -> None:
