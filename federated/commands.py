@@ -112,7 +112,10 @@ def evaluate(model: str | None, precision: str, seeds: int, traces: str | None) 
     bench_seeds = list(range(seeds))
     with reporting.progress() as bar:
         task = bar.add_task("evaluating", total=2 * seeds + 2)
-        tick = lambda: bar.advance(task)  # noqa: E731
+
+        def tick() -> None:
+            bar.advance(task)
+
         fgd = evaluating.openb_alloc(loaded.nodes, loaded.pods, "fgd", bench_seeds, tick)
         kube = evaluating.dlrm_holdout(loaded.dlrm_nodes, loaded.dlrm, "kube-default")
         tick()
@@ -173,7 +176,7 @@ def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: boo
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     found = explaining.explain(runtime.scorer, pod_x, node_x, chosen, top)
-    summary = {
+    summary: dict[str, Any] = {
         "pod": pod.uid, "request": {"cpu_milli": pod.cpu_milli, "memory_mib": pod.memory_mib, "gpus": pod.gpu.count, "gpu_milli_each": pod.gpu.milli_each},
         "chosen_node": table.nodes[node].name, "score": float(scores[chosen]), "candidates": int(rows.size),
         "field_mean_score": float(scores.mean()), "model": runtime.version,

@@ -54,7 +54,7 @@ def solve_wide(model: PlacementScorer, data: Decisions, chunk: int = 2048) -> fl
     weights = np.linalg.solve(gram + 1e-6 * np.eye(size), moment)
     with torch.no_grad():
         model.wide.copy_(torch.from_numpy(weights.reshape(model.wide.shape)).float())
-    residual = sq - 2 * weights @ moment + weights @ gram @ weights
+    residual = float(sq - 2 * weights @ moment + weights @ gram @ weights)
     return float(np.sqrt(max(residual, 0.0) / n))
 
 

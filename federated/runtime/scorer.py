@@ -109,7 +109,7 @@ class PolicyRuntime:
             self.swap(model_dir)
         if types is None and self.artifact is None:
             raise ValueError("without a model artifact the runtime needs the workload's pod types")
-        self.features = FeatureBuilder(types if types is not None else self.artifact.types)  # type: ignore[union-attr]
+        self.features = FeatureBuilder(types if types is not None else self.artifact.types)
 
     @property
     def version(self) -> str:
