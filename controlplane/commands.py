@@ -305,14 +305,19 @@ def drill() -> None:
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="PNG timeline (default: drill-<scenario>.png).")
+@click.option("--agents", default="real", show_default=True, type=click.Choice(["real", "feeder"]),
+              help="real: 'fedplane agent' processes place the pods and their liveness is relayed; feeder: in-process stand-ins.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def failover(scenario: str, runs: int, seed: int, plot: str | None, as_json: bool) -> None:
+def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str, as_json: bool) -> None:
     """Inject a fault N times and measure detection, recovery, success, pods lost and duplicated."""
-    from controlplane import drills
+    from controlplane import agentfleet, drills
 
+    real = agents == "real"
+    config = drills.DrillConfig(agents_bind=real)
+    kwargs: dict[str, Any] = {"source": agentfleet.AgentFleet, "evidence": agentfleet.EVIDENCE} if real else {}
     with reporting.progress() as bar:
         task = bar.add_task(f"drill {scenario}", total=runs)
-        summary, results = asyncio.run(drills.run_drill(scenario, runs, seed, on_run=lambda i, r: bar.advance(task)))
+        summary, results = asyncio.run(drills.run_drill(scenario, runs, seed, config, on_run=lambda i, r: bar.advance(task), **kwargs))
     try:
         summary["plot"] = str(drills.plot(results, scenario, plot or f"drill-{scenario}.png"))
     except RuntimeError as exc:

@@ -22,7 +22,7 @@ import asyncio
 import random
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from controlplane.verdicts import Timings
 from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
 from fedcore import stats
 from fedcore.backends.model import Phase
-from fedcore.backends.twin import TwinCluster, make_nodes
+from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 
 SCENARIOS = ("cluster-outage", "region-partition", "agent-crash", "control-plane-crash")
 CRASH_POINTS = (("create-target", "before"), ("create-target", "after"), ("await-ready", "before"), ("remove-source", "before"))
@@ -57,6 +57,10 @@ class DrillConfig:
     deadline_s: float = 20.0
     restart_delay_s: float = 0.5
     timings: Timings = Timings()
+    agents_bind: bool = False  # twin pods wait for edge agents to bind them (real agents), else the twin binds
+    node_cpu_milli: int = 8000
+    node_memory_mib: int = 32768
+    ready_timeout_s: float = 10.0  # workloads must be ready this long after submission, before the fault
 
 
 @dataclass(slots=True)
@@ -92,9 +96,17 @@ def _feeder(nodes: dict[str, list[str]], clock: Callable[[], float]) -> Evidence
 
 
 class Drill:
-    """One run of one scenario (fresh clusters, control plane and agents)."""
+    """One run of one scenario (fresh clusters, control plane and agents).
 
-    def __init__(self, scenario: str, seed: int, config: DrillConfig, workdir: Path, source: SourceFactory, metrics: Metrics) -> None:
+    ``workloads`` replaces the config's uniform ones (the demo submits trace-shaped workloads);
+    ``on_ready`` runs once every workload is ready, just before the fault. What the run saw is kept
+    on the object for reports: submission latencies, pods per cluster over time, the decisions.
+    """
+
+    def __init__(
+        self, scenario: str, seed: int, config: DrillConfig, workdir: Path, source: SourceFactory, metrics: Metrics,
+        workloads: Sequence[cp.WorkloadSpec] = (), on_ready: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         if scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
         self.scenario, self.config, self.workdir, self.metrics = scenario, config, workdir, metrics
@@ -102,10 +114,23 @@ class Drill:
         self.clock = time.monotonic
         self.twins: dict[str, TwinCluster] = {}
         self.regions: dict[str, str] = {}
+        binder = Binder.EXTERNAL if config.agents_bind else Binder.INTERNAL
         for i in range(config.clusters):
             name, region = f"c{i}", f"r{i % config.regions}"
-            self.twins[name] = TwinCluster(name, make_nodes(name, region, config.nodes_per_cluster), self.clock, config.ready_delay_s)
+            nodes = make_nodes(name, region, config.nodes_per_cluster, config.node_cpu_milli, config.node_memory_mib)
+            self.twins[name] = TwinCluster(name, nodes, self.clock, config.ready_delay_s, binder)
             self.regions[name] = region
+        self.workloads = list(workloads) or [
+            cp.WorkloadSpec(name=f"w{i}", replicas=config.replicas, pod=cp.PodTemplate(cpu_milli=500, memory_mib=512),
+                            policy=cp.PlacementPolicy(spread=cp.SPREAD_REGIONS, movable=True))
+            for i in range(config.workloads)
+        ]
+        self.on_ready = on_ready
+        self.submit_s: list[float] = []
+        self.ready_s = 0.0  # first submission -> every workload ready
+        self.victims: list[str] = []
+        self.samples: list[tuple[float, dict[str, int]]] = []  # (s since fault, ready pods per cluster)
+        self.decisions: list[cp.Decision] = []
         self.source = source({c: [n.name for n in t.table.nodes] for c, t in self.twins.items()}, self.clock)
         self.crash = CrashAt(*self.rng.choice(CRASH_POINTS))
         self.db = workdir / f"drill-{seed}.db"
@@ -148,18 +173,21 @@ class Drill:
             await stub.RegisterCluster(cp.RegisterClusterRequest(cluster=cp.ClusterSpec(name=name, region=region, backend=cp.BACKEND_TWIN)))
         await self._until(lambda: self._all_healthy(stub), 10.0, "clusters never became healthy")
         desired: dict[str, int] = {}
-        for i in range(self.config.workloads):
-            name = f"w{i}"
-            spec = cp.WorkloadSpec(name=name, replicas=self.config.replicas, pod=cp.PodTemplate(cpu_milli=500, memory_mib=512),
-                                   policy=cp.PlacementPolicy(spread=cp.SPREAD_REGIONS, movable=True))
+        started = self.clock()
+        for spec in self.workloads:
+            t = self.clock()
             decision = await stub.SubmitWorkload(cp.SubmitWorkloadRequest(workload=spec))
+            self.submit_s.append(self.clock() - t)
             if not decision.accepted:
-                raise RuntimeError(f"drill workload {name} not placed: {[r.message for r in decision.reasons]}")
-            desired[name] = self.config.replicas
-        await self._until(lambda: self._ready_everywhere(desired), 10.0, "workloads never became ready")
+                raise RuntimeError(f"drill workload {spec.name} not placed: {[r.message for r in decision.reasons]}")
+            desired[spec.name] = spec.replicas
+        await self._until(lambda: self._ready_everywhere(desired), self.config.ready_timeout_s, "workloads never became ready")
+        self.ready_s = self.clock() - started
+        if self.on_ready is not None:
+            await self.on_ready()
+        self.samples.append((0.0, self.ready_per_cluster()))
 
-
-        victims = self._inject()
+        victims = self.victims = self._inject()
         t0 = self.clock()
         affected_w = {w for c in victims for w in desired if self.twins[c].snapshot(w)}
         detect = recovery = None
@@ -173,6 +201,7 @@ class Drill:
                 detect = await self._detected(stub, victims, t0)
             share = self._ready_elsewhere(affected_w, desired, victims)
             timeline.append((now, share))
+            self.samples.append((now, self.ready_per_cluster()))
             if self.scenario == "region-partition":
                 stale_max = max(stale_max, self._running_on(victims))
             if self.scenario == "agent-crash":
@@ -188,6 +217,7 @@ class Drill:
             self.source.heal(c)
         await self._settle()
         lost, duplicated = self._count(desired)
+        self.decisions = list((await stub.ListDecisions(cp.ListDecisionsRequest(limit=1000))).decisions)
         failovers = sum(1 for m in self._plane().journal.all() if m.kind.value == "failover")
         if detect is not None:
             self.metrics.drill_detect.labels(self.scenario).observe(detect)
@@ -244,6 +274,10 @@ class Drill:
             ready += min(n, desired[w])
         return ready / sum(desired[w] for w in workloads)
 
+    def ready_per_cluster(self) -> dict[str, int]:
+        """Ground truth: ready pods on each cluster."""
+        return {c: sum(1 for p in t.snapshot() if p.ready) for c, t in self.twins.items()}
+
     def _running_on(self, clusters: list[str]) -> int:
         """Pods still running on partitioned clusters: old-epoch copies until cleanup after the heal."""
         return sum(1 for c in clusters for p in self.twins[c].snapshot() if p.phase is Phase.RUNNING)
@@ -283,6 +317,7 @@ class Drill:
 async def run_drill(
     scenario: str, runs: int, seed: int = 0, config: DrillConfig = DrillConfig(), source: SourceFactory = _feeder,
     metrics: Metrics | None = None, on_run: Callable[[int, RunResult], None] = lambda i, r: None,
+    evidence: str = "in-process feeder (stand-in agents over gRPC)",
 ) -> tuple[dict[str, Any], list[RunResult]]:
     """``runs`` runs of ``scenario``; returns the summary (the drill JSON) and every run's result."""
     if scenario not in SCENARIOS:
@@ -296,10 +331,10 @@ async def run_drill(
             result = await Drill(scenario, seed + i, config, Path(tmp), source, metrics).run()
             results.append(result)
             on_run(i, result)
-    return summarise(scenario, results, config), results
+    return summarise(scenario, results, config, evidence), results
 
 
-def summarise(scenario: str, results: list[RunResult], config: DrillConfig) -> dict[str, Any]:
+def summarise(scenario: str, results: list[RunResult], config: DrillConfig, evidence: str = "") -> dict[str, Any]:
     detects = [r.detect_s for r in results if r.detect_s is not None]
     recoveries = [r.recovery_s for r in results if r.recovery_s is not None]
     return {
@@ -317,7 +352,7 @@ def summarise(scenario: str, results: list[RunResult], config: DrillConfig) -> d
         "failovers_per_run": round(stats.percentile([r.failovers for r in results], 50), 1),
         "stale_copies_running_max": max((r.stale_copies_max for r in results), default=0),
         "crash_points": sorted({r.crash_point for r in results if r.crash_point}),
-        "evidence": "in-process feeder (stand-in agents over gRPC)",
+        "evidence": evidence,
         "timings": {
             "probe_interval_s": config.timings.probe_interval_s, "report_interval_s": config.timings.report_interval_s,
             "fresh_s": config.timings.fresh_s, "probe_failures": config.timings.probe_failures, "ready_delay_s": config.ready_delay_s,
