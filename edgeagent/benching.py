@@ -53,8 +53,8 @@ CHECK_EVERY = 2.0
 class BenchSettings:
     agents: int = 16
     pods: int = 1000
-    rate: float = 20.0
-    life: float = 3.0
+    rate: float = 10.0
+    life: float = 6.0
     kill: int = 2
     seed: int = 1
     traces: str | None = None

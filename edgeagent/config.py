@@ -42,7 +42,7 @@ class GossipSection:
     pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")
     suspicion_mult: float = _opt(4.0, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
     reap_after: float = _opt(60.0, "seconds a dead peer and its records are kept before being forgotten")
-    retransmit_mult: int = _opt(4, "each record change is relayed retransmit_mult * ceil(log10(N+1)) times by every member")
+    retransmit_mult: int = _opt(2, "each record change is relayed retransmit_mult * ceil(log10(N+1)) times by every member (anti-entropy repairs the rest)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +59,7 @@ class BackendSection:
 class PlacementSection:
     claim_window: float = _opt(0.1, "seconds a claim must keep winning before its owner binds (lets rivals' claims arrive)")
     candidates: int = _opt(3, "only agents ranked in the top N by the gossiped node states claim at once; 0 = all")
-    fallback_after: float = _opt(1.0, "seconds after which every eligible agent claims a pod it has seen no claim for")
+    fallback_after: float = _opt(2.0, "seconds after which every eligible agent claims a pod it has seen no claim for")
     retry_interval: float = _opt(1.0, "seconds between re-examinations of pods nobody could take")
     compact_after: float = _opt(30.0, "seconds a finished pod's claim record stays in gossip before withdrawal")
     leave_grace: float = _opt(30.0, "seconds a peer that left gracefully (restart, upgrade) has to return before its pods are re-placed")
