@@ -128,6 +128,7 @@ class AgentFleet:
         self.cut: set[str] = set()
         self.sequence = itertools.count(1)
         self.spawned = 0
+        self.final = Histogram()  # the live agents' decision latencies, read as the fleet stops
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
         atexit.register(self._terminate)  # backstop: no agent outlives its parent, even on a crash
@@ -165,6 +166,7 @@ class AgentFleet:
             await asyncio.gather(self._task, return_exceptions=True)
         if self._channel is not None:
             await self._channel.close()
+        self.final = await self.decisions()
         await asyncio.to_thread(self._terminate)
 
     def kill_agents(self, cluster: str) -> None:

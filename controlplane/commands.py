@@ -1,4 +1,4 @@
-"""The control plane's sub-commands: ``fedplane controlplane …`` and ``fedplane drill failover``.
+"""The control plane's sub-commands: ``fedplane controlplane …``, ``fedplane drill failover`` and ``fedplane demo``.
 
 ``serve`` runs the service; the other ``controlplane`` commands are gRPC clients of a running one
 (``--target``, default ``$FEDPLANE_CONTROLPLANE`` or 127.0.0.1:50051). gRPC errors and bad input
@@ -24,7 +24,7 @@ from google.protobuf.json_format import MessageToDict
 from fedapi import client, common_pb2, controlplane_pb2 as cp
 from fedapi.tls import TlsFiles
 from fedcore import reporting
-from fedcore.commands import fail
+from fedcore.commands import fail, traces_option
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_TARGET = os.environ.get("FEDPLANE_CONTROLPLANE", "127.0.0.1:50051")
@@ -326,3 +326,24 @@ def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str,
         reporting.emit_json(summary)
     else:
         reporting.table(f"fedplane drill failover --scenario {scenario}", [{"metric": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in summary.items()])
+
+
+@click.command()
+@click.option("--out", "out_dir", default="fedplane-demo", show_default=True, type=click.Path(file_okay=False), help="Where the report (JSON) and the PNG timeline go.")
+@click.option("--pods", default=300, show_default=True, type=click.IntRange(10, 2000), help="Pods sampled from the openb trace.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@traces_option
+def demo(out_dir: str, pods: int, seed: int, traces: str | None) -> None:
+    """The main job on the embedded twin: control plane, 3 clusters in 2 regions, 9 real agents, trace pods, a cluster outage."""
+    from controlplane import demoing
+    from fedcore.traces import TraceError
+
+    settings = demoing.DemoSettings(pods=pods, seed=seed, traces=traces, out=Path(out_dir))
+    reporting.stderr.print("fedplane demo: starting the control plane and 9 edge agents, placing trace pods, then a cluster outage (~1 min)")
+    try:
+        run = asyncio.run(demoing.run(settings, notice=lambda m: reporting.stderr.print(f"[yellow]notice:[/yellow] {m}")))
+    except (TraceError, RuntimeError) as exc:
+        fail(str(exc))
+    report = demoing.write(run, Path(out_dir))
+    if report["drill"]["verdict"] != "PASS":
+        raise SystemExit(1)

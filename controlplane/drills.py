@@ -5,8 +5,9 @@ an :class:`~controlplane.feeder.EvidenceSource` (the in-process feeder now; real
 processes later), submits workloads over gRPC, waits until they are ready, injects the fault and
 watches ground truth every 50 ms. Measured per run: detection (fault -> verdict), recovery (fault
 -> every affected replica ready on an unaffected cluster), then, after healing the fault and
-letting cleanup run, pods lost (desired - ready) and pods duplicated (running beyond desired,
-plus refused duplicate binds). Scenarios:
+letting cleanup run, pods lost (desired - ready) and pods duplicated (running beyond desired).
+Binds the twin refused because another node already holds the (pod, epoch) are counted apart: the
+fence stopped them, nothing ran twice; real agents racing for a burst of pods make some. Scenarios:
 
 - ``cluster-outage``: one cluster goes dark (API and pods); its agents die.
 - ``region-partition``: a region's clusters are cut off from the control plane (API and reports),
@@ -73,6 +74,7 @@ class RunResult:
     failovers: int
     crash_point: str = ""
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (s since fault, share of affected replicas ready elsewhere)
+    refused_binds: int = 0  # second binds of a (pod, epoch) the fence refused (nothing ran twice)
 
     @property
     def success(self) -> bool:
@@ -217,6 +219,7 @@ class Drill:
             self.source.heal(c)
         await self._settle()
         lost, duplicated = self._count(desired)
+        refused = sum(t.safety.duplicate_binds for t in self.twins.values())
         self.decisions = list((await stub.ListDecisions(cp.ListDecisionsRequest(limit=1000))).decisions)
         failovers = sum(1 for m in self._plane().journal.all() if m.kind.value == "failover")
         if detect is not None:
@@ -224,7 +227,7 @@ class Drill:
         if recovery is not None:
             self.metrics.drill_recovery.labels(self.scenario).observe(recovery)
         point = "/".join(self.crash.point) if self.scenario == "control-plane-crash" else ""
-        return RunResult(detect, recovery, lost, duplicated, stale_max, failovers, point, timeline)
+        return RunResult(detect, recovery, lost, duplicated, stale_max, failovers, point, timeline, refused)
 
     def _plane(self) -> ControlPlane:
         assert self.running is not None
@@ -302,7 +305,6 @@ class Drill:
             ready = sum(1 for p in running if p.ready)
             lost += max(0, want - ready)
             duplicated += max(0, len(running) - want)
-        duplicated += sum(t.safety.duplicate_binds for t in self.twins.values())
         return lost, duplicated
 
     async def _until(self, check: Callable[[], Any], timeout: float, message: str) -> None:
@@ -346,6 +348,7 @@ def summarise(scenario: str, results: list[RunResult], config: DrillConfig, evid
         "success_rate": round(sum(r.success for r in results) / len(results), 4),
         "pods_lost": sum(r.lost for r in results),
         "pods_duplicated": sum(r.duplicated for r in results),
+        "duplicate_binds_refused": sum(r.refused_binds for r in results),
         "detect_s_p99": round(stats.percentile(detects, 99), 3),
         "undetected": sum(1 for r in results if r.detect_s is None),
         "unrecovered": sum(1 for r in results if r.recovery_s is None),

@@ -1,4 +1,4 @@
-"""The twin's sub-commands: ``fedplane sim``, ``fedplane bench schedule`` and (for now) ``fedplane demo``."""
+"""The twin's sub-commands: ``fedplane sim`` and ``fedplane bench schedule``."""
 
 from __future__ import annotations
 
@@ -152,34 +152,3 @@ def bench_schedule(nodes_csv: str | None, pods_csv: str | None, arrived_load: fl
             f"openb protocol at {arrived_load:.0%} arrived GPU, mean of {seeds} seeds",
             [{"profile": n, **{k: v for k, v in r.items() if k in fields + ['wall_s']}} for n, r in out["profiles"].items()],
         )
-
-
-@click.command()
-@click.option("--out", "out_dir", default="fedplane-demo", show_default=True, type=click.Path(file_okay=False), help="Where the report and PNG go.")
-@traces_option
-def demo(out_dir: str, traces: str | None) -> None:
-    """Replay real traces on the embedded twin and print a readable summary (no cluster needed)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        nodes = openb.load_nodes(locate.trace_file(None, locate.OPENB_NODES, traces))
-        pods = openb.load_pods(locate.trace_file(None, locate.OPENB_PODS, traces))
-        rows = []
-        with reporting.progress() as bar:
-            task = bar.add_task("openb protocol, one seed per profile", total=5)
-            for name in ("random", "dotprod", "bestfit", "kube-default", "fgd"):
-                r = submission.run(nodes, pods, name, seed=0)
-                rows.append({"profile": name, "gpu_alloc": r.gpu_alloc_ratio, "cpu_alloc": r.cpu_alloc_ratio, "dropped": r.unscheduled, "decision_us_p99": r.decision_us_p99})
-                bar.advance(task)
-        reporting.table("openb GPU cluster (1,213 GPU nodes), allocation at 100% arrived GPU", rows)
-        big = openb.load_nodes(locate.trace_file(None, locate.OPENB_NODES, traces), scale=4, clusters=3, regions=2)
-        instances = dlrm.load(locate.trace_file(None, locate.DLRM, traces))
-        replay = Replay(big, instances, "kube-default", seed=0, faults=[Fault.parse("cluster-outage:c1@864000+3600")])
-        with reporting.progress() as bar:
-            task = bar.add_task("DLRM 31-day replay, openb fleet x4 in 3 clusters", total=sum(1 + (i.deleted is not None) for i in instances))
-            result = replay.run(on_event=lambda _t: bar.advance(task))
-        png = plot_replay(result, str(out / "dlrm-replay.png"))
-    except (TraceError, ValueError) as exc:
-        fail(str(exc))
-    reporting.table("DLRM replay with a 1-hour outage of cluster c1 on day 10", [{"metric": k, "value": v} for k, v in result.summary().items()])
-    reporting.stdout.print(f"plot: {png}")

@@ -48,7 +48,7 @@ COMMANDS = {
     "controlplane": "controlplane.commands:controlplane",
     "drill": "controlplane.commands:drill",
     "sim": "fedcore.commands:sim",
-    "demo": "fedcore.commands:demo",
+    "demo": "controlplane.commands:demo",
     "policy": "federated.commands:policy",
     "federated": "federated.flower.commands:federated",
     "agent": "edgeagent.commands:agent",

@@ -64,6 +64,6 @@ def test_sim_json_and_plot(tmp_path: Path) -> None:
 
 
 def test_every_command_has_help() -> None:
-    for args in (["--help"], ["sim", "--help"], ["bench", "--help"], ["bench", "schedule", "--help"], ["demo", "--help"]):
+    for args in (["--help"], ["sim", "--help"], ["bench", "--help"], ["bench", "schedule", "--help"]):
         code, out = run(*args)
         assert code == 0 and "Usage:" in out
