@@ -339,7 +339,7 @@ def demo(out_dir: str, pods: int, seed: int, traces: str | None) -> None:
     from fedcore.traces import TraceError
 
     settings = demoing.DemoSettings(pods=pods, seed=seed, traces=traces, out=Path(out_dir))
-    reporting.stderr.print("fedplane demo: starting the control plane and 9 edge agents, placing trace pods, then a cluster outage (~1 min)")
+    reporting.stderr.print("fedplane demo: starting the control plane and 9 edge agents, placing trace pods, then a cluster outage (under a minute)")
     try:
         run = asyncio.run(demoing.run(settings, notice=lambda m: reporting.stderr.print(f"[yellow]notice:[/yellow] {m}")))
     except (TraceError, RuntimeError) as exc:

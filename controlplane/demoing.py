@@ -167,7 +167,7 @@ def _evidence(victim: str, down: cp.Decision | None, failovers: list[cp.Decision
 
 
 def plot(demo: DemoRun, path: Path) -> Path:
-    """Ready pods per cluster from the fault to recovery, with the affected share on the right axis."""
+    """Ready pods per cluster from the fault to recovery; the drill's recovery measure on the right axis."""
     d, r = demo.drill, demo.result
     xs = [t for t, _ in d.samples]
     shares = dict(r.timeline)
@@ -176,7 +176,7 @@ def plot(demo: DemoRun, path: Path) -> Path:
     return reporting.plot_series(
         path, f"fedplane demo: {d.victims[0]} goes dark at t=0 ({detected}, {recovered})", xs,
         {f"{c} ready pods": [s[c] for _, s in d.samples] for c in sorted(d.twins)}, "seconds since the outage",
-        right={"affected pods ready elsewhere (%)": [100 * shares.get(t, 0.0) for t in xs]}, right_label="%",
+        right={"affected workloads' replicas ready on healthy clusters (%)": [100 * shares.get(t, 0.0) for t in xs]}, right_label="%",
     )
 
 

@@ -1,8 +1,9 @@
 """Failover drills: inject a fault into a live control plane with twin clusters and measure it.
 
 Each run builds fresh twin clusters, starts the real control-plane service (gRPC, in-process) and
-an :class:`~controlplane.feeder.EvidenceSource` (the in-process feeder now; real edge-agent
-processes later), submits workloads over gRPC, waits until they are ready, injects the fault and
+an :class:`~controlplane.feeder.EvidenceSource` (real ``fedplane agent`` processes binding the pods,
+:mod:`controlplane.agentfleet`, or the in-process feeder with the twin binding them), submits
+workloads over gRPC, waits until they are ready, injects the fault and
 watches ground truth every 50 ms. Measured per run: detection (fault -> verdict), recovery (fault
 -> every affected replica ready on an unaffected cluster), then, after healing the fault and
 letting cleanup run, pods lost (desired - ready) and pods duplicated (running beyond desired).
