@@ -135,11 +135,12 @@ class AgentFleet:
 
     async def start(self, target: str) -> None:
         """Write keyrings and configs, start every agent, wait until each sees all its cluster's peers."""
+        ports = iter(free_ports(2 * sum(len(ns) for ns in self.nodes.values())))  # one call: no port handed out twice
         for cluster, names in self.nodes.items():
             key = self.workdir / f"{cluster}.key"
             key.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
             key.chmod(0o600)
-            gossip, http = free_ports(len(names)), free_ports(len(names))
+            gossip, http = [next(ports) for _ in names], [next(ports) for _ in names]
             for i, node in enumerate(names):
                 data = self.workdir / node
                 data.mkdir()

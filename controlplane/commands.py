@@ -295,6 +295,11 @@ def decisions(limit: int, target: str, as_json: bool, tls_cert: str | None, tls_
     ])
 
 
+def stop_on_sigterm() -> None:
+    """SIGTERM (``timeout``, a supervisor) unwinds like Ctrl-C, so the agent processes we started are stopped."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 @click.group()
 def drill() -> None:
     """Failover drills against a live control plane on twin clusters."""
@@ -313,6 +318,7 @@ def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str,
     from controlplane import agentfleet, drills
 
     real = agents == "real"
+    stop_on_sigterm()
     config = drills.DrillConfig(agents_bind=real)
     kwargs: dict[str, Any] = {"source": agentfleet.AgentFleet, "evidence": agentfleet.EVIDENCE} if real else {}
     with reporting.progress() as bar:
@@ -339,6 +345,7 @@ def demo(out_dir: str, pods: int, seed: int, traces: str | None) -> None:
     from fedcore.traces import TraceError
 
     settings = demoing.DemoSettings(pods=pods, seed=seed, traces=traces, out=Path(out_dir))
+    stop_on_sigterm()
     reporting.stderr.print("fedplane demo: starting the control plane and 9 edge agents, placing trace pods, then a cluster outage (under a minute)")
     try:
         run = asyncio.run(demoing.run(settings, notice=lambda m: reporting.stderr.print(f"[yellow]notice:[/yellow] {m}")))

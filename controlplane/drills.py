@@ -159,10 +159,10 @@ class Drill:
 
     async def run(self) -> RunResult:
         await self._start_plane()
-        await self.source.start(f"127.0.0.1:{self.port}")
         conn = client.connect_aio(f"127.0.0.1:{self.port}")
         stub = controlplane_pb2_grpc.ControlPlaneStub(conn)  # type: ignore[no-untyped-call]
         try:
+            await self.source.start(f"127.0.0.1:{self.port}")
             return await self._run(stub)
         finally:
             await self.source.stop()
