@@ -13,7 +13,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +27,7 @@ from fedcore import reporting
 from fedcore.commands import fail, traces_option
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 DEFAULT_TARGET = os.environ.get("FEDPLANE_CONTROLPLANE", "127.0.0.1:50051")
 SPREADS = {"none": cp.SPREAD_NONE, "clusters": cp.SPREAD_CLUSTERS, "regions": cp.SPREAD_REGIONS}
 
@@ -295,9 +296,19 @@ def decisions(limit: int, target: str, as_json: bool, tls_cert: str | None, tls_
     ])
 
 
-def stop_on_sigterm() -> None:
-    """SIGTERM (``timeout``, a supervisor) unwinds like Ctrl-C, so the agent processes we started are stopped."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` where SIGTERM (``timeout``, a supervisor) cancels ``main``, so the agent processes it started are stopped."""
+
+    async def guarded() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+        return await main
+
+    try:
+        return asyncio.run(guarded())
+    except asyncio.CancelledError:
+        raise SystemExit(128 + signal.SIGTERM) from None
 
 
 @click.group()
@@ -318,12 +329,11 @@ def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str,
     from controlplane import agentfleet, drills
 
     real = agents == "real"
-    stop_on_sigterm()
     config = drills.DrillConfig(agents_bind=real)
     kwargs: dict[str, Any] = {"source": agentfleet.AgentFleet, "evidence": agentfleet.EVIDENCE} if real else {}
     with reporting.progress() as bar:
         task = bar.add_task(f"drill {scenario}", total=runs)
-        summary, results = asyncio.run(drills.run_drill(scenario, runs, seed, config, on_run=lambda i, r: bar.advance(task), **kwargs))
+        summary, results = run_stoppable(drills.run_drill(scenario, runs, seed, config, on_run=lambda i, r: bar.advance(task), **kwargs))
     try:
         summary["plot"] = str(drills.plot(results, scenario, plot or f"drill-{scenario}.png"))
     except RuntimeError as exc:
@@ -345,10 +355,9 @@ def demo(out_dir: str, pods: int, seed: int, traces: str | None) -> None:
     from fedcore.traces import TraceError
 
     settings = demoing.DemoSettings(pods=pods, seed=seed, traces=traces, out=Path(out_dir))
-    stop_on_sigterm()
     reporting.stderr.print("fedplane demo: starting the control plane and 9 edge agents, placing trace pods, then a cluster outage (under a minute)")
     try:
-        run = asyncio.run(demoing.run(settings, notice=lambda m: reporting.stderr.print(f"[yellow]notice:[/yellow] {m}")))
+        run = run_stoppable(demoing.run(settings, notice=lambda m: reporting.stderr.print(f"[yellow]notice:[/yellow] {m}")))
     except (TraceError, RuntimeError) as exc:
         fail(str(exc))
     report = demoing.write(run, Path(out_dir))
