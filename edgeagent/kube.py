@@ -6,8 +6,8 @@ server refuses a second binding with 409, which is the fence. A pod's uid here i
 ``namespace/name``; its epoch is the ``fedplane.io/epoch`` annotation (1 if absent).
 The client is synchronous, so every call runs in a worker thread; the watch runs in
 one thread feeding the event loop. Node status belongs to the kubelet and eviction
-of a dead node's pods to the node lifecycle controller, so ``report_node`` and
-``complete`` change nothing here (the agent's RBAC does not allow it either).
+of a dead node's pods to the node lifecycle controller, so ``report_node`` changes
+nothing here (the agent's RBAC does not allow it either).
 """
 
 from __future__ import annotations
@@ -160,10 +160,6 @@ class KubeCluster:
     async def report_node(self, node: str, ready: bool) -> int:
         """The kubelet owns node status; a dead node's pods are evicted by the node lifecycle controller."""
         return 0
-
-    async def complete(self, pod: str, epoch: int, succeeded: bool) -> BindResult:
-        """The kubelet reports completion; nothing to do."""
-        return BindResult(BindOutcome.BOUND, epoch=epoch)
 
     async def describe_node(self, node: str) -> Node:
         try:

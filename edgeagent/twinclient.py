@@ -41,10 +41,6 @@ class TwinClient:
         request = pb.NodeStatusReport(cluster=self.cluster, node=node, ready=ready)
         return int((await self._call(self._stub.ReportNodeStatus, request)).pods_released)
 
-    async def complete(self, pod: str, epoch: int, succeeded: bool) -> BindResult:
-        request = pb.CompletePodRequest(cluster=self.cluster, pod=pod, epoch=epoch, succeeded=succeeded)
-        return twinwire.result_from_pb(await self._call(self._stub.CompletePod, request))
-
     async def describe_node(self, node: str) -> Node:
         request = pb.DescribeNodeRequest(cluster=self.cluster, node=node)
         return twinwire.node_from_pb(await self._call(self._stub.DescribeNode, request))
