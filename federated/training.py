@@ -66,8 +66,9 @@ def train(traces: evaluating.Traces, config: TrainConfig) -> tuple[PlacementScor
             bar.advance(task)
         data = rollouts.Decisions.concat(parts)
         task = bar.add_task("imitation epochs", total=config.epochs)
-        model = imitation.train(data, config=imitation.ImitationConfig(epochs=config.epochs, seed=config.seed), on_epoch=lambda e, l: bar.advance(task))
-        record: dict[str, Any] = {"imitation_agreement": imitation.agreement(model, data), "decisions": len(data)}
+        fit: dict[str, float] = {}
+        model = imitation.train(data, config=imitation.ImitationConfig(epochs=config.epochs, seed=config.seed), on_epoch=lambda e, l: bar.advance(task), info=fit)
+        record: dict[str, Any] = {"imitation_agreement": imitation.agreement(model, data), "decisions": len(data), "imitation_fit": fit}
         val_seeds = splits.validation_seeds(config.validation_seeds)
         task = bar.add_task("validating imitation weights", total=1)
         record["validation_gpu_alloc_imitation"] = validate(model, types, traces.nodes, pods, val_seeds)

@@ -21,7 +21,9 @@ PODS = pods(400, seed=5)
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = rollouts.Decisions.concat([rollouts.openb_episode(NODES, PODS, seed, candidates=16) for seed in (1000, 1001)])
-    model = imitation.train(data, config=imitation.ImitationConfig(epochs=2, seed=0))
+    fit: dict[str, float] = {}
+    model = imitation.train(data, config=imitation.ImitationConfig(epochs=2, seed=0), info=fit)
+    assert fit["wide_rms"] < 0.01  # FGD's score is linear in the features: least squares reproduces it
     assert imitation.agreement(model, data) > 0.9
     path = tmp_path_factory.mktemp("trained")
     exporting.export(model, path, PodTypes.from_pods(PODS), {"purpose": "test"})
