@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -112,8 +113,6 @@ def run(rounds: int, local_epochs: int, strategy: str, clip_norm: float, clip_me
 def bench_federated(clients: int, rounds: int, local_epochs: int, split: str, fleet: int, robust: str, poison: str,
                     data: Path | None, traces: Path | None, workdir: Path | None, as_json: bool) -> None:
     """Central vs federated vs poisoned (FedAvg and robust) on a real SuperLink and SuperNodes."""
-    import tempfile
-
     from federated.flower import bench, faults
 
     if faults.Fault.parse(poison).kind not in ("scale", "random"):
