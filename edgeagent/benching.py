@@ -133,6 +133,17 @@ def write_policy_model(models: Path, pods: list[Pod], seed: int) -> bool:
     return True
 
 
+def _install_policy(models: Path, pods: list[Pod], seed: int) -> str:
+    """The policy the agents load: federated's shipped artifact if present, else a stand-in; names which."""
+    from federated.runtime.scorer import default_model_dir
+
+    shipped = default_model_dir()
+    if (shipped / "manifest.json").is_file():
+        shutil.copytree(shipped, models / "v0001")
+        return f"onnx-int8 ({shipped.name} artifact)"
+    return "onnx-int8 (random stand-in)" if write_policy_model(models, pods, seed) else "heuristic"
+
+
 def _agent_config(name: str, port: int, seeds: list[int], http: int, address: str, data: Path, models: Path,
                   overrides: tuple[tuple[str, object], ...]) -> str:
     raw: dict[str, Any] = {
@@ -308,7 +319,7 @@ async def run_bench(settings: BenchSettings) -> dict[str, Any]:
         address = await harness.start()
         models = workdir / "models"
         models.mkdir()
-        scorer = "onnx-int8" if write_policy_model(models, pods, settings.seed) else "heuristic"
+        scorer = _install_policy(models, pods, settings.seed)
         await run.start_agents(address, models)
         await run.wait_converged()
         run.sample_rss()
