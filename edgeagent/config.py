@@ -83,7 +83,7 @@ class ModelsSection:
 class FederationSection:
     enabled: bool = _opt(False, "supervise a Flower SuperNode that trains on the local experience log")
     superlink: str = _opt("127.0.0.1:9092", "host:port of the Flower SuperLink fleet API")
-    restart_after: float = _opt(10.0, "seconds before a crashed SuperNode is restarted")
+    restart_after: float = _opt(10.0, "seconds before a crashed SuperNode is first restarted (doubling after each crash)")
 
 
 @dataclass(frozen=True, slots=True)

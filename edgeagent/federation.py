@@ -1,30 +1,41 @@
 """The hook for federated learning: supervise a Flower SuperNode beside the agent (off by default).
 
-The supervisor itself belongs to ``federated`` (the agent imports no Flower code); it
-is looked up by name when ``federation.enabled`` is set, and awaited as a task
-that the agent cancels on shutdown. Expected signature::
-
-    async def supervise_supernode(superlink: str, experience_dir: Path, restart_after: float) -> None
+The supervisor belongs to ``federated`` (``federated.flower.supervisor``: restart with
+backoff, process-group stop); the agent imports it only when ``federation.enabled`` is
+set, runs it as a task, and on shutdown sets its stop event and waits for the SuperNode
+to be stopped. The SuperNode trains on ``<data_dir>/federated`` (federated's experience
+format) and keeps its Flower state in ``<data_dir>/flwr``: nothing outside the data directory.
 """
 
 from __future__ import annotations
 
-import importlib
+import asyncio
 import logging
 from pathlib import Path
 
 from edgeagent.config import FederationSection
 
 log = logging.getLogger("edgeagent.federation")
-SUPERVISOR = "federated.supervising:supervise_supernode"
 
 
-async def supervise(settings: FederationSection, experience_dir: Path) -> None:
-    """Run the SuperNode supervisor until cancelled; logs and returns if ``federated`` provides none."""
-    module_name, _, attr = SUPERVISOR.partition(":")
+async def supervise(settings: FederationSection, data_dir: Path) -> None:
+    """Keep the SuperNode running until cancelled; logs and returns if ``federated`` cannot provide one."""
     try:
-        supervisor = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        log.error("federation is enabled but %s is not available (%s); the agent runs without it", SUPERVISOR, exc)
+        from federated.flower.supervisor import SuperNodeSpec, supervise_supernode
+    except ImportError as exc:
+        log.error("federation is enabled but its supervisor is unavailable (%s); the agent runs without it", exc)
         return
-    await supervisor(settings.superlink, experience_dir, settings.restart_after)
+    experience, home = data_dir / "federated", data_dir / "flwr"
+    experience.mkdir(parents=True, exist_ok=True)
+    home.mkdir(parents=True, exist_ok=True)
+    spec = SuperNodeSpec(superlink=settings.superlink, experience=experience, home=home,
+                         backoff_base_s=settings.restart_after)
+    stop = asyncio.Event()
+    runner = asyncio.ensure_future(supervise_supernode(spec, stop))
+    try:
+        restarts = await asyncio.shield(runner)
+        log.info("SuperNode supervisor ended after %d restarts", restarts)
+    except asyncio.CancelledError:
+        stop.set()
+        await runner  # stops the SuperNode's process group before the agent exits
+        raise
