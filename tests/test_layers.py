@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_import_contracts_are_kept() -> None:
