@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
 
-from conftest import ROOT
 from controlplane.metrics import Metrics
 from cp_helm import render
 
+ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "fedplane-controlplane"
 DASHBOARD = ROOT / "deploy" / "grafana" / "fedplane-controlplane.json"
 
