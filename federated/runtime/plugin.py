@@ -8,6 +8,7 @@ that keeps expected fragmentation lowest, from the same cache the features use.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +27,15 @@ class LearnedScore:
 
     name = "Learned"
 
-    def __init__(self, runtime: PolicyRuntime) -> None:
+    def __init__(self, runtime: PolicyRuntime, workload: Sequence[Pod] = ()) -> None:
         self.runtime = runtime
+        self.workload = workload
+        self._prepared: NodeTable | None = None
 
     def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if self._prepared is not table:  # first sight of this fleet: warm its caches for the workload's shapes
+            self.runtime.prepare(table, self.workload)
+            self._prepared = table
         return self.runtime.scores(pod, table, rows)
 
     def pick(self, pod: Pod, table: NodeTable, node: int) -> tuple[int, ...]:
@@ -46,12 +52,12 @@ def make_profile(ctx: ProfileContext, model: str | Path | None = None, precision
     """
     model_dir = Path(model) if model is not None else configured_model_dir()
     types = PodTypes.from_pods(ctx.workload) if ctx.workload else None
-    return profile_for(PolicyRuntime(model_dir, precision or os.environ.get("FEDPLANE_MODEL_PRECISION", "int8"), types))
+    return profile_for(PolicyRuntime(model_dir, precision or os.environ.get("FEDPLANE_MODEL_PRECISION", "int8"), types), ctx.workload)
 
 
-def profile_for(runtime: PolicyRuntime) -> Profile:
+def profile_for(runtime: PolicyRuntime, workload: Sequence[Pod] = ()) -> Profile:
     """The learned profile around an already-built runtime: default filters, the learned score, its device pick."""
-    plugin = LearnedScore(runtime)
+    plugin = LearnedScore(runtime, workload)
     return Profile("learned", default_filters(), [(plugin, 1.0)], devices=plugin)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import platform
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -121,6 +122,10 @@ class PolicyRuntime:
         scorer = OnnxScorer(artifact.model_file(self.precision), f"{artifact.version}-{self.precision}")
         self.artifact, self.scorer = artifact, scorer
         return scorer.version
+
+    def prepare(self, table: NodeTable, pods: Sequence[Pod]) -> None:
+        """Warm the per-fleet caches for the workload's GPU request shapes, so first decisions are not slow."""
+        self.features.drops.prepare(table, pods)
 
     def inputs(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The model's two inputs for ``pod`` over ``rows`` (advances the load-trend state: once per decision)."""
