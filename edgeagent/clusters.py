@@ -1,7 +1,7 @@
 """The seam between an agent and its cluster's API: watch pods, bind with a fencing epoch, report status.
 
 Two implementations sit behind :class:`ClusterAPI`: the twin cluster API over gRPC
-(:mod:`edgeagent.twinharness` until ``fedapi`` ships the real one) and Kubernetes
+(:mod:`edgeagent.twinclient`, speaking ``fedapi``'s TwinCluster) and Kubernetes
 (:mod:`edgeagent.kube`); tests use :class:`edgeagent.memcluster.InMemoryCluster`.
 
 Contracts the agent relies on:
@@ -23,6 +23,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from fedcore.backends.model import BindOutcome as BindOutcome  # re-exported: the agent's seam speaks the back ends' outcomes
+from fedcore.backends.model import BindResult as BindResult
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 
@@ -51,28 +53,6 @@ class PodUpdate:
     epoch: int
     phase: Phase
     node: str = ""
-
-
-class BindOutcome(enum.Enum):
-    """Expected results of a bind; only BOUND and ALREADY_BOUND place the pod."""
-
-    BOUND = "bound"
-    ALREADY_BOUND = "already-bound"
-    STALE_EPOCH = "stale-epoch"
-    DUPLICATE = "duplicate"
-    REJECTED = "rejected"
-
-
-@dataclass(frozen=True, slots=True)
-class BindResult:
-    outcome: BindOutcome
-    node: str = ""
-    epoch: int = 0
-    reason: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome in (BindOutcome.BOUND, BindOutcome.ALREADY_BOUND)
 
 
 class ClusterAPI(Protocol):
