@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import fleet, pods
+from policy_data import fleet, pods
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnxruntime")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import fleet, pods
+from policy_data import fleet, pods
 
 from fedcore.nodetable import NodeTable
 from fedcore.scheduling.filters import resources_fit

@@ -6,7 +6,7 @@ import contextlib
 
 import numpy as np
 import pytest
-from conftest import SHAPES
+from policy_data import SHAPES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import fleet, pods
+from policy_data import fleet, pods
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("stable_baselines3")
