@@ -1,8 +1,10 @@
 """The fleet's live state as a struct of numpy arrays, so filters and scores run over all nodes at once.
 
 One row per node; GPUs are a (nodes x max_gpus) matrix of free milli per device, with -1
-marking devices a node does not have. Allocation and release are the only mutators and
-they check every dimension, so a node or a GPU device can never be over-committed.
+marking devices a node does not have. Allocation and release are the only mutators of usage
+and they check every dimension, so a node or a GPU device can never be over-committed. Every
+mutator stamps the rows it changed, so caches built over the table (the learned policy's
+features) find what changed since they last looked without comparing whole arrays.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ class NodeTable:
             dtype=np.int64,
         )
         self.per_workload: dict[str, np.ndarray] = {}
+        self.changes = 0
+        """How many row changes the table has seen; ``stamp[row]`` is the count at the row's last change."""
+        self.stamp = np.zeros(n, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -100,6 +105,19 @@ class NodeTable:
         return counts
 
     # -- mutators ----------------------------------------------------------
+    def changed_since(self, changes: int) -> np.ndarray:
+        """Rows changed after the table's change count was ``changes``."""
+        return np.flatnonzero(self.stamp > changes) if changes < self.changes else np.empty(0, dtype=np.int64)
+
+    def _touch(self, rows: int | np.ndarray) -> None:
+        self.changes += 1
+        self.stamp[rows] = self.changes
+
+    def set_slow(self, rows: np.ndarray, slow: bool) -> None:
+        """Mark ``rows`` slow (degraded) or healthy again."""
+        self.slow[rows] = slow
+        self._touch(rows)
+
     def pick_gpus(self, pod: Pod, node: int) -> tuple[int, ...]:
         """Best-fit devices on ``node``: the fullest device that still fits a share, or k wholly free devices."""
         row = self.gpu_free[node]
@@ -137,6 +155,7 @@ class NodeTable:
         self.disk_used[node] += pod.disk_mib
         if pod.workload:
             self.workload_count(pod.workload)[node] += 1
+        self._touch(node)
         return Placement(node, gpus, pod.gpu.milli_each)
 
     def release(self, pod: Pod, placement: Placement) -> None:
@@ -149,6 +168,7 @@ class NodeTable:
         self.disk_used[node] -= pod.disk_mib
         if pod.workload:
             self.workload_count(pod.workload)[node] -= 1
+        self._touch(node)
 
     # -- aggregate ratios ----------------------------------------------------
     def alloc_ratios(self) -> dict[str, float]:

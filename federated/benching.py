@@ -36,8 +36,8 @@ HEURISTICS = ("random", "dotprod", "bestfit", "kube-default", "fgd")
 
 
 def choose(scores: np.ndarray, rows: np.ndarray, tie_rank: np.ndarray) -> int:
-    """The framework's choice: highest truncated score, ties to the run's fixed node order."""
-    ints = np.floor(np.clip(scores, 0.0, 100.0))
+    """The framework's choice for the learned plugin: highest truncated normalized score, ties to the run's fixed node order."""
+    ints = np.floor(np.clip(plugin.normalize(scores), 0.0, 100.0))
     best = np.flatnonzero(ints == ints.max())
     return int(rows[best[np.argmin(tie_rank[rows[best]])]])
 

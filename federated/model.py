@@ -6,15 +6,15 @@ alone gets exactly the score the control plane would compute for it across the w
 (claims are compared across agents, so that matters).
 
 The cost split is deliberate: the pod context network (most of the parameters) runs once per
-decision; the per-candidate path is narrow and plain (MatMul, add, ReLU), because it runs over
+decision; the per-candidate path is narrow and plain (Gemm + ReLU), because it runs over
 up to thousands of nodes within a sub-millisecond budget. The context shifts the candidate
 layers' pre-activations per pod (the shift half of FiLM: a per-pod bias, so it costs nothing
 per candidate — full FiLM's per-candidate scaling doubled inference time), so one model behaves
 differently for sharing, whole-GPU and CPU-only pods. The wide part is linear in the node features with weights that depend linearly
 on the pod (a bilinear form), so imitation can copy a heuristic's score exactly — FGD's score is
 a feature, LeastAllocated is linear in two — while the MLP learns corrections. Its weights are
-computed per pod, not stored, so int8 quantization (which quantizes stored weights) leaves it
-fp32: its precision decides which nodes tie at the framework's integer scores.
+computed per pod, not from a layer's weight matrix, so int8 quantization (of the layers' weight
+matrices) leaves it fp32: its precision decides which nodes tie at the framework's integer scores.
 """
 
 from __future__ import annotations
@@ -24,14 +24,15 @@ from torch import nn
 
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 
-SCORE_SCALE = 100.0
-"""Scores are on the scheduler framework's 0-100 scale (it truncates them to integers)."""
-
-
 class PlacementScorer(nn.Module):
-    """Scores every candidate node of one pod: ``forward(pod (1, P), nodes (N, F)) -> (N,)`` in score units."""
+    """Scores every candidate node of one pod: ``forward(pod (1, P), nodes (F, N)) -> (N,)`` in score units.
 
-    def __init__(self, hidden: int = 32, context: int = 128) -> None:
+    ``nodes`` is feature-major (one row per feature), the layout the runtime's feature builder
+    produces, so a decision hands onnxruntime its buffer without a transposing copy; each layer is
+    one Gemm whose bias input carries the pod's shift (onnxruntime fuses the ReLU into it).
+    """
+
+    def __init__(self, hidden: int = 16, context: int = 128) -> None:
         super().__init__()
         self.hidden = hidden
         self.context = nn.Sequential(
@@ -46,10 +47,11 @@ class PlacementScorer(nn.Module):
 
     def forward(self, pod: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         shift1, shift2 = torch.split(self.context(pod), self.hidden, dim=-1)
-        h = torch.relu(self.layer1(nodes) + shift1)
-        h = torch.relu(self.layer2(h) + shift2)
-        wide = torch.matmul(nodes, self.wide_weights(pod).transpose(-1, -2))  # (.., N, 1): one small MatMul
-        return (self.head(h) + wide).squeeze(-1)
+        rows = nodes.t()
+        h = torch.relu(torch.addmm(self.layer1.bias + shift1, rows, self.layer1.weight.t()))
+        h = torch.relu(torch.addmm(self.layer2.bias + shift2, h, self.layer2.weight.t()))
+        wide = torch.matmul(self.wide_weights(pod), nodes)  # (1, N): a row-major GEMV over the feature-major input
+        return self.head(h).squeeze(-1) + wide.squeeze(0)
 
     def wide_weights(self, pod: torch.Tensor) -> torch.Tensor:
         """Per-pod weights of the linear part: row 0 of ``wide`` plus the pod features times the rest."""
@@ -57,4 +59,8 @@ class PlacementScorer(nn.Module):
 
     def batched(self, pods: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         """Training form: pods (B, P), nodes (B, K, F) -> scores (B, K); same maths as :meth:`forward`."""
-        return self.forward(pods[:, None, :], nodes)
+        shift1, shift2 = torch.split(self.context(pods[:, None, :]), self.hidden, dim=-1)
+        h = torch.relu(self.layer1(nodes) + shift1)
+        h = torch.relu(self.layer2(h) + shift2)
+        wide = torch.matmul(nodes, self.wide_weights(pods[:, None, :]).transpose(-1, -2))
+        return (self.head(h) + wide).squeeze(-1)

@@ -107,7 +107,7 @@ def finetune(
 
     def score(pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            return tuned(torch.from_numpy(pod_x), torch.from_numpy(node_x)).numpy()
+            return tuned(torch.from_numpy(pod_x), torch.from_numpy(node_x).T).numpy()
 
     env = PlacementEnv(nodes, pods, seeds, score, k)
     agent = PPO(

@@ -36,7 +36,7 @@ class Decisions:
 
     pods: np.ndarray  # (D, P) float32
     nodes: np.ndarray  # (D, K, F) float32
-    target: np.ndarray  # (D, K) float32: the teacher's score (0-100) before truncation
+    target: np.ndarray  # (D, K) float32: the teacher's weighted score sum (0-100 per unit of weight) before truncation
     mask: np.ndarray  # (D, K) bool: real candidates (False = padding)
     top: np.ndarray  # (D, K) bool
 
@@ -84,7 +84,7 @@ class Recorder:
         self.seen += 1
         if self.seen % self.every == 0:
             scores = [(w, p.score(pod, table, rows)) for p, w in self.teacher]
-            raw = sum(w * s for w, s in scores) / sum(w for w, _ in scores)
+            raw = sum(w * s for w, s in scores)  # the teacher's own scale: its integer bins are what decide
             ints = sum(w * np.floor(np.clip(s, 0, 100)) for w, s in scores)
             self.rows.append(self._sample(pod_features(pod)[0], node_x, raw, ints == ints.max()))
         return np.zeros(rows.size)

@@ -175,7 +175,7 @@ class Replay:
     def fault(self, fault: Fault, now: float, start: bool) -> None:
         rows = rows_hit(fault, self.table)
         if fault.kind is FaultKind.SLOW_NODE:
-            self.table.slow[rows] = start
+            self.table.set_slow(rows, start)
             return
         self.table.alive[rows] = not start
         if start and fault.kind is not FaultKind.REGION_PARTITION:

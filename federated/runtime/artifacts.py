@@ -20,7 +20,8 @@ import numpy as np
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION
 
-FORMAT = "fedplane-policy/1"
+FORMAT = "fedplane-policy/2"
+"""2: the model reads ``nodes`` feature-major (F, N)."""
 MANIFEST = "manifest.json"
 FP32 = "model.fp32.onnx"
 INT8 = "model.int8.onnx"

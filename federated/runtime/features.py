@@ -8,8 +8,8 @@ model's two inputs:
 * ``nodes`` (rows, len(NODE_FEATURES)) — one row per candidate node.
 
 Speed: everything that depends on a node alone (utilisation, capacities, health, load trend)
-lives in a per-row cache that is refreshed only for rows whose usage changed since the last
-call (a placement touches one row), and the pod-dependent columns are a handful of whole-block
+lives in a per-row cache that is refreshed only for the rows the table stamped as changed since
+the last call (a placement touches one row), and the pod-dependent columns are a handful of whole-block
 numpy operations — no Python per node.
 
 Anything that changes the meaning, order or scaling of a feature must bump ``SPEC_VERSION``:
@@ -25,7 +25,7 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
 from fedcore.scheduling.fragmentation import PodTypes
-from federated.runtime.fragments import FragmentDrops, all_rows, changed_rows
+from federated.runtime.fragments import FragmentDrops, all_rows
 
 SPEC_VERSION = "fedplane-features/1"
 
@@ -93,14 +93,11 @@ def pod_features(pod: Pod) -> np.ndarray:
 
 
 class _NodeCache:
-    """Node-only quantities (feature-major), refreshed for the rows whose usage changed since the last call."""
+    """Node-only quantities (feature-major), refreshed for the rows the table stamped as changed since the last call."""
 
     def __init__(self, table: NodeTable) -> None:
         self.table = table
-        self.cpu_used = table.cpu_used.copy()
-        self.mem_used = table.mem_used.copy()
-        self.gpu_free = table.gpu_free.copy()
-        self.slow = table.slow.copy()
+        self.changes = table.changes
         v = self.values = np.zeros((_WIDTH, len(table)), dtype=np.float32)
         v[5] = table.gpu_count / 8.0
         v[6] = 1.0 / np.maximum(table.cpu_cap, 1)
@@ -111,29 +108,27 @@ class _NodeCache:
         self._update(np.arange(len(table)), first=True)
 
     def refresh(self) -> np.ndarray:
-        t = self.table
-        rows = changed_rows(t.cpu_used, self.cpu_used)
-        for now, seen in ((t.mem_used, self.mem_used), (t.gpu_free, self.gpu_free), (t.slow, self.slow)):
-            more = changed_rows(now, seen)
-            if more.size:
-                rows = np.union1d(rows, more)
+        rows = self.table.changed_since(self.changes)
         if rows.size:
+            self.changes = self.table.changes
             self._update(rows)
         return self.values
 
     def _update(self, rows: np.ndarray, first: bool = False) -> None:
-        t, v = self.table, self.values
+        # One gather and one scatter of the rows' columns; the arithmetic runs on that small block.
+        t = self.table
+        block = self.values[:, rows]
         free = t.gpu_free[rows]
-        has_gpu = v[_HAS_GPU, rows] > 0
-        cpu = t.cpu_used[rows] * v[6, rows]
-        mem = t.mem_used[rows] * v[7, rows]
-        gpu = np.where(has_gpu, 1.0 - np.where(free > 0, free, 0).sum(axis=1) * v[8, rows], 0.0)
-        v[4, rows] = 0.0 if first else np.clip((cpu - v[0, rows]) * 10.0, -1.0, 1.0)
-        v[0, rows], v[1, rows], v[2, rows], v[3, rows] = cpu, mem, gpu, t.slow[rows]
-        v[_BESTFIT_BASE, rows] = cpu + mem + np.where(has_gpu, gpu, 1.0)
-        v[_CPU_MINUS_MEM, rows] = cpu - mem
-        v[_WHOLE, rows] = (free == MILLI).sum(axis=1)
-        self.cpu_used[rows], self.mem_used[rows], self.slow[rows], self.gpu_free[rows] = t.cpu_used[rows], t.mem_used[rows], t.slow[rows], free
+        has_gpu = block[_HAS_GPU] > 0
+        cpu = t.cpu_used[rows] * block[6]
+        mem = t.mem_used[rows] * block[7]
+        gpu = np.where(has_gpu, 1.0 - np.where(free > 0, free, 0).sum(axis=1) * block[8], 0.0)
+        block[4] = 0.0 if first else np.clip((cpu - block[0]) * 10.0, -1.0, 1.0)
+        block[0], block[1], block[2], block[3] = cpu, mem, gpu, t.slow[rows]
+        block[_BESTFIT_BASE] = cpu + mem + np.where(has_gpu, gpu, 1.0)
+        block[_CPU_MINUS_MEM] = cpu - mem
+        block[_WHOLE] = (free == MILLI).sum(axis=1)
+        self.values[:, rows] = block
 
 
 class FeatureBuilder:
@@ -151,8 +146,8 @@ class FeatureBuilder:
     def __call__(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Features of ``pod`` on each of ``rows``, shape (rows, len(NODE_FEATURES)), float32.
 
-        Built feature-major and returned as its transpose (a view): pass it through
-        ``np.ascontiguousarray`` where a row-major buffer is needed (the ONNX scorer does).
+        Built feature-major and returned as its transpose (a view): ``.T`` of the result is the
+        contiguous feature-major buffer the ONNX model reads.
         """
         if self._nodes is None or self._nodes.table is not table:
             self._nodes = _NodeCache(table)

@@ -22,6 +22,18 @@ from fedcore.scheduling.profiles import ProfileContext
 from federated.runtime.scorer import PolicyRuntime, configured_model_dir
 
 
+def normalize(scores: np.ndarray) -> np.ndarray:
+    """Kubernetes' NormalizeScore step: shift by a whole number so the best candidate scores 100.
+
+    The framework truncates a plugin's score to an integer 0-100. A whole-number shift keeps the
+    model's own integer bins (and so its ties) while bringing its top 100 points into that range:
+    a model imitating kube-default's two summed plugins (0-200) keeps their resolution.
+    """
+    if scores.size == 0:
+        return scores
+    return scores - (np.floor(scores.max()) - 100.0)
+
+
 class LearnedScore:
     """Score plugin backed by a :class:`PolicyRuntime`; also its device picker."""
 
@@ -36,7 +48,7 @@ class LearnedScore:
         if self._prepared is not table:  # first sight of this fleet: warm its caches for the workload's shapes
             self.runtime.prepare(table, self.workload)
             self._prepared = table
-        return self.runtime.scores(pod, table, rows)
+        return normalize(self.runtime.scores(pod, table, rows))
 
     def pick(self, pod: Pod, table: NodeTable, node: int) -> tuple[int, ...]:
         if not pod.gpu.is_sharing:

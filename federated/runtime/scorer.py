@@ -76,7 +76,8 @@ class OnnxScorer:
         self.version = version
 
     def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
-        (scores,) = self.session.run(None, {"pod": pod_x, "nodes": np.ascontiguousarray(node_x)})
+        # The model reads features feature-major: the builder's rows are a transposed view of exactly that buffer.
+        (scores,) = self.session.run(None, {"pod": pod_x, "nodes": np.ascontiguousarray(node_x.T)})
         return np.asarray(scores, dtype=np.float64)
 
 
@@ -132,6 +133,10 @@ class PolicyRuntime:
         return pod_features(pod), self.features(pod, table, rows)
 
     def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """Scores 0-100 for ``pod`` on each of ``rows`` (an edge agent passes just its own row)."""
+        """Scores for ``pod`` on each of ``rows`` (an edge agent passes just its own row).
+
+        On the teacher's scale (0-100 per plugin it summed: up to 200 for kube-default), not
+        clipped to one plugin's 0-100, so scores stay comparable across agents at the top.
+        """
         pod_x, node_x = self.inputs(pod, table, rows)
-        return np.minimum(np.maximum(self.scorer(pod_x, node_x), 0.0), 100.0)
+        return self.scorer(pod_x, node_x)

@@ -60,7 +60,7 @@ def test_fp32_matches_torch_and_int8_picks_the_same_node(exported: tuple[Placeme
     same = total = 0
     for pod_x, node_x in decisions():
         with torch.no_grad():
-            expected = model(torch.from_numpy(pod_x), torch.from_numpy(node_x)).numpy()
+            expected = model(torch.from_numpy(pod_x), torch.from_numpy(node_x).T).numpy()
         np.testing.assert_allclose(fp32(pod_x, node_x), expected, atol=1e-3)
         a, b = fp32(pod_x, node_x), int8(pod_x, node_x)
         same += int(np.argmax(np.floor(a)) == np.argmax(np.floor(b)))
