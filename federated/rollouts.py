@@ -36,7 +36,7 @@ class Decisions:
 
     pods: np.ndarray  # (D, P) float32
     nodes: np.ndarray  # (D, K, F) float32
-    target: np.ndarray  # (D, K) float32: the teacher's weighted score sum (0-100 per unit of weight) before truncation
+    target: np.ndarray  # (D, K) float32: the teacher's score on its own scale (0-100 per unit of plugin weight), see Recorder
     mask: np.ndarray  # (D, K) bool: real candidates (False = padding)
     top: np.ndarray  # (D, K) bool
 
@@ -84,9 +84,11 @@ class Recorder:
         self.seen += 1
         if self.seen % self.every == 0:
             scores = [(w, p.score(pod, table, rows)) for p, w in self.teacher]
-            raw = sum(w * s for w, s in scores)  # the teacher's own scale: its integer bins are what decide
             ints = sum(w * np.floor(np.clip(s, 0, 100)) for w, s in scores)
-            self.rows.append(self._sample(pod_features(pod)[0], node_x, raw, ints == ints.max()))
+            # What decides is the teacher's integer score: one plugin's raw score has exactly that floor; a
+            # sum of plugins is its integer sum, imitated half a point up so the model's floor is not on a boundary.
+            target = scores[0][1] if len(scores) == 1 else ints + 0.5
+            self.rows.append(self._sample(pod_features(pod)[0], node_x, target, ints == ints.max()))
         return np.zeros(rows.size)
 
     def _sample(self, pod_x: np.ndarray, node_x: np.ndarray, target: np.ndarray, top: np.ndarray) -> tuple[np.ndarray, ...]:

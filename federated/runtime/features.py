@@ -27,7 +27,8 @@ from fedcore.resources import MILLI
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.runtime.fragments import FragmentDrops, all_rows
 
-SPEC_VERSION = "fedplane-features/1"
+SPEC_VERSION = "fedplane-features/2"
+"""2: adds ``kube_default``."""
 
 POD_FEATURES = (
     "cpu_cores_log",  # log1p(cores) / 5
@@ -64,6 +65,7 @@ NODE_FEATURES = (
     "arch_match",  # 1 when the node's architecture is one the pod accepts (or it names none)
     "workload_latency",  # expected RTT to the workload's other replicas, 0 (same region) .. 1 (all remote)
     "workload_on_node",  # replicas of the workload already on the node / per-node cap (or / 8)
+    "kube_default",  # kube-scheduler's score, floor(LeastAllocated) + floor(BalancedAllocation), / 200
 )
 
 ARCHS = list(Arch)
@@ -105,6 +107,8 @@ class _NodeCache:
         has_gpu = table.gpu_count > 0
         v[8] = np.where(has_gpu, 1.0 / np.maximum(table.gpu_count * MILLI, 1), 0.0)
         v[_HAS_GPU] = has_gpu
+        self.cpu_cap = np.maximum(table.cpu_cap, 1).astype(np.float64)  # the scheduler's divisors, converted once
+        self.mem_cap = np.maximum(table.mem_cap, 1).astype(np.float64)
         self._update(np.arange(len(table)), first=True)
 
     def refresh(self) -> np.ndarray:
@@ -152,7 +156,8 @@ class FeatureBuilder:
         if self._nodes is None or self._nodes.table is not table:
             self._nodes = _NodeCache(table)
         cache = self._nodes.refresh()
-        v = cache if all_rows(rows, len(table)) else cache[:, rows]
+        whole = all_rows(rows, len(table))
+        v = cache if whole else cache[:, rows]
         out = np.empty((len(NODE_FEATURES), rows.size), dtype=np.float32)
         request = np.array([[pod.cpu_milli], [pod.memory_mib], [pod.gpu.total_milli]], dtype=np.float32)
         req = out[0:3]
@@ -161,11 +166,16 @@ class FeatureBuilder:
         out[3:6] -= req
         out[5] *= v[_HAS_GPU]
         out[6:12] = v[0:6]
-        drop, after = self.drops.drop(pod, table, rows)
-        drop = np.maximum(np.minimum(drop * (1.0 / MILLI), 8.0), -8.0)  # -inf (no fit) becomes -8
-        out[12] = drop
-        out[13] = 1.0 / (1.0 + np.exp(-drop))
-        out[14] = np.where(after < np.inf, after, 0.0) * v[8]
+        drop, after = self.drops.drop(pod, table, rows, whole)
+        frag, sigmoid = out[12], out[13]
+        np.multiply(drop, 1.0 / MILLI, out=frag)
+        np.clip(frag, -8.0, 8.0, out=frag)  # -inf (no fit) becomes -8
+        np.negative(frag, out=sigmoid)
+        np.exp(sigmoid, out=sigmoid)
+        sigmoid += 1.0
+        np.reciprocal(sigmoid, out=sigmoid)
+        after[after == np.inf] = 0.0
+        np.multiply(after, v[8], out=out[14])
         out[15] = (v[_BESTFIT_BASE] + req[0] + req[1] + req[2]) * (1.0 / 3.0)
         out[16] = 1.0 - 0.5 * np.abs(v[_CPU_MINUS_MEM] + req[0] - req[1])
         taken = pod.gpu.count if pod.gpu.milli_each == MILLI else 0
@@ -174,7 +184,26 @@ class FeatureBuilder:
         out[19] = self._model_match(pod, table, rows)
         out[20] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
         out[21], out[22] = self._workload(pod, table, rows)
+        out[23] = self._kube_default(pod, self._nodes, rows, whole)
         return out.T
+
+    @staticmethod
+    def _kube_default(pod: Pod, nodes: _NodeCache, rows: np.ndarray, whole: bool) -> np.ndarray:
+        """kube-default's integer score / 200, computed in float64 in the scheduler's own order of operations.
+
+        Bit-exact on purpose: it is an integer, and float32 rounding would move a score sitting on
+        an integer (common with round requests) into the bin below.
+        """
+        t = nodes.table
+        if whole:
+            cpu = (t.cpu_used + pod.cpu_milli) / nodes.cpu_cap
+            mem = (t.mem_used + pod.memory_mib) / nodes.mem_cap
+        else:
+            cpu = (t.cpu_used[rows] + pod.cpu_milli) / nodes.cpu_cap[rows]
+            mem = (t.mem_used[rows] + pod.memory_mib) / nodes.mem_cap[rows]
+        least = np.floor(100.0 * (1.0 - (cpu + mem) / 2.0))
+        balanced = np.floor(100.0 * (1.0 - np.abs(cpu - mem) / 2.0))
+        return (least + balanced) * (1.0 / 200.0)
 
     @staticmethod
     def _model_match(pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | float:

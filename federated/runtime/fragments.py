@@ -135,6 +135,8 @@ class FragmentDrops:
         self._states, sid = np.unique(canonical, axis=0, return_inverse=True)
         self._sid = sid.reshape(-1).astype(np.int64)
         self._ids = {state.tobytes(): i for i, state in enumerate(self._states)}
+        # CPU bracket by free CPU + 1 (a gather, several times cheaper than a binary search per row); index 0 is "negative".
+        self._bracket_of = np.searchsorted(self.cpu_sorted, np.arange(-1, int(table.cpu_cap.max()) + 1), side="right").astype(np.int64)
         self._layout()
 
     def _sync(self, table: NodeTable) -> None:
@@ -193,23 +195,27 @@ class FragmentDrops:
         if set(self._index) != self._shapes:
             self._layout()
 
-    def _at(self, key: GpuKey, cpu_left: np.ndarray, sids: np.ndarray) -> np.ndarray:
+    def _at(self, key: GpuKey, cpu_left_plus_one: np.ndarray, sids: np.ndarray) -> np.ndarray:
         values = self._shape(key)
-        bracket = np.searchsorted(self.cpu_sorted, cpu_left, side="right")
+        bracket = self._bracket_of.take(cpu_left_plus_one, mode="clip")
         return values.ravel().take(bracket * values.shape[1] + sids)
 
-    def drop(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(before - after, after) per row in milli-GPU; the drop is FGD's score before its sigmoid; after is inf where nothing fits."""
+    def drop(self, pod: Pod, table: NodeTable, rows: np.ndarray, whole: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(before - after, after) per row in milli-GPU; the drop is FGD's score before its sigmoid; after is inf where nothing fits.
+
+        ``whole`` says ``rows`` is every row in order, when the caller already knows.
+        """
         self._sync(table)
-        whole = all_rows(rows, len(table))
+        whole = all_rows(rows, len(table)) if whole is None else whole
         sids = self._sid if whole else self._sid[rows]
-        cpu = table.cpu_free if whole else table.cpu_free[rows]
+        cpu = (table.cpu_cap - table.cpu_used if whole else table.cpu_cap[rows] - table.cpu_used[rows]) + 1
         before = self._at(CPU_ONLY, cpu, sids)
         after = self._at(self.key(pod), cpu - pod.cpu_milli, sids)
         return before - after, after
 
     def best_device(self, pod: Pod, table: NodeTable, node: int) -> int:
         """The device of ``node`` whose use by a sharing ``pod`` leaves expected fragmentation lowest (FGD's pick)."""
+        self._sync(table)
         frag = self._sharing(table.gpu_free[node][None], np.array([pod.gpu.milli_each]))[0, 0]
-        bracket = int(np.searchsorted(self.cpu_sorted, table.cpu_free[node] - pod.cpu_milli, side="right"))
+        bracket = int(self._bracket_of.take(table.cpu_free[node] - pod.cpu_milli + 1, mode="clip"))
         return int(np.argmin(frag[:, bracket]))

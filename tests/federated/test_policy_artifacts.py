@@ -73,7 +73,7 @@ def test_manifest_and_sizes(exported: tuple[PlacementScorer, Path]) -> None:
     loaded = artifacts.load(path)
     files = loaded.manifest["files"]
     assert files[artifacts.INT8]["bytes"] <= 0.3 * files[artifacts.FP32]["bytes"]
-    assert loaded.manifest["feature_spec"] == "fedplane-features/1"
+    assert loaded.manifest["feature_spec"] == "fedplane-features/2"
     assert len(loaded.version) == 12
 
 

@@ -9,7 +9,7 @@ from policy_data import fleet, pods
 from fedcore.nodetable import NodeTable
 from fedcore.scheduling.filters import resources_fit
 from fedcore.scheduling.fragmentation import Fragmentation, FragmentationGradient, PodTypes
-from fedcore.scheduling.scores import BalancedAllocation, BestFit
+from fedcore.scheduling.scores import BalancedAllocation, BestFit, LeastAllocated
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION, FeatureBuilder, pod_features
 
 COL = {name: i for i, name in enumerate(NODE_FEATURES)}
@@ -81,14 +81,16 @@ def test_columns_match_the_heuristics_they_name() -> None:
         np.testing.assert_allclose(100 * x[:, COL["bestfit"]], BestFit().score(pod, table, rows), atol=1e-3)
         np.testing.assert_allclose(100 * x[:, COL["balanced"]], BalancedAllocation().score(pod, table, rows), atol=1e-3)
         np.testing.assert_allclose(100 * x[:, COL["fgd_score"]], fgd.score(pod, table, rows), atol=1e-3)
+        kube = sum(np.floor(np.clip(p.score(pod, table, rows), 0, 100)) for p in (LeastAllocated(), BalancedAllocation()))
+        np.testing.assert_array_equal(np.round(200 * x[:, COL["kube_default"]].astype(np.float64)), kube)
 
 
 def test_pod_features_and_spec_are_stable() -> None:
     pod = pods(1, 0)[0]
     x = pod_features(pod)
     assert x.shape == (1, len(POD_FEATURES)) and x.dtype == np.float32
-    assert SPEC_VERSION == "fedplane-features/1"
-    assert len(set(NODE_FEATURES)) == len(NODE_FEATURES) == 23
+    assert SPEC_VERSION == "fedplane-features/2"
+    assert len(set(NODE_FEATURES)) == len(NODE_FEATURES) == 24
 
 
 def test_table_stamps_exactly_the_rows_its_mutators_change() -> None:
