@@ -12,6 +12,9 @@ Contracts the agent relies on:
 * ``bind`` is fenced: a stale epoch, or a second node for the same (pod, epoch), is
   refused with an outcome value, never silently accepted. Binding the same node
   again answers ``ALREADY_BOUND`` (so a bind retried after a crash is harmless).
+* ``bind`` books the GPU devices the agent names (its node table chose them), or
+  refuses with ``REJECTED`` when they do not fit; the back end never silently picks
+  others, which would make the agent's and the back end's device books disagree.
 * ``report_node(node, ready=False)`` unbinds that node's pods and bumps their epoch:
   the back end's half of re-placing a dead peer's pods.
 """
@@ -62,7 +65,9 @@ class ClusterAPI(Protocol):
         """Current pods, then changes, until the connection drops."""
         ...
 
-    async def bind(self, pod: str, node: str, epoch: int) -> BindResult: ...
+    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
+        """Fenced bind; ``gpus`` names the node's devices to book (empty: the cluster picks)."""
+        ...
 
     async def report_node(self, node: str, ready: bool) -> int:
         """Node status from an agent; returns how many pods a not-ready report freed."""

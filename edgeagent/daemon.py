@@ -291,7 +291,7 @@ class Agent:
         result: BindResult | None
         async with self._binds:
             try:
-                result = await self.cluster.bind(effect.pod, effect.node, effect.epoch)
+                result = await self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus)
             except ClusterUnavailable as exc:
                 log.warning("bind %s: %s", effect.pod, exc)
                 result = None

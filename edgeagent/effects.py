@@ -20,11 +20,16 @@ class Publish:
 
 @dataclass(frozen=True, slots=True)
 class Bind:
-    """Bind the pod to our node at the back end's epoch; answer with ``Placer.bind_done``."""
+    """Bind the pod to our node at the back end's epoch; answer with ``Placer.bind_done``.
+
+    ``gpus`` are the devices our node table reserved, so the back end books the same ones
+    (if it picked its own, our table and its table would drift and refuse later pods).
+    """
 
     pod: str
     node: str
     epoch: int
+    gpus: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,7 +131,8 @@ class KubeCluster:
         finally:
             stop.set()
 
-    async def bind(self, pod: str, node: str, epoch: int) -> BindResult:
+    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
+        """A Binding names no devices: on Kubernetes the kubelet's device plugin assigns them."""
         namespace, _, name = pod.partition("/")
         client = self.k8s.client
         body = client.V1Binding(metadata=client.V1ObjectMeta(name=name, namespace=namespace),

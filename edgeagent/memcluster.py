@@ -117,7 +117,7 @@ class InMemoryCluster:
         finally:
             self._watchers.discard(queue)
 
-    async def bind(self, pod: str, node: str, epoch: int) -> BindResult:
+    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
         self._enter()
         p = self.pods.get(pod)
         row = self.table.index.get(node)
@@ -138,8 +138,11 @@ class InMemoryCluster:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"pod is {p.phase.value}")
         if not self.table.alive[row]:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} is not ready")
+        devices = self.table.nodes[row].gpus
+        if len(set(gpus)) != len(gpus) or not all(0 <= g < devices for g in gpus):
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"devices {list(gpus)} are not {node}'s")
         try:
-            p.placement = self.table.allocate(p.pod, row)
+            p.placement = self.table.allocate(p.pod, row, gpus or None)
         except OvercommitError as exc:
             self.evidence.capacity_refusals += 1
             return BindResult(BindOutcome.REJECTED, node, p.epoch, str(exc))

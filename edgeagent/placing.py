@@ -44,7 +44,7 @@ from edgeagent.clusters import BindOutcome, BindResult, Phase, PodUpdate
 from edgeagent.config import PlacementSection
 from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
 from edgeagent.ledger import Ledger
-from edgeagent.scoring import Scorer, estimate, features
+from edgeagent.scoring import Scorer, device_summary, estimate, features
 
 log = logging.getLogger("edgeagent.placing")
 
@@ -71,6 +71,8 @@ class _Pending:
     binding: bool = False
     elsewhere: bool = False
     """The back end refused our bind because another node holds the pod."""
+    refused_until: float = 0.0
+    """The back end had no room for it here: leave it to others until then (no kick shortens this)."""
 
 
 @dataclass(slots=True)
@@ -87,6 +89,8 @@ class _PeerView:
     free: np.ndarray
     capacity: np.ndarray
     load: np.ndarray
+    devices: np.ndarray
+    """(wholly free GPUs, most milli free on one GPU) per peer, -1 where the peer did not say."""
     before_us: np.ndarray
     """Peers whose node name sorts before ours: they win score ties."""
 
@@ -156,7 +160,7 @@ class Placer:
             if held is None:
                 self.pending[uid] = _Pending(update.pod, update.epoch, now, now)
             elif held.epoch != update.epoch:  # re-placed at the back end: a new chance for everyone
-                held.epoch, held.elsewhere, held.due = update.epoch, False, min(held.due, now)
+                held.epoch, held.elsewhere, held.refused_until, held.due = update.epoch, False, 0.0, min(held.due, now)
             self._follow_epoch(uid, update.epoch, now)
         else:
             self.pending.pop(uid, None)
@@ -238,7 +242,8 @@ class Placer:
             self.counters.refused_binds += 1
             self.ledger.bump_epoch(uid)
             self._publish_claims(uid)
-            p.claimed_at, p.due = None, now + REFUSED_BACKOFF * self.settings.retry_interval
+            p.refused_until = now + REFUSED_BACKOFF * self.settings.retry_interval
+            p.claimed_at, p.due = None, p.refused_until
             self._requeue(uid, p)
         self._release_losers(now)
         return self._flush()
@@ -294,15 +299,15 @@ class Placer:
     def node_state(self) -> records.NodeState:
         return records.NodeState(
             self.node.name, self.node.capacity, self.ledger.replica.free(), self.load, self.scorer.version,
-            self.node.arch.value,
+            self.node.arch.value, *device_summary(self.table),
         )
 
     # ---- claiming and binding -------------------------------------------------------------------
 
     def _consider(self, uid: str, p: _Pending, now: float) -> None:
         replica = self.ledger.replica
-        p.due = now + self.settings.retry_interval
-        if p.elsewhere or replica.is_finished(uid):
+        p.due = max(now + self.settings.retry_interval, p.refused_until)
+        if p.elsewhere or now < p.refused_until or replica.is_finished(uid):
             return
         epoch = max(p.epoch, replica.epoch(uid))
         winner = replica.winner(uid)
@@ -344,7 +349,8 @@ class Placer:
             return
         p.binding = True
         self._binding[uid] = p
-        self._out.append(Bind(uid, self.node.name, p.epoch))
+        held = self._placements.get(uid)
+        self._out.append(Bind(uid, self.node.name, p.epoch, held[1].gpus if held else ()))
 
     def _bound(self, uid: str, p: _Pending, now: float) -> None:
         out = self.ledger.bind(uid)
@@ -394,7 +400,7 @@ class Placer:
             p = self.pending.get(uid)
             if p is not None:
                 self._experience(uid, p, "lost", now)
-                p.claimed_at, p.due = None, now + self.settings.retry_interval
+                p.claimed_at, p.due = None, max(now + self.settings.retry_interval, p.refused_until)
             self._kick(now)
 
     def _follow_epoch(self, uid: str, epoch: int, now: float) -> None:
@@ -456,6 +462,7 @@ class Placer:
                 np.array([s.free.as_tuple() for s in states], dtype=np.float64).reshape(-1, 4),
                 np.array([s.capacity.as_tuple() for s in states], dtype=np.float64).reshape(-1, 4),
                 np.array([s.load for s in states], dtype=np.float64),
+                np.array([(s.gpus_whole, s.gpu_share) for s in states], dtype=np.int64).reshape(-1, 2),
                 np.array([s.node < self.node.name for s in states], dtype=bool),
             )
         view = self._view
@@ -466,7 +473,7 @@ class Placer:
                         np.array([self.node.capacity.as_tuple()], dtype=np.float64), np.array([self.load]))[0]
         if not np.isfinite(mine):
             return True  # our gossiped view disagrees with our filters; let the claim decide
-        theirs = estimate(request, view.free, view.capacity, view.load)
+        theirs = estimate(request, view.free, view.capacity, view.load, pod.gpu, view.devices)
         better = int((theirs > mine).sum()) + int(((theirs == mine) & view.before_us).sum())
         return better < k
 
@@ -479,7 +486,8 @@ class Placer:
     def _kick(self, now: float) -> None:
         """Capacity came back: look again at pods we could not take."""
         for p in self.pending.values():
-            if p.claimed_at is None and not p.binding and p.due > now + self.settings.claim_window:
+            if p.claimed_at is None and not p.binding and p.due > now + self.settings.claim_window \
+                    and p.refused_until <= now:
                 p.due = now
 
     def _restore_reservations(self) -> None:

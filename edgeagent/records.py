@@ -1,6 +1,6 @@
 """The agent's gossip records: one node-state record, and one claims record per pod.
 
-Keys: ``n`` holds this node's state (free resources, load, model version), ``c/<pod>``
+Keys: ``n`` holds this node's state (free resources, GPU devices, load, model version), ``c/<pod>``
 holds our own claim records for that pod as a :mod:`crdt.wire` delta (withdrawn
 ``placement.compact_after`` seconds after the pod is compacted). Values from peers are
 untrusted: :func:`decode_node_state` raises ValueError on anything malformed.
@@ -36,12 +36,18 @@ class NodeState:
     load: float
     model: str
     arch: str
+    gpus_whole: int = -1
+    """Devices wholly free (-1: not reported); with ``gpu_share`` it tells peers whether a GPU pod fits."""
+    gpu_share: int = -1
+    """The most milli-GPU free on any one device (-1: not reported): summed free milli can hide
+    that no single device holds a share, or that too few devices are whole."""
 
 
 def encode_node_state(state: NodeState) -> dict[str, Any]:
     return {
         "node": state.node, "cap": list(state.capacity.as_tuple()), "free": list(state.free.as_tuple()),
         "load": round(state.load, 3), "model": state.model, "arch": state.arch,
+        "dev": [state.gpus_whole, state.gpu_share],
     }
 
 
@@ -58,7 +64,10 @@ def decode_node_state(value: Any) -> NodeState:
         raise ValueError("node state: node, model and arch must be strings")
     if isinstance(load, bool) or not isinstance(load, (int, float)) or not 0 <= load <= 1e6:
         raise ValueError(f"node state: bad load {load!r:.40}")
-    return NodeState(node, _resources(cap, "cap"), _resources(free, "free"), float(load), model, arch)
+    dev = value.get("dev", [-1, -1])
+    if not isinstance(dev, list) or len(dev) != 2 or not all(type(v) is int and v >= -1 for v in dev):
+        raise ValueError(f"node state: dev must be 2 integers >= -1, got {dev!r:.60}")
+    return NodeState(node, _resources(cap, "cap"), _resources(free, "free"), float(load), model, arch, dev[0], dev[1])
 
 
 def _resources(value: Any, name: str) -> Resources:

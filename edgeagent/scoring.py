@@ -18,7 +18,7 @@ import numpy as np
 
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
-from fedcore.resources import Resources
+from fedcore.resources import MILLI, GpuRequest, Resources
 
 FEATURE_SPEC = "edge-v1"
 """Name of the experience log's feature layout below."""
@@ -35,6 +35,12 @@ class Scorer(Protocol):
     def score(self, pod: Pod, table: NodeTable) -> float: ...
 
 
+def device_summary(table: NodeTable, row: int = 0) -> tuple[int, int]:
+    """(wholly free devices, most milli free on one device) of a node: what :func:`estimate` needs of its GPUs."""
+    devices = table.gpu_free[row, : int(table.gpu_count[row])]
+    return int((devices == MILLI).sum()), int(devices.max(initial=0))
+
+
 def features(request: Resources, free: Resources, capacity: Resources, load: float) -> np.ndarray:
     """The :data:`FEATURE_SPEC` vector: request and free share of capacity per dimension, load, GPU need."""
     req = np.array([request.cpu_milli, request.memory_mib, request.gpu_milli], dtype=np.float32)
@@ -44,11 +50,20 @@ def features(request: Resources, free: Resources, capacity: Resources, load: flo
     return np.concatenate([req / cap, fre / cap, np.array([load, wants], dtype=np.float32)]).astype(np.float32)
 
 
-def estimate(request: Resources, free: np.ndarray, capacity: np.ndarray, load: np.ndarray) -> np.ndarray:
-    """Heuristic scores of many nodes at once (rows of free/capacity as (cpu, mem, disk, gpu)); -inf where it does not fit."""
+def estimate(request: Resources, free: np.ndarray, capacity: np.ndarray, load: np.ndarray,
+             gpu: GpuRequest | None = None, devices: np.ndarray | None = None) -> np.ndarray:
+    """Heuristic scores of many nodes at once (rows of free/capacity as (cpu, mem, disk, gpu)); -inf where it does not fit.
+
+    ``devices`` rows (wholly free devices, most milli free on one device; -1 = unknown) refine
+    the GPU fit for a pod of shape ``gpu``: without them a node whose free milli is spread
+    thin looks like the best fit for a whole GPU it cannot give.
+    """
     req = np.array(request.as_tuple(), dtype=np.float64)
     after = free - req
     fits = (after >= 0).all(axis=1)
+    if gpu is not None and gpu.count and devices is not None:
+        column, need = (1, gpu.milli_each) if gpu.milli_each < MILLI else (0, gpu.count)
+        fits &= (devices[:, column] < 0) | (devices[:, column] >= need)
     dims = [0, 1, 3] if request.gpu_milli else [0, 1]
     cap = np.maximum(capacity[:, dims], 1.0)
     fullness = 1.0 - (after[:, dims] / cap).mean(axis=1)

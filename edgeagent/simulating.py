@@ -159,7 +159,7 @@ class PlacementSim:
         if name in self.down:
             return
         try:
-            result: BindResult | None = run_now(self.cluster.bind(effect.pod, effect.node, effect.epoch))
+            result: BindResult | None = run_now(self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus))
         except ClusterUnavailable:
             result = None
         self._call(name, lambda p: p.bind_done(effect.pod, result, self.now))

@@ -33,8 +33,8 @@ class TwinClient:
             raise ClusterUnavailable(f"watch: {exc.code().name}: {exc.details()}") from exc
         raise ClusterUnavailable("watch ended")
 
-    async def bind(self, pod: str, node: str, epoch: int) -> BindResult:
-        request = pb.BindPodRequest(cluster=self.cluster, pod=pod, node=node, epoch=epoch)
+    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
+        request = pb.BindPodRequest(cluster=self.cluster, pod=pod, node=node, epoch=epoch, gpus=gpus)
         return twinwire.result_from_pb(await self._call(self._stub.BindPod, request))
 
     async def report_node(self, node: str, ready: bool) -> int:

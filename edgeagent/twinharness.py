@@ -46,7 +46,8 @@ class _Servicer(twincluster_pb2_grpc.TwinClusterServicer):
     async def BindPod(self, request: pb.BindPodRequest, context: grpc.aio.ServicerContext) -> pb.BindPodResponse:  # noqa: N802
         await self._check(request.cluster, context)
         try:
-            return twinwire.result_to_pb(await self.cluster.bind(request.pod, request.node, request.epoch))
+            return twinwire.result_to_pb(await self.cluster.bind(request.pod, request.node, request.epoch,
+                                                                         tuple(request.gpus)))
         except ClusterUnavailable as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
             raise

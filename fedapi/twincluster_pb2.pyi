@@ -112,16 +112,18 @@ class WatchPodsRequest(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., pending_only: _Optional[bool] = ...) -> None: ...
 
 class BindPodRequest(_message.Message):
-    __slots__ = ("cluster", "pod", "node", "epoch")
+    __slots__ = ("cluster", "pod", "node", "epoch", "gpus")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     POD_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     pod: str
     node: str
     epoch: int
-    def __init__(self, cluster: _Optional[str] = ..., pod: _Optional[str] = ..., node: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    gpus: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, cluster: _Optional[str] = ..., pod: _Optional[str] = ..., node: _Optional[str] = ..., epoch: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class BindPodResponse(_message.Message):
     __slots__ = ("outcome", "node", "epoch", "reason")

@@ -147,3 +147,99 @@ def test_a_refused_bind_is_not_retried_until_something_changes() -> None:
     placer.pod_update(PodUpdate(pod(1), 2, Phase.PENDING), 3.1)  # re-placed at the back end: a fresh chance
     effects = placer.tick(3.1) + placer.tick(3.5)
     assert any(isinstance(e, Bind) and e.epoch == 2 for e in effects)
+
+
+def _lone_placer(node: Node) -> "Placer":
+    from edgeagent.ledger import Ledger
+    from edgeagent.placing import Placer
+    from edgeagent.scoring import HeuristicScorer
+
+    return Placer(node, Ledger(node.name, node.name, node.capacity), HeuristicScorer(), PlacementSection(), 0.0)
+
+
+def test_a_capacity_refusal_backs_off_even_when_the_release_kicks_the_queue() -> None:
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Bind
+
+    node = nodes(1)[0]
+    placer = _lone_placer(node)
+    placer.pod_update(PodUpdate(pod(1), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    assert [e for e in placer.tick(0.2) if isinstance(e, Bind)]
+    placer.bind_done("p0001", BindResult(BindOutcome.REJECTED, node.name, 1, "no room"), 0.21)
+    for t in (0.22, 0.4, 1.3, 2.5, 5.0):
+        assert not [e for e in placer.tick(t) if isinstance(e, Bind)], f"re-bound at {t}"
+    assert placer.next_deadline() >= 0.21 + 5 * PlacementSection().retry_interval
+    effects = placer.tick(5.3) + placer.tick(5.5)
+    assert any(isinstance(e, Bind) for e in effects), "tries again after the back-off"
+
+
+def test_the_bind_names_the_devices_the_agent_reserved_and_the_cluster_books_them() -> None:
+    import asyncio
+
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Bind
+    from edgeagent.memcluster import InMemoryCluster
+
+    node = nodes(1, gpus=2)[0]
+    placer = _lone_placer(node)
+    whole = [Pod(f"g{i}", 1000, 1024, gpu=GpuRequest(1, 1000)) for i in range(2)]
+    for p in whole:
+        placer.pod_update(PodUpdate(p, 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    binds = {e.pod: e for e in placer.tick(0.2) if isinstance(e, Bind)}
+    assert sorted(b.gpus for b in binds.values()) == [(0,), (1,)]
+    cluster = InMemoryCluster([node])
+    for p in whole:
+        cluster.submit(p)
+    second = binds["g1"]  # bound first: a cluster picking best-fit would have given it device 0
+    assert asyncio.run(cluster.bind(second.pod, node.name, 1, second.gpus)).ok
+    assert cluster.pods["g1"].placement is not None and cluster.pods["g1"].placement.gpus == second.gpus
+    assert asyncio.run(cluster.bind("g0", node.name, 1, binds["g0"].gpus)).ok
+    assert cluster.evidence.capacity_refusals == 0
+
+
+@pytest.mark.parametrize("gpus", [(2,), (-1,), (0, 0)])
+def test_the_cluster_refuses_devices_the_node_does_not_have(gpus: tuple[int, ...]) -> None:
+    import asyncio
+
+    from edgeagent.memcluster import InMemoryCluster
+
+    node = nodes(1, gpus=2)[0]
+    cluster = InMemoryCluster([node])
+    shape = GpuRequest(len(gpus), 1000)
+    cluster.submit(Pod("g", 1000, 1024, gpu=shape))
+    result = asyncio.run(cluster.bind("g", node.name, 1, gpus))
+    assert result.outcome is BindOutcome.REJECTED and cluster.pods["g"].placement is None
+
+
+def test_node_state_carries_the_gpu_devices_and_reads_peers_that_do_not() -> None:
+    from edgeagent import records
+    from fedcore.resources import Resources
+
+    state = records.NodeState("n0", Resources(8000, 1024, 0, 8000), Resources(4000, 512, 0, 1570), 0.5, "m", "amd64", 0, 570)
+    assert records.decode_node_state(records.encode_node_state(state)) == state
+    older = records.encode_node_state(state)
+    del older["dev"]
+    assert records.decode_node_state(older).gpus_whole == -1
+    with pytest.raises(ValueError, match="dev"):
+        records.decode_node_state({**older, "dev": [1, "x"]})
+
+
+def test_a_peer_whose_free_gpu_milli_is_spread_thin_does_not_hold_us_back() -> None:
+    """Its summed free milli makes it the best fit for a whole GPU, but no device of it is whole."""
+    from edgeagent import records
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Publish
+    from fedcore.resources import Resources
+
+    node = Node("n01", 16000, 65536, gpus=8)
+    placer = _lone_placer(node)
+    placer.settings = PlacementSection(candidates=1)
+    cap = Resources(16000, 65536, 0, 8000)
+    thin = records.NodeState("n00", cap, Resources(16000, 65536, 0, 1570), 0.0, "h", "amd64", 0, 570)
+    placer.record("n00", records.NODE_KEY, records.encode_node_state(thin), 0.0)
+    placer.pod_update(PodUpdate(Pod("g", 1000, 1024, gpu=GpuRequest(1, 1000)), 1, Phase.PENDING), 0.0)
+    claims = [e for e in placer.tick(0.0) if isinstance(e, Publish) and e.key == "c/g"]
+    assert claims, "we are the only node a whole GPU fits, so we claim at once"
+    assert placer.node_state().gpus_whole == 7 and placer.node_state().gpu_share == 1000
