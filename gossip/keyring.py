@@ -3,6 +3,10 @@
 Rotation without downtime, as memberlist's keyring: install the new key everywhere,
 then ``use`` it everywhere, then ``remove`` the old one. Nodes between steps still
 understand each other because receivers try every installed key.
+
+``cryptography`` is imported when the first keyring is built: it is among the biggest
+imports of an agent (~7 MiB resident with its OpenSSL), and a member without keys never
+needs it.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ import base64
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 NONCE_BYTES = 12
 TAG_BYTES = 16
@@ -28,9 +33,14 @@ class KeyringError(ValueError):
 class Keyring:
     """Keys in preference order; the first is the primary used for sealing."""
 
-    __slots__ = ("_keys", "_ciphers")
+    __slots__ = ("_keys", "_ciphers", "_aesgcm", "_invalid_tag")
 
     def __init__(self, keys: Iterable[bytes]) -> None:
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+        self._aesgcm = AESGCM
+        self._invalid_tag = InvalidTag
         self._keys: list[bytes] = []
         self._ciphers: list[AESGCM] = []
         for key in keys:
@@ -66,7 +76,7 @@ class Keyring:
             raise KeyringError(f"AES keys are 16, 24 or 32 bytes, got {len(key)}")
         if key not in self._keys:
             self._keys.append(key)
-            self._ciphers.append(AESGCM(key))
+            self._ciphers.append(self._aesgcm(key))
 
     def use(self, key: bytes) -> None:
         """Make an installed key primary: from now on we seal with it."""
@@ -94,9 +104,10 @@ class Keyring:
         if len(sealed) < OVERHEAD:
             return None
         nonce, body = sealed[:NONCE_BYTES], sealed[NONCE_BYTES:]
+        invalid = self._invalid_tag
         for cipher in self._ciphers:
             try:
                 return cipher.decrypt(nonce, body, aad)
-            except InvalidTag:
+            except invalid:
                 continue
         return None

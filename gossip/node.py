@@ -117,9 +117,10 @@ class GossipNode:
         self._in_stream = False
         """True while handling a stream frame: fallback pings are answered over a stream."""
         self._out: list[Effect] = []
+        self._gossip_armed = False
+        """A gossip round is scheduled (only while broadcasts are queued)."""
         cfg = self.config
         self._at(now + rng.uniform(0, cfg.probe_interval), self._probe_round, None)
-        self._at(now + rng.uniform(0, cfg.gossip_interval), self._gossip_round, None)
         self._at(now + rng.uniform(0, cfg.pushpull_interval), self._pushpull_round, None)
 
     # ------------------------------------------------------------------ public API
@@ -129,7 +130,7 @@ class GossipNode:
         self._seeds = tuple(s for s in seeds if s != self.name)
         for seed in self._seeds:
             self._start_exchange(seed, now)
-        return self._flush()
+        return self._flush(now)
 
     def restore(
         self,
@@ -153,12 +154,12 @@ class GossipNode:
                 self._out.append(RecordEvent(owner, key, version, value))
                 if owner == self.name:
                     self._clock = max(self._clock, version)
-        return self._flush()
+        return self._flush(now)
 
     def publish(self, key: str, value: RecordValue, now: float) -> list[Effect]:
         """Publish (or, with None, withdraw) one of our records; raises ValueError if unencodable."""
         self._publish(key, value)
-        return self._flush()
+        return self._flush(now)
 
     def _publish(self, key: str, value: RecordValue) -> None:
         if not isinstance(key, str) or len(key.encode()) > wire.MAX_NAME_BYTES:
@@ -181,13 +182,13 @@ class GossipNode:
         self._broadcast((self.name, None), goodbye)
         for peer in self._members.sample(self._rng, self.config.fanout):
             self._send(peer, [goodbye])
-        return self._flush()
+        return self._flush(now)
 
     def on_packet(self, src: str, data: bytes, now: float) -> list[Effect]:
         """A datagram arrived; ``src`` is the transport address, used only for logging."""
         self.metrics.packets_in += 1
         self._receive(src, data, now, self.config.mtu)
-        return self._flush()
+        return self._flush(now)
 
     def on_stream(self, src: str, data: bytes, now: float) -> list[Effect]:
         """A whole stream frame arrived (the driver strips its length prefix)."""
@@ -197,7 +198,7 @@ class GossipNode:
             self._receive(src, data, now, self.config.max_stream_bytes)
         finally:
             self._in_stream = False
-        return self._flush()
+        return self._flush(now)
 
     def tick(self, now: float) -> list[Effect]:
         """Run every timer due at ``now``."""
@@ -205,7 +206,7 @@ class GossipNode:
         while timers and timers[0][0] <= now:
             _, _, fn, arg = heapq.heappop(timers)
             fn(arg, now)
-        return self._flush()
+        return self._flush(now)
 
     def next_deadline(self) -> float:
         """When ``tick`` must next be called."""
@@ -232,7 +233,16 @@ class GossipNode:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _flush(self) -> list[Effect]:
+    def _flush(self, now: float) -> list[Effect]:
+        """Hand over the effects; news queued while no gossip round is armed gets one at once.
+
+        Rounds run only while there is news to push, so an idle node's only timers are its
+        probe and push-pull rounds (each wake-up of an idle daemon costs CPU on a small board);
+        the first round after a quiet spell runs on the next tick instead of waiting out an interval.
+        """
+        if len(self._broadcasts) and not self._gossip_armed:
+            self._gossip_armed = True
+            self._at(now, self._gossip_round, None)
         out, self._out = self._out, []
         return out
 
@@ -511,10 +521,13 @@ class GossipNode:
     # ------------------------------------------------------------------ gossip and anti-entropy
 
     def _gossip_round(self, _: None, now: float) -> None:
-        self._at(now + self.config.gossip_interval, self._gossip_round, None)
+        """Push queued news to ``fanout`` members; the next round follows while news remains."""
+        for peer in self._members.sample(self._rng, self.config.fanout):
+            self._send(peer, [])
         if len(self._broadcasts):
-            for peer in self._members.sample(self._rng, self.config.fanout):
-                self._send(peer, [])
+            self._at(now + self.config.gossip_interval, self._gossip_round, None)
+        else:
+            self._gossip_armed = False
 
     def _pushpull_round(self, _: None, now: float) -> None:
         cfg = self.config

@@ -167,3 +167,21 @@ def test_rotating_salt_redraws_false_positives() -> None:
         hidden_under.append(set(range(len(missing))) - shown)
     assert all(hidden_under), "a 20% error rate hides some entries under every salt"
     assert set.intersection(*hidden_under) == set(), "no entry stays hidden across salts"
+
+
+def test_gossip_rounds_run_only_while_there_is_news() -> None:
+    """An idle member wakes for probes and push-pull only; news gets a round at once and still spreads."""
+    config = GossipConfig(probe_interval=0.5, probe_timeout=0.25, gossip_interval=0.02, pushpull_interval=5.0)
+    net = cluster(5, seed=11, config=config)
+    net.run_until(8.0)
+    assert converged(net)
+    node = net.nodes["n1"]
+    ticks: list[float] = []
+    tick = node.tick
+    node.tick = lambda now: (ticks.append(now), tick(now))[1]  # type: ignore[method-assign]
+    net.run_for(10.0)
+    assert len(ticks) < 10.0 / 0.5 * 3, f"{len(ticks)} wake-ups in 10 idle seconds (a round every 20 ms would be 500)"
+    net.publish("n1", "k", "v")
+    assert node.next_deadline() == net.now, "the first round after a quiet spell is not delayed by an interval"
+    net.run_for(0.2)
+    assert all(net.nodes[o].records().get("n1", {}).get("k", (0, None))[1] == "v" for o in net.nodes)

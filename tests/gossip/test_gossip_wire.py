@@ -190,3 +190,15 @@ def test_digest_reports_exactly_the_uncovered_keys_modulo_false_positives() -> N
     missed = len(newer) - len(digests.uncovered(bloom, newer))
     assert missed < 0.03 * len(newer), f"{missed} false positives at a 1% rate"
     assert all(key in bloom for key in held), "positions agree with pybloom's own lookup"
+
+
+def test_a_member_without_keys_never_imports_cryptography() -> None:
+    """cryptography is the biggest import of an edge agent; a cluster without keys does not pay for it."""
+    import subprocess
+    import sys
+
+    probe = "import sys, gossip.udp, gossip.memnet; print('cryptography' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+    keyed = "import sys; from gossip.keyring import Keyring; Keyring([bytes(32)]); print('cryptography' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", keyed], capture_output=True, text=True, check=True).stdout.strip() == "True"
