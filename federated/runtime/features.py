@@ -18,6 +18,8 @@ artifacts carry the version they were trained with and the loader refuses a mism
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fedcore.nodes import Arch
@@ -81,8 +83,8 @@ def pod_features(pod: Pod) -> np.ndarray:
     """The pod-only input, shape (1, len(POD_FEATURES))."""
     return np.array(
         [[
-            np.log1p(pod.cpu_milli / MILLI) / 5.0,
-            np.log1p(pod.memory_mib / 1024.0) / 7.0,
+            math.log1p(pod.cpu_milli / MILLI) / 5.0,
+            math.log1p(pod.memory_mib / 1024.0) / 7.0,
             pod.gpu.count / 8.0,
             pod.gpu.milli_each / MILLI,
             float(pod.gpu.is_sharing),

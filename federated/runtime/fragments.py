@@ -77,45 +77,57 @@ class FragmentDrops:
         np.cumsum(frag, axis=-1, out=out[..., 1:])
         return out + total[..., None] * self.rest
 
-    def _frag(self, after: np.ndarray, valid: np.ndarray) -> np.ndarray:
-        """Expected fragmentation of device states ``after`` (..., devices) per CPU bracket; inf where not ``valid``."""
-        q3, fits = self._per_device(after)
-        total = np.where(after > 0, after, 0).sum(axis=-1)
-        return np.where(valid[..., None], self._brackets(q3.sum(axis=-2), fits.sum(axis=-2), total), np.inf)
+    def _sharing(self, free: np.ndarray, milli: np.ndarray, choices: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+        """Per-share sums after a share of each ``milli`` is taken from each device (or each of ``choices``) of each state.
 
-    def _sharing(self, free: np.ndarray, milli: np.ndarray, choices: np.ndarray | None = None) -> np.ndarray:
-        """(states, shares, choice, brackets): a share of each ``milli`` taken from each device (or each of ``choices``) of each state.
-
-        Only the chosen device changes, so the per-share sums are the state's own with that
-        device's terms swapped: no per-choice recount over every device.
+        Returns q3 and fits (states, milli, choice, shares), total and valid (states, milli, choice).
+        Only the chosen device changes, so the sums are the state's own with that device's terms
+        swapped: no per-choice recount over every device.
         """
         q3, fits = self._per_device(free)
         chosen = free if choices is None else free[:, choices]
         after = chosen[:, None, :] - milli[None, :, None]
         q3_after, fits_after = self._per_device(after)
         old_q3, old_fits = (q3, fits) if choices is None else (q3[:, choices], fits[:, choices])
-        total = np.where(free > 0, free, 0).sum(axis=-1)[:, None, None] - milli[None, :, None]
-        frag = self._brackets(
+        return (
             q3.sum(axis=1)[:, None, None, :] - old_q3[:, None] + q3_after,
             fits.sum(axis=1)[:, None, None, :] - old_fits[:, None] + fits_after,
-            total,
+            np.broadcast_to(np.where(free > 0, free, 0).sum(axis=-1)[:, None, None] - milli[None, :, None], after.shape),
+            after >= 0,
         )
-        return np.where((after >= 0)[..., None], frag, np.inf)
 
     def _compute(self, free: np.ndarray) -> np.ndarray:
-        """Lowest fragmentation after placing each registered shape, over its device choices: (shapes, brackets, states)."""
-        # CPU-only and whole-GPU shapes have one choice each (which wholly free devices are taken does not matter).
-        whole = free == MILLI
-        counts = np.concatenate([[0], self._whole])
-        take = whole[:, None, :] & (np.cumsum(whole, axis=1)[:, None, :] <= counts[None, :, None])
-        valid = whole.sum(axis=1)[:, None] >= counts[None, :]
-        single = self._frag(np.where(take, 0, free[:, None, :]), valid)
-        if not self._milli.size:
+        """Lowest fragmentation after placing each registered shape, over its device choices: (shapes, brackets, states).
+
+        Every choice of every shape goes through one :meth:`_brackets` call: a CPU-only pod leaves
+        the devices as they are, a whole-GPU pod turns ``count`` wholly free devices to 0 (which
+        ones does not matter), a sharing pod takes its share from one device.
+        """
+        states = free.shape[0]
+        q3, fits = self._per_device(free)
+        q3, fits = q3.sum(axis=1), fits.sum(axis=1)
+        total = np.where(free > 0, free, 0).sum(axis=1)
+        count = self._whole[None, :, None]
+        # A wholly free device taken: its fragment term stays 0, it no longer fits any share.
+        parts = [
+            (q3[:, None], fits[:, None], total[:, None], np.ones((states, 1), dtype=bool)),
+            (np.repeat(q3[:, None], count.shape[1], axis=1), fits[:, None] - count, total[:, None] - MILLI * count[..., 0],
+             (free == MILLI).sum(axis=1)[:, None] >= count[..., 0]),
+        ]
+        devices = 0
+        if self._milli.size:
+            # Devices with equal free milli are equal choices: one state (the usual case) tries each amount once.
+            choices = np.unique(free[0], return_index=True)[1] if states == 1 else None
+            sharing = self._sharing(free, self._milli, choices)
+            devices = sharing[0].shape[2]
+            parts.append(tuple(a.reshape((states, -1) + a.shape[3:]) for a in sharing))
+        q3_all, fits_all, total_all, valid = (np.concatenate(p, axis=1) for p in zip(*parts))
+        frag = np.where(valid[..., None], self._brackets(q3_all, fits_all, total_all), np.inf)
+        single = frag[:, : 1 + self._whole.size]
+        if not devices:
             return single.transpose(1, 2, 0)
-        # Devices with equal free milli are equal choices: one state (the usual case) tries each amount once.
-        choices = np.unique(free[0], return_index=True)[1] if free.shape[0] == 1 else None
-        sharing = self._sharing(free, self._milli, choices).min(axis=2)
-        return np.concatenate([single[:, :1], sharing, single[:, 1:]], axis=1).transpose(1, 2, 0)
+        shared = frag[:, 1 + self._whole.size :].reshape(states, self._milli.size, devices, -1).min(axis=2)
+        return np.concatenate([single[:, :1], shared, single[:, 1:]], axis=1).transpose(1, 2, 0)
 
     # -- the per-table state ------------------------------------------------------------
     def _layout(self) -> None:
@@ -216,6 +228,7 @@ class FragmentDrops:
     def best_device(self, pod: Pod, table: NodeTable, node: int) -> int:
         """The device of ``node`` whose use by a sharing ``pod`` leaves expected fragmentation lowest (FGD's pick)."""
         self._sync(table)
-        frag = self._sharing(table.gpu_free[node][None], np.array([pod.gpu.milli_each]))[0, 0]
+        q3, fits, total, valid = self._sharing(table.gpu_free[node][None], np.array([pod.gpu.milli_each]))
+        frag = np.where(valid[..., None], self._brackets(q3, fits, total), np.inf)[0, 0]
         bracket = int(self._bracket_of.take(table.cpu_free[node] - pod.cpu_milli + 1, mode="clip"))
         return int(np.argmin(frag[:, bracket]))
