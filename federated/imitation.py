@@ -72,11 +72,17 @@ def _wide_design(data: Decisions, part: slice) -> tuple[np.ndarray, np.ndarray]:
     return design.reshape(design.shape[0], -1).astype(np.float64), data.target[part][mask].astype(np.float64)
 
 
-def agreement(model: PlacementScorer, data: Decisions) -> float:
-    """Share of decisions where the model's top candidate is in the teacher's best integer-score bin."""
+def agreement(model: PlacementScorer, data: Decisions, seed: int = 0) -> float:
+    """Share of decisions where the model's top candidate is in the teacher's best integer-score bin.
+
+    Ties in the model's top bin go to a random candidate, as the scheduler's node order is unrelated
+    to the recording's, which lists the teacher's best first (a constant scorer would otherwise agree).
+    """
     with torch.no_grad():
         scores = model.batched(torch.from_numpy(data.pods), torch.from_numpy(data.nodes)).numpy()
-    picked = np.where(data.mask, np.floor(scores), -np.inf).argmax(axis=1)
+    ints = np.where(data.mask, np.floor(scores), -np.inf)
+    tie_break = np.random.default_rng(seed).random(ints.shape)
+    picked = np.where(ints == ints.max(axis=1, keepdims=True), tie_break, -1.0).argmax(axis=1)
     return float(data.top[np.arange(len(data)), picked].mean())
 
 

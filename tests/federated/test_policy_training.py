@@ -13,6 +13,7 @@ pytest.importorskip("stable_baselines3")
 from fedcore.scheduling.fragmentation import PodTypes  # noqa: E402
 from fedcore.twin import submission  # noqa: E402
 from federated import evaluating, exporting, imitation, rl, rollouts  # noqa: E402
+from federated.model import PlacementScorer  # noqa: E402
 
 NODES = fleet(60, seed=5)
 PODS = pods(400, seed=5)
@@ -25,6 +26,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     model = imitation.train(data, config=imitation.ImitationConfig(epochs=2, seed=0), info=fit)
     assert fit["wide_rms"] < 0.01  # FGD's score is linear in the features: least squares reproduces it
     assert imitation.agreement(model, data) > 0.9
+    constant = PlacementScorer()
+    with torch.no_grad():
+        for p in constant.parameters():
+            p.zero_()
+    assert imitation.agreement(constant, data) < 0.7  # a scorer that ties everything agrees only by chance
     path = tmp_path_factory.mktemp("trained")
     exporting.export(model, path, PodTypes.from_pods(PODS), {"purpose": "test"})
     return path
