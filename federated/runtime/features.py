@@ -169,13 +169,9 @@ class FeatureBuilder:
         out[5] *= v[_HAS_GPU]
         out[6:12] = v[0:6]
         drop, after = self.drops.drop(pod, table, rows, whole)
-        frag, sigmoid = out[12], out[13]
-        np.multiply(drop, 1.0 / MILLI, out=frag)
-        np.clip(frag, -8.0, 8.0, out=frag)  # -inf (no fit) becomes -8
-        np.negative(frag, out=sigmoid)
-        np.exp(sigmoid, out=sigmoid)
-        sigmoid += 1.0
-        np.reciprocal(sigmoid, out=sigmoid)
+        drop = np.clip(drop * (1.0 / MILLI), -8.0, 8.0)  # -inf (no fit) becomes -8
+        out[12] = drop
+        out[13] = 1.0 / (1.0 + np.exp(-drop))  # in float64, as FGD: float32 rounding would move scores across integer bins
         after[after == np.inf] = 0.0
         np.multiply(after, v[8], out=out[14])
         out[15] = (v[_BESTFIT_BASE] + req[0] + req[1] + req[2]) * (1.0 / 3.0)

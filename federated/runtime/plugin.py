@@ -22,16 +22,23 @@ from fedcore.scheduling.profiles import ProfileContext
 from federated.runtime.scorer import PolicyRuntime, configured_model_dir
 
 
+SNAP = 1e-4
+"""Score points: a model output this close below an integer counts as that integer (float error of a fit)."""
+
+
 def normalize(scores: np.ndarray) -> np.ndarray:
     """Kubernetes' NormalizeScore step: shift by a whole number so the best candidate scores 100.
 
     The framework truncates a plugin's score to an integer 0-100. A whole-number shift keeps the
     model's own integer bins (and so its ties) while bringing its top 100 points into that range:
-    a model imitating kube-default's two summed plugins (0-200) keeps their resolution.
+    a model imitating kube-default's two summed plugins (0-200) keeps their resolution. Outputs are
+    snapped up by :data:`SNAP` first: a teacher's score sitting exactly on an integer (FGD's 50 for
+    a drop of 0 is common) comes out of a float32 model a few millionths below it, one bin lower.
     """
     if scores.size == 0:
         return scores
-    return scores - (np.floor(scores.max()) - 100.0)
+    snapped = scores + SNAP
+    return snapped - (np.floor(snapped.max()) - 100.0)
 
 
 class LearnedScore:
