@@ -52,6 +52,9 @@ class FragmentDrops:
         # Weight of types that can never use the node's GPU given k types fit on CPU: CPU-only types plus types k.. .
         self.rest = float(types.weight[~gpu].sum()) + weight.sum() - np.concatenate([[0.0], np.cumsum(weight)])
         self._shapes: set[GpuKey] = {CPU_ONLY}
+        amounts = np.arange(-1, MILLI + 1)[:, None]
+        self._q3_of = np.where((amounts >= 0) & (amounts < self.shares), amounts, 0)
+        self._fits_of = (amounts >= self.shares).astype(np.int64)
         self._table: NodeTable | None = None
 
     @staticmethod
@@ -60,9 +63,13 @@ class FragmentDrops:
 
     # -- the maths (any number of device states at once) ------------------------------
     def _per_device(self, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per device and share: free milli that is a fragment for that share (0 <= free < share), and whether the share fits."""
-        f = free[..., None]
-        return np.where((f >= 0) & (f < self.shares), f, 0), f >= self.shares
+        """Per device and share: free milli that is a fragment for that share (0 <= free < share), and whether the share fits.
+
+        Read from tables over every free amount (-1 = no device or a share that does not fit, .. 1000):
+        one gather each instead of four comparisons and a select.
+        """
+        index = np.maximum(free, -1) + 1
+        return self._q3_of.take(index, axis=0), self._fits_of.take(index, axis=0)
 
     def _brackets(self, q3: np.ndarray, fits: np.ndarray, total: np.ndarray) -> np.ndarray:
         """Expected fragmentation per CPU bracket from per-share sums: (..., shares) x2 and (...) -> (..., brackets).
@@ -97,7 +104,7 @@ class FragmentDrops:
         )
 
     def _compute(self, free: np.ndarray) -> np.ndarray:
-        """Lowest fragmentation after placing each registered shape, over its device choices: (shapes, brackets, states).
+        """Lowest fragmentation after placing each registered shape, over its device choices: (shapes, states, brackets).
 
         Every choice of every shape goes through one :meth:`_brackets` call: a CPU-only pod leaves
         the devices as they are, a whole-GPU pod turns ``count`` wholly free devices to 0 (which
@@ -125,9 +132,9 @@ class FragmentDrops:
         frag = np.where(valid[..., None], self._brackets(q3_all, fits_all, total_all), np.inf)
         single = frag[:, : 1 + self._whole.size]
         if not devices:
-            return single.transpose(1, 2, 0)
+            return single.transpose(1, 0, 2)
         shared = frag[:, 1 + self._whole.size :].reshape(states, self._milli.size, devices, -1).min(axis=2)
-        return np.concatenate([single[:, :1], shared, single[:, 1:]], axis=1).transpose(1, 2, 0)
+        return np.concatenate([single[:, :1], shared, single[:, 1:]], axis=1).transpose(1, 0, 2)
 
     # -- the per-table state ------------------------------------------------------------
     def _layout(self) -> None:
@@ -137,8 +144,9 @@ class FragmentDrops:
         self._milli = np.array([m for m, _ in sharing], dtype=np.int64)
         self._whole = np.array([c for _, c in whole], dtype=np.int64)
         self._index = {key: i for i, key in enumerate([CPU_ONLY, *sharing, *whole])}
-        self._values = np.empty((len(self._index), self.rest.size, max(2 * len(self._states), 64)))
-        self._values[:, :, : len(self._states)] = self._compute(self._states)
+        # (shape, state, bracket): a new state's values are one contiguous run per shape, not a scatter.
+        self._values = np.empty((len(self._index), max(2 * len(self._states), 64), self.rest.size))
+        self._values[:, : len(self._states)] = self._compute(self._states)
 
     def _reset(self, table: NodeTable) -> None:
         """Map every row of a newly seen table to its device state (free milli per device, sorted) and compute them."""
@@ -177,21 +185,21 @@ class FragmentDrops:
             self._compact()
         start, end = len(self._states), len(self._states) + len(states)
         self._states = np.concatenate([self._states, states])
-        if end > self._values.shape[2]:
-            grown = np.empty(self._values.shape[:2] + (2 * end,))
-            grown[:, :, :start] = self._values[:, :, :start]
+        if end > self._values.shape[1]:
+            grown = np.empty((self._values.shape[0], 2 * end, self._values.shape[2]))
+            grown[:, :start] = self._values[:, :start]
             self._values = grown
-        self._values[:, :, start:end] = self._compute(states)
+        self._values[:, start:end] = self._compute(states)
 
     def _compact(self) -> None:
         """Keep only the states some row holds now, renumbered in order."""
         live, sid = np.unique(self._sid, return_inverse=True)
         self._states, self._sid = self._states[live], sid.reshape(-1).astype(np.int64)
-        self._values[:, :, : live.size] = self._values[:, :, live]
+        self._values[:, : live.size] = self._values[:, live]
         self._ids = {state.tobytes(): i for i, state in enumerate(self._states)}
 
     def _shape(self, key: GpuKey) -> np.ndarray:
-        """The (bracket, state) table of ``key``, registering a shape never seen before."""
+        """The (state, bracket) table of ``key``, registering a shape never seen before."""
         index = self._index.get(key)
         if index is None:
             self._shapes.add(key)
@@ -210,7 +218,7 @@ class FragmentDrops:
     def _at(self, key: GpuKey, cpu_left_plus_one: np.ndarray, sids: np.ndarray) -> np.ndarray:
         values = self._shape(key)
         bracket = self._bracket_of.take(cpu_left_plus_one, mode="clip")
-        return values.ravel().take(bracket * values.shape[1] + sids)
+        return values.ravel().take(sids * values.shape[1] + bracket)
 
     def drop(self, pod: Pod, table: NodeTable, rows: np.ndarray, whole: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(before - after, after) per row in milli-GPU; the drop is FGD's score before its sigmoid; after is inf where nothing fits.
