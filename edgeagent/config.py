@@ -38,7 +38,7 @@ class GossipSection:
     seeds: list[str] = _opt([], "host:port of peers to join through (the cluster's other agents)")
     key_file: str = _opt("", "file of base64 AES keys, one per line, primary first; empty = unencrypted")
     probe_interval: float = _opt(0.5, "seconds between SWIM probes (a false death re-places a live node's pods: stay calm)")
-    gossip_interval: float = _opt(0.04, "seconds between gossip rounds: claims spread in a few rounds (each idle round costs CPU)")
+    gossip_interval: float = _opt(0.04, "seconds between gossip rounds while news is queued (an idle member runs none)")
     pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")
     suspicion_mult: float = _opt(4.0, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
     reap_after: float = _opt(60.0, "seconds a dead peer and its records are kept before being forgotten")
@@ -57,7 +57,7 @@ class BackendSection:
 
 @dataclass(frozen=True, slots=True)
 class PlacementSection:
-    claim_window: float = _opt(0.1, "seconds a claim must keep winning before its owner binds (lets rivals' claims arrive)")
+    claim_window: float = _opt(0.1, "seconds from a pod's first claim (anyone's) until its winner binds (lets rivals' claims arrive)")
     candidates: int = _opt(3, "only agents ranked in the top N by the gossiped node states claim at once; 0 = all")
     fallback_after: float = _opt(2.0, "seconds after which every eligible agent claims a pod it has seen no claim for")
     retry_interval: float = _opt(1.0, "seconds between re-examinations of pods nobody could take")

@@ -31,7 +31,7 @@ from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNo
 from edgeagent.experience import ExperienceLog
 from edgeagent.journals import FrameLog
 from edgeagent.ledger import Ledger
-from edgeagent.metrics import AgentCollector, AgentMetrics
+from edgeagent.metrics import AgentMetrics
 from edgeagent.policy import ModelWatcher
 from edgeagent.placing import Placer
 from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
@@ -362,10 +362,9 @@ class Agent:
 
     async def _start_http(self) -> None:
         placer = self.placer_
-        collector = AgentCollector(
+        self.metrics = AgentMetrics(
             placer, lambda: sum(1 for m in self.gossip_.members().values() if m.state is MemberState.ALIVE) - 1,
             lambda: self.backend_up, lambda: self._journal.size() if self._journal else 0)
-        self.metrics = AgentMetrics(collector)
         if not self.config.http.bind:
             return
         host, port = split_addr(self.config.http.bind)

@@ -11,8 +11,11 @@ Rules, in the order a reader needs them:
   holds its request, and — to keep gossip quiet — we rank among the best
   ``placement.candidates`` nodes by the heuristic estimate over the peers' gossiped
   states. Past ``fallback_after`` anyone eligible claims.
-* A claim that still wins ``claim_window`` seconds after it was made is bound at the
-  back end, at the back end's epoch. The back end is the fence: a refused bind
+* A claim that still wins ``claim_window`` seconds after the pod's first claim reached
+  us (ours or a rival's; at least a quarter window after our own) is bound at the back
+  end, at the back end's epoch. Counting from the first claim bounds the wait: a node
+  whose room freed up later may still claim, and wins if it scores better, but it does
+  not restart everyone's window. The back end is the fence: a refused bind
   (another node won in the meantime) just waits for the winner's record to arrive.
 * Epochs: we claim at ``max(back end epoch, CRDT epoch)`` and bind at the back end's.
   When the back end is ahead of a claim of ours (our node was re-placed), we raise
@@ -51,6 +54,8 @@ log = logging.getLogger("edgeagent.placing")
 STATE_EVERY = 0.5
 """Seconds between publications of our node state (it changes with every claim; peers only rank by it)."""
 COMPACT_EVERY = 5.0
+OWN_WINDOW = 0.25
+"""Share of ``claim_window`` a claim waits at least, even when rivals' window has passed."""
 REFUSED_BACKOFF = 5.0
 """Retry intervals a pod is left alone after the back end refused our bind for lack of room."""
 
@@ -73,6 +78,15 @@ class _Pending:
     """The back end refused our bind because another node holds the pod."""
     refused_until: float = 0.0
     """The back end had no room for it here: leave it to others until then (no kick shortens this)."""
+    first_claim: float | None = None
+    """When the first claim on the pod at its current epoch reached us (ours or a rival's)."""
+    deferred: bool = False
+    """Held back for better-ranked peers until ``fallback_after``; a change in their states ends the wait."""
+
+    def new_epoch(self, epoch: int, now: float) -> None:
+        """The back end fences the pod at another epoch now: a new race, due at once."""
+        self.epoch, self.elsewhere, self.refused_until, self.first_claim = epoch, False, 0.0, None
+        self.due = min(self.due, now)
 
 
 @dataclass(slots=True)
@@ -139,6 +153,8 @@ class Placer:
         """Live peers' gossiped states as arrays, rebuilt when one changes (ranking runs per pod)."""
         self._state_at = -STATE_EVERY
         self._state_dirty = True
+        self._published: records.NodeState | None = None
+        """The node state peers last heard from us: they rank us by it."""
         self._compact_at = now + COMPACT_EVERY
         self._out: list[Effect] = []
         self._restore_reservations()
@@ -160,7 +176,7 @@ class Placer:
             if held is None:
                 self.pending[uid] = _Pending(update.pod, update.epoch, now, now)
             elif held.epoch != update.epoch:  # re-placed at the back end: a new chance for everyone
-                held.epoch, held.elsewhere, held.refused_until, held.due = update.epoch, False, 0.0, min(held.due, now)
+                held.new_epoch(update.epoch, now)
             self._follow_epoch(uid, update.epoch, now)
         else:
             self.pending.pop(uid, None)
@@ -169,7 +185,7 @@ class Placer:
     def record(self, member: str, key: str, value: object, now: float) -> list[Effect]:
         """A peer's gossip record changed (``value`` None: withdrawn or forgotten)."""
         if key == records.NODE_KEY:
-            self._node_state(member, value)
+            self._node_state(member, value, now)
             return self._flush()
         pod = records.pod_of(key)
         if pod is None or not isinstance(value, bytes):
@@ -235,7 +251,9 @@ class Placer:
             self.counters.refused_binds += 1
             p.elsewhere = True
             self._requeue(uid, p)
-        elif result.outcome is BindOutcome.STALE_EPOCH:
+        elif result.outcome is BindOutcome.STALE_EPOCH:  # its answer names the epoch: no need to wait for the watch
+            if result.epoch > p.epoch:
+                p.new_epoch(result.epoch, now)
             self._follow_epoch(uid, result.epoch, now)
             self._requeue(uid, p)
         else:  # REJECTED: the back end has no room for it here after all; let others try
@@ -314,10 +332,12 @@ class Placer:
         if winner is not None and winner.epoch == epoch and winner.flags & BOUND:
             return
         if not p.pod.request.fits_in(replica.free()) or not self._fits(p.pod):  # the cheap test first
+            self._unmislead(p.pod, now)
             return
         fallback = p.seen + self.settings.fallback_after
+        p.deferred = False
         if winner is None and now < fallback and not self._among_best(p.pod):
-            p.due = fallback
+            p.due, p.deferred = fallback, True
             return
         request = p.pod.request
         feats = features(request, replica.free(), self.node.capacity, self.load)
@@ -335,7 +355,9 @@ class Placer:
         self.counters.claims += 1
         self._placements[uid] = (p.pod, placement)
         p.claimed_at, p.claim_epoch, p.features, p.score = now, epoch, feats, score
-        p.due = now + self.settings.claim_window
+        window = self.settings.claim_window
+        p.first_claim = now if p.first_claim is None else p.first_claim
+        p.due = max(p.first_claim + window, now + window * OWN_WINDOW)
         self._publish_claims(uid)
         self._state_dirty = True
 
@@ -376,6 +398,10 @@ class Placer:
 
     def _after_merge(self, delta: ClaimDelta, now: float) -> None:
         replica = self.ledger.replica
+        for claim in delta.claims:
+            p = self.pending.get(claim.pod)
+            if p is not None and p.first_claim is None and claim.epoch >= replica.epoch(claim.pod):
+                p.first_claim = now
         for uid in {c.pod for c in delta.claims} | {m.pod for m in delta.marks}:
             if uid not in self.pending and uid in self._known and replica.winner(uid) is None:
                 self._reopen(uid, now)
@@ -477,6 +503,18 @@ class Placer:
         better = int((theirs > mine).sum()) + int(((theirs == mine) & view.before_us).sum())
         return better < k
 
+    def _unmislead(self, pod: Pod, now: float) -> None:
+        """We cannot take ``pod`` but the state peers hold of us says we can: they may be deferring
+        to us, so publish the true state now rather than at the next ``STATE_EVERY`` tick."""
+        last = self._published
+        if not self._state_dirty or last is None or self.settings.candidates == 0:
+            return
+        said = estimate(pod.request, np.array([last.free.as_tuple()], dtype=np.float64),
+                        np.array([last.capacity.as_tuple()], dtype=np.float64), np.array([last.load]), pod.gpu,
+                        np.array([[last.gpus_whole, last.gpu_share]], dtype=np.int64))
+        if np.isfinite(said[0]):
+            self._publish_state(now)
+
     def _free(self, uid: str) -> None:
         held = self._placements.pop(uid, None)
         if held is not None:
@@ -507,9 +545,10 @@ class Placer:
 
     def _publish_state(self, now: float) -> None:
         self._state_at, self._state_dirty = now, False
-        self._out.append(Publish(records.NODE_KEY, records.encode_node_state(self.node_state())))
+        self._published = self.node_state()
+        self._out.append(Publish(records.NODE_KEY, records.encode_node_state(self._published)))
 
-    def _node_state(self, member: str, value: object) -> None:
+    def _node_state(self, member: str, value: object, now: float) -> None:
         if value is None:
             return
         try:
@@ -521,6 +560,9 @@ class Placer:
         peer = self._peers.setdefault(member, _Peer(state.node))
         peer.node, peer.state = state.node, state
         self._view = None
+        for p in self.pending.values():  # the ranking changed: pods we deferred to better peers get another look
+            if p.deferred:
+                p.deferred, p.due = False, min(p.due, now)
 
     def _experience(self, uid: str, p: _Pending, outcome: str, now: float) -> None:
         self._out.append(Experience({

@@ -11,9 +11,7 @@ import json
 import logging
 from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-from edgeagent.metrics import AgentMetrics
+from edgeagent.metrics import CONTENT_TYPE, AgentMetrics
 
 log = logging.getLogger("edgeagent.serving")
 READ_TIMEOUT = 5.0
@@ -40,7 +38,7 @@ class StatusServer:
     def respond(self, path: str) -> tuple[int, str, bytes]:
         """(status, content type, body) for a GET of ``path``."""
         if path == "/metrics":
-            return 200, CONTENT_TYPE_LATEST, generate_latest(self.metrics.registry)
+            return 200, CONTENT_TYPE, self.metrics.render()
         if path == "/healthz":
             problem = self.health()
             return (200, "text/plain", b"ok\n") if problem is None else (503, "text/plain", problem.encode() + b"\n")

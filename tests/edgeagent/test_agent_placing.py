@@ -243,3 +243,96 @@ def test_a_peer_whose_free_gpu_milli_is_spread_thin_does_not_hold_us_back() -> N
     claims = [e for e in placer.tick(0.0) if isinstance(e, Publish) and e.key == "c/g"]
     assert claims, "we are the only node a whole GPU fits, so we claim at once"
     assert placer.node_state().gpus_whole == 7 and placer.node_state().gpu_share == 1000
+
+
+def _rival_claim(uid: str, score: float, epoch: int = 1, node: str = "n09") -> bytes:
+    """A peer's gossip record for ``uid``: its claim at ``epoch`` with ``score``."""
+    from crdt import wire
+    from edgeagent.ledger import Ledger
+    from fedcore.resources import Resources
+
+    rival = Ledger(node, node, Resources(16000, 65536, 0, 2000))
+    rival.claim(uid, epoch, score, Resources(1000, 1024))
+    delta = rival.own_delta(uid)
+    assert delta is not None
+    return wire.encode_delta(delta)
+
+
+def test_the_claim_window_runs_from_the_first_claim_not_from_a_late_one() -> None:
+    """Our room freed up after a rival claimed: we still claim (and win on score), but do not restart the window."""
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Bind
+
+    node = nodes(1, cpu=2000)[0]
+    placer = _lone_placer(node)
+    placer.pod_update(PodUpdate(pod(0, cpu=2000), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    assert [e for e in placer.tick(0.2) if isinstance(e, Bind)]
+    placer.bind_done("p0000", BindResult(BindOutcome.BOUND, node.name, 1), 0.21)  # our node is now full
+    placer.pod_update(PodUpdate(pod(1, cpu=1000), 1, Phase.PENDING), 1.0)
+    placer.record("n09", "c/p0001", _rival_claim("p0001", score=-50.0), 1.0)
+    placer.tick(1.0)
+    assert "p0001" not in placer._placements, "no room: no claim"
+    placer.pod_update(PodUpdate(pod(0, cpu=2000), 1, Phase.SUCCEEDED, node.name), 1.08)  # room again
+    placer.tick(1.08)
+    assert "p0001" in placer._placements
+    window = PlacementSection().claim_window
+    assert placer.next_deadline() == pytest.approx(max(1.0 + window, 1.08 + window / 4))
+    binds = [e for e in placer.tick(placer.next_deadline()) if isinstance(e, Bind)]
+    assert [b.pod for b in binds] == ["p0001"]
+
+
+def test_a_node_that_cannot_take_a_pod_corrects_the_state_peers_rank_it_by_at_once() -> None:
+    from edgeagent import records
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Publish
+
+    node = nodes(1, cpu=4000)[0]
+    placer = _lone_placer(node)
+    placer.announce(0.0)  # peers hear: 4 cores free
+    placer.pod_update(PodUpdate(pod(0, cpu=3000), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)  # claimed: 1 core left, but the next state publication is only due at STATE_EVERY
+    placer.pod_update(PodUpdate(pod(1, cpu=2000), 1, Phase.PENDING), 0.05)
+    states = [e for e in placer.tick(0.05) if isinstance(e, Publish) and e.key == records.NODE_KEY]
+    assert len(states) == 1 and records.decode_node_state(states[0].value).free.cpu_milli == 1000
+    placer.pod_update(PodUpdate(pod(2, cpu=2000), 1, Phase.PENDING), 0.1)
+    assert not [e for e in placer.tick(0.1) if isinstance(e, Publish) and e.key == records.NODE_KEY], \
+        "what peers hold is true now: nothing more to say"
+
+
+def test_a_pod_deferred_to_better_peers_gets_another_look_when_their_state_changes() -> None:
+    from edgeagent import records
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Publish
+    from fedcore.resources import Resources
+
+    node = Node("n01", 16000, 65536, gpus=0)
+    placer = _lone_placer(node)
+    placer.settings = PlacementSection(candidates=1)
+    cap = Resources(16000, 65536)
+    placer.record("n00", records.NODE_KEY, records.encode_node_state(
+        records.NodeState("n00", cap, Resources(3000, 65536), 0.0, "h", "amd64", 0, 0)), 0.0)
+    placer.pod_update(PodUpdate(pod(0, cpu=2000), 1, Phase.PENDING), 0.0)
+    assert not [e for e in placer.tick(0.0) if isinstance(e, Publish) and e.key == "c/p0000"], "n00 fits it better"
+    assert placer.next_deadline() == pytest.approx(PlacementSection().fallback_after), "deferred until fallback"
+    placer.record("n00", records.NODE_KEY, records.encode_node_state(
+        records.NodeState("n00", cap, Resources(1000, 65536), 0.0, "h", "amd64", 0, 0)), 0.3)
+    assert placer.next_deadline() <= 0.3
+    assert [e for e in placer.tick(0.3) if isinstance(e, Publish) and e.key == "c/p0000"], "claimed long before fallback"
+
+
+def test_a_stale_epoch_answer_rebinds_at_the_named_epoch_without_waiting_for_the_watch() -> None:
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Bind
+
+    node = nodes(1)[0]
+    placer = _lone_placer(node)
+    placer.pod_update(PodUpdate(pod(1), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    assert [e for e in placer.tick(0.2) if isinstance(e, Bind)]
+    placer.bind_done("p0001", BindResult(BindOutcome.STALE_EPOCH, "", 2, "epoch 1 < current 2"), 0.25)
+    t = placer.next_deadline()
+    assert t <= 0.25 + PlacementSection().claim_window
+    effects = placer.tick(t)
+    effects += placer.tick(placer.next_deadline())
+    assert [e.epoch for e in effects if isinstance(e, Bind)] == [2]
