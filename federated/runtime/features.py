@@ -128,8 +128,8 @@ class _NodeCache:
         has_gpu = block[_HAS_GPU] > 0
         cpu = t.cpu_used[rows] * block[6]
         mem = t.mem_used[rows] * block[7]
-        gpu = np.where(has_gpu, 1.0 - np.where(free > 0, free, 0).sum(axis=1) * block[8], 0.0)
-        block[4] = 0.0 if first else np.clip((cpu - block[0]) * 10.0, -1.0, 1.0)
+        gpu = block[_HAS_GPU] - np.maximum(free, 0).sum(axis=1) * block[8]  # 0 without GPUs (their inverse capacity is 0)
+        block[4] = 0.0 if first else np.maximum(np.minimum((cpu - block[0]) * 10.0, 1.0), -1.0)  # np.clip costs more on small arrays
         block[0], block[1], block[2], block[3] = cpu, mem, gpu, t.slow[rows]
         block[_BESTFIT_BASE] = cpu + mem + np.where(has_gpu, gpu, 1.0)
         block[_CPU_MINUS_MEM] = cpu - mem
@@ -169,7 +169,7 @@ class FeatureBuilder:
         out[5] *= v[_HAS_GPU]
         out[6:12] = v[0:6]
         drop, after = self.drops.drop(pod, table, rows, whole)
-        drop = np.clip(drop * (1.0 / MILLI), -8.0, 8.0)  # -inf (no fit) becomes -8
+        drop = np.maximum(np.minimum(drop * (1.0 / MILLI), 8.0), -8.0)  # -inf (no fit) becomes -8
         out[12] = drop
         out[13] = 1.0 / (1.0 + np.exp(-drop))  # in float64, as FGD: float32 rounding would move scores across integer bins
         after[after == np.inf] = 0.0

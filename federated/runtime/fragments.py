@@ -171,7 +171,7 @@ class FragmentDrops:
         known = len(self._states)
         fresh = []
         for row in rows:
-            state = -np.sort(-table.gpu_free[row])
+            state = np.sort(table.gpu_free[row])[::-1].copy()  # largest first, like the canonical states
             sid = self._ids.setdefault(state.tobytes(), len(self._ids))
             if sid >= known + len(fresh):
                 fresh.append(state)
