@@ -156,7 +156,7 @@ class FragmentDrops:
         self._sid = sid.reshape(-1).astype(np.int64)
         self._ids = {state.tobytes(): i for i, state in enumerate(self._states)}
         # CPU bracket by free CPU + 1 (a gather, several times cheaper than a binary search per row); index 0 is "negative".
-        self._bracket_of = np.searchsorted(self.cpu_sorted, np.arange(-1, int(table.cpu_cap.max()) + 1), side="right").astype(np.int64)
+        self._bracket_of = np.searchsorted(self.cpu_sorted, np.arange(-1, int(table.cpu_cap.max()) + 1), side="right").astype(np.int16)
         self._layout()
 
     def _sync(self, table: NodeTable) -> None:
