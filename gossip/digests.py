@@ -5,10 +5,12 @@ An entry is a string ``salt|r|owner|key|version`` for a record or
 does not cover. The digest travels in pybloom's own file format, whose header carries
 capacity and error rate, so both sides hash identically without prior agreement.
 
-Speed: pybloom hashes each key on every add and lookup. The bit positions of a key are a
-pure function of (slices, bits per slice, key), so they are memoised and tested or set
-in bulk with numpy; capacities are rounded up to a ladder so that peers with similar
-state share positions.
+Speed and memory: pybloom hashes each key through a Python generator on every add and
+lookup. Here each key is hashed once per salt with pybloom's own hash functions and salts,
+the digests are joined into one buffer and every bit position is computed from it with
+numpy, so an exchange allocates a few arrays rather than a Python int per bit (memoising
+those tuples cost an agent 25 MiB of heap under load). Capacities are rounded up to a
+ladder so that peers with similar state build similar filters.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from __future__ import annotations
 import io
 import math
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from bitarray import bitarray
@@ -38,20 +41,27 @@ def capacity_for(count: int) -> int:
 
 
 @lru_cache(maxsize=64)
-def _hasher(num_slices: int, bits_per_slice: int) -> Callable[[str], Iterator[int]]:
-    return make_hashfuncs(num_slices, bits_per_slice)[0]  # type: ignore[no-any-return]
-
-
-@lru_cache(maxsize=1 << 18)
-def _positions(num_slices: int, bits_per_slice: int, key: str) -> tuple[int, ...]:
-    """Absolute bit offsets pybloom would test for key (same maths as ``BloomFilter.__contains__``)."""
-    return tuple(i * bits_per_slice + h for i, h in enumerate(_hasher(num_slices, bits_per_slice)(key)))
+def _salts(num_slices: int, bits_per_slice: int) -> tuple[tuple[Any, ...], np.dtype]:
+    """pybloom's salted hash states and digest word type for this geometry (as ``make_hashfuncs`` makes them)."""
+    maker, hashfn = make_hashfuncs(num_slices, bits_per_slice)
+    cells = dict(zip(maker.__code__.co_freevars, maker.__closure__ or ()))
+    fmt: str = cells["fmt"].cell_contents
+    return tuple(cells["salts"].cell_contents), np.dtype(fmt[0])
 
 
 def _offsets(bloom: BloomFilter, keys: Sequence[str]) -> np.ndarray:
-    """Bit offsets of every key, one row per key."""
+    """Bit offsets of every key, one row per key: the positions ``BloomFilter.__contains__`` tests."""
     k, m = bloom.num_slices, bloom.bits_per_slice
-    return np.array([_positions(k, m, key) for key in keys], dtype=np.int64).reshape(len(keys), k)
+    salts, word = _salts(k, m)
+    digests = []
+    for key in keys:
+        data = key.encode()
+        for salt in salts:
+            h = salt.copy()
+            h.update(data)
+            digests.append(h.digest())
+    words = np.frombuffer(b"".join(digests), dtype=word).reshape(len(keys), -1)[:, :k].astype(np.int64)
+    return words % m + np.arange(k, dtype=np.int64) * m
 
 
 def build(keys: Sequence[str], error_rate: float) -> bytes:

@@ -192,6 +192,39 @@ def test_digest_reports_exactly_the_uncovered_keys_modulo_false_positives() -> N
     assert all(key in bloom for key in held), "positions agree with pybloom's own lookup"
 
 
+@pytest.mark.parametrize("capacity,error", [(128, 0.01), (4096, 0.001), (100_000, 1e-5), (128, 0.3)])
+def test_digest_positions_match_pybloom_in_every_geometry(capacity: int, error: float) -> None:
+    """16- and 32-bit hash words, one or several salts: the bulk positions are pybloom's, bit for bit."""
+    from pybloom_live import BloomFilter
+
+    keys = [f"{i}|r|n{i % 7}|c/pod-é{i}|{i * 31}" for i in range(200)]
+    reference = BloomFilter(capacity, error)
+    for key in keys[:100]:
+        reference.add(key)
+    assert digests.uncovered(reference, keys[:100]) == []
+    assert digests.uncovered(reference, keys[100:]) == [i for i, key in enumerate(keys[100:]) if key not in reference]
+    if capacity == digests.capacity_for(100):
+        assert digests.parse(digests.build(keys[:100], error), 1 << 20).bitarray == reference.bitarray
+
+
+def test_building_digests_retains_no_memory() -> None:
+    """Positions are computed per exchange, not memoised: salts rotate, so a memo only grew (25 MiB per agent)."""
+    import tracemalloc
+
+    digests.build(["warm"], 0.01)
+    tracemalloc.start()
+    try:
+        for salt in range(3):
+            keys = [digests.record_key(salt, f"n{i % 16}", f"c/pod-{i}", i) for i in range(20_000)]
+            bloom = digests.parse(digests.build(keys, 0.01), 1 << 20)
+            assert digests.uncovered(bloom, keys) == []
+            del keys, bloom
+        retained, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert retained < 256 * 1024, f"{retained} bytes kept after three exchanges"
+
+
 def test_a_member_without_keys_never_imports_cryptography() -> None:
     """cryptography is the biggest import of an edge agent; a cluster without keys does not pay for it."""
     import subprocess
