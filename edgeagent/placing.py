@@ -14,8 +14,9 @@ Rules, in the order a reader needs them:
 * A claim that still wins ``claim_window`` seconds after the pod's first claim reached
   us (ours or a rival's; at least a quarter window after our own) is bound at the back
   end, at the back end's epoch. Counting from the first claim bounds the wait: a node
-  whose room freed up later may still claim, and wins if it scores better, but it does
-  not restart everyone's window. The back end is the fence: a refused bind
+  whose room freed up later may still claim while the window runs, and wins if it scores
+  better, but it does not restart everyone's window; once the window has passed, a rival
+  that is winning is left to bind (until ``fallback_after``, or until it gives the pod up). The back end is the fence: a refused bind
   (another node won in the meantime) just waits for the winner's record to arrive.
 * Epochs: we claim at ``max(back end epoch, CRDT epoch)`` and bind at the back end's.
   When the back end is ahead of a claim of ours (our node was re-placed), we raise
@@ -331,10 +332,13 @@ class Placer:
         winner = replica.winner(uid)
         if winner is not None and winner.epoch == epoch and winner.flags & BOUND:
             return
+        fallback = p.seen + self.settings.fallback_after
+        closed = p.first_claim is not None and now >= p.first_claim + self.settings.claim_window
+        if winner is not None and winner.epoch == epoch and winner.node != self.node.name and closed and now < fallback:
+            return  # the race is over and its winner is binding: a claim now would only be refused at the fence
         if not p.pod.request.fits_in(replica.free()) or not self._fits(p.pod):  # the cheap test first
             self._unmislead(p.pod, now)
             return
-        fallback = p.seen + self.settings.fallback_after
         p.deferred = False
         if winner is None and now < fallback and not self._among_best(p.pod):
             p.due, p.deferred = fallback, True
@@ -403,8 +407,13 @@ class Placer:
             if p is not None and p.first_claim is None and claim.epoch >= replica.epoch(claim.pod):
                 p.first_claim = now
         for uid in {c.pod for c in delta.claims} | {m.pod for m in delta.marks}:
-            if uid not in self.pending and uid in self._known and replica.winner(uid) is None:
+            if replica.winner(uid) is not None:
+                continue
+            p = self.pending.get(uid)
+            if p is None and uid in self._known:
                 self._reopen(uid, now)
+            elif p is not None and p.claimed_at is None and not p.binding:  # its winner withdrew: race again now
+                p.due = min(p.due, max(now, p.refused_until))
         self._release_losers(now)
 
     def _release_losers(self, now: float) -> None:

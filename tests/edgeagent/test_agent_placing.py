@@ -336,3 +336,45 @@ def test_a_stale_epoch_answer_rebinds_at_the_named_epoch_without_waiting_for_the
     effects = placer.tick(t)
     effects += placer.tick(placer.next_deadline())
     assert [e.epoch for e in effects if isinstance(e, Bind)] == [2]
+
+
+def test_once_the_race_is_over_a_late_node_does_not_claim_what_the_winner_is_binding() -> None:
+    """A claim after the first claim's window would only be refused at the fence (the bench saw ~200 such binds)."""
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Publish
+
+    node = nodes(1)[0]
+    placer = _lone_placer(node)
+    placer.pod_update(PodUpdate(pod(1), 1, Phase.PENDING), 0.0)
+    placer.record("n09", "c/p0001", _rival_claim("p0001", score=-50.0), 0.0)
+    window = PlacementSection().claim_window
+    late = [e for e in placer.tick(window + 0.01) if isinstance(e, Publish) and e.key == "c/p0001"]
+    assert not late and "p0001" not in placer._placements
+    fallback = PlacementSection().fallback_after
+    assert [e for e in placer.tick(fallback) if isinstance(e, Publish) and e.key == "c/p0001"], \
+        "after fallback_after the winner may be stuck: claim anyway"
+
+
+def test_when_the_winner_gives_the_pod_up_the_race_reopens_at_once() -> None:
+    from crdt import wire
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Publish
+    from edgeagent.ledger import Ledger
+    from fedcore.resources import Resources
+
+    node = nodes(1)[0]
+    placer = _lone_placer(node)
+    placer.pod_update(PodUpdate(pod(1), 1, Phase.PENDING), 0.0)
+    rival = Ledger("n09", "n09", Resources(16000, 65536, 0, 2000))
+    rival.claim("p0001", 1, -50.0, Resources(1000, 1024))
+    delta = rival.own_delta("p0001")
+    assert delta is not None
+    placer.record("n09", "c/p0001", wire.encode_delta(delta), 0.0)
+    placer.tick(0.5)  # the race closed at 0.1: we wait
+    assert "p0001" not in placer._placements
+    rival.bump_epoch("p0001")  # what a winner refused for lack of room does
+    released = rival.own_delta("p0001")
+    assert released is not None
+    placer.record("n09", "c/p0001", wire.encode_delta(released), 0.6)
+    assert placer.next_deadline() <= 0.6
+    assert [e for e in placer.tick(0.6) if isinstance(e, Publish) and e.key == "c/p0001"]
