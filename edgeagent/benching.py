@@ -113,7 +113,8 @@ def write_policy_model(models: Path, pods: list[Pod], seed: int) -> bool:
     weights.append(numpy_helper.from_array(np.array([-1], dtype=np.int64), "flat"))
     weights.append(numpy_helper.from_array(np.array(100.0, dtype=np.float32), "hundred"))
     nodes = [
-        helper.make_node("MatMul", ["nodes", "w_nodes"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Transpose", ["nodes"], ["rows"]),  # the policy format reads nodes feature-major
+        helper.make_node("MatMul", ["rows", "w_nodes"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
         helper.make_node("MatMul", ["r", "w_out"], ["a"]), helper.make_node("MatMul", ["pod", "w_pod"], ["b"]),
         helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Sigmoid", ["c"], ["s"]),
         helper.make_node("Mul", ["s", "hundred"], ["m"]), helper.make_node("Reshape", ["m", "flat"], ["scores"]),
@@ -121,7 +122,7 @@ def write_policy_model(models: Path, pods: list[Pod], seed: int) -> bool:
     graph = helper.make_graph(
         nodes, "edge_policy_standin",
         [helper.make_tensor_value_info("pod", TensorProto.FLOAT, [1, len(POD_FEATURES)]),
-         helper.make_tensor_value_info("nodes", TensorProto.FLOAT, [None, len(NODE_FEATURES)])],
+         helper.make_tensor_value_info("nodes", TensorProto.FLOAT, [len(NODE_FEATURES), None])],
         [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None])], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
