@@ -14,7 +14,6 @@ fp32: their precision decides integer score ties.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any
 
