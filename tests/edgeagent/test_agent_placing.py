@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from fedcore.nodes import Node
@@ -11,6 +13,9 @@ from fedcore.resources import GpuRequest
 from edgeagent.clusters import BindOutcome, BindResult, Phase
 from edgeagent.config import PlacementSection
 from edgeagent.simulating import PlacementSim
+
+if TYPE_CHECKING:
+    from edgeagent.placing import Placer
 
 
 def nodes(n: int, cpu: int = 16000, gpus: int = 2) -> list[Node]:
@@ -157,7 +162,8 @@ def _lone_placer(node: Node) -> "Placer":
     return Placer(node, Ledger(node.name, node.name, node.capacity), HeuristicScorer(), PlacementSection(), 0.0)
 
 
-def test_a_capacity_refusal_backs_off_even_when_the_release_kicks_the_queue() -> None:
+def _asked_to_bind_once() -> tuple[Node, "Placer"]:
+    """A lone placer that claimed its one pending pod and issued the bind (answer not in yet)."""
     from edgeagent.clusters import PodUpdate
     from edgeagent.effects import Bind
 
@@ -166,6 +172,13 @@ def test_a_capacity_refusal_backs_off_even_when_the_release_kicks_the_queue() ->
     placer.pod_update(PodUpdate(pod(1), 1, Phase.PENDING), 0.0)
     placer.tick(0.0)
     assert [e for e in placer.tick(0.2) if isinstance(e, Bind)]
+    return node, placer
+
+
+def test_a_capacity_refusal_backs_off_even_when_the_release_kicks_the_queue() -> None:
+    from edgeagent.effects import Bind
+
+    node, placer = _asked_to_bind_once()
     placer.bind_done("p0001", BindResult(BindOutcome.REJECTED, node.name, 1, "no room"), 0.21)
     for t in (0.22, 0.4, 1.3, 2.5, 5.0):
         assert not [e for e in placer.tick(t) if isinstance(e, Bind)], f"re-bound at {t}"
@@ -322,14 +335,9 @@ def test_a_pod_deferred_to_better_peers_gets_another_look_when_their_state_chang
 
 
 def test_a_stale_epoch_answer_rebinds_at_the_named_epoch_without_waiting_for_the_watch() -> None:
-    from edgeagent.clusters import PodUpdate
     from edgeagent.effects import Bind
 
-    node = nodes(1)[0]
-    placer = _lone_placer(node)
-    placer.pod_update(PodUpdate(pod(1), 1, Phase.PENDING), 0.0)
-    placer.tick(0.0)
-    assert [e for e in placer.tick(0.2) if isinstance(e, Bind)]
+    _, placer = _asked_to_bind_once()
     placer.bind_done("p0001", BindResult(BindOutcome.STALE_EPOCH, "", 2, "epoch 1 < current 2"), 0.25)
     t = placer.next_deadline()
     assert t <= 0.25 + PlacementSection().claim_window
