@@ -172,7 +172,7 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
 
     async def BindPod(self, request: tw.BindPodRequest, context: grpc.aio.ServicerContext) -> tw.BindPodResponse:
         twin = await _run(context, self._twin, request.cluster)
-        return convert.bind_result(await _run(context, twin.bind_pod, request.pod, request.node, request.epoch))
+        return convert.bind_result(await _run(context, twin.bind_pod, request.pod, request.node, request.epoch, tuple(request.gpus)))
 
     async def ReportNodeStatus(self, request: tw.NodeStatusReport, context: grpc.aio.ServicerContext) -> tw.NodeStatusAck:
         twin = await _run(context, self._twin, request.cluster)

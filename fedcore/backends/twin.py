@@ -177,8 +177,12 @@ class TwinCluster:
         ]
 
     @_locked
-    def bind_pod(self, pod: str, node: str, epoch: int) -> BindResult:
-        """Fenced bind: refuses stale epochs and a second node for the same (pod, epoch)."""
+    def bind_pod(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
+        """Fenced bind: refuses stale epochs and a second node for the same (pod, epoch).
+
+        ``gpus`` names the devices the binder reserved in its own node table, so the twin books
+        those rather than picking its own and the two books agree; empty lets the twin best-fit.
+        """
         self._enter()
         p = self.pods.get(pod)
         if p is None:
@@ -199,8 +203,11 @@ class TwinCluster:
             raise errors.NotFound(self.name, f"node {node} does not exist")
         if not self.table.alive[row] or not self.running:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} is not ready")
+        problem = self._device_problem(row, gpus)
+        if problem:
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, problem)
         try:
-            self._bind(p, row)
+            self._bind(p, row, gpus)
         except OvercommitError as exc:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, str(exc))
         return BindResult(BindOutcome.BOUND, node, p.epoch)
@@ -325,8 +332,23 @@ class TwinCluster:
                 p.ready = True
                 self._emit(EventKind.MODIFIED, p)
 
-    def _bind(self, p: _Pod, row: int) -> None:
-        p.placement = self.table.allocate(p.pod, row)
+    def _device_problem(self, row: int, gpus: tuple[int, ...]) -> str:
+        """Why ``gpus`` cannot name devices of node ``row`` ("" if they can).
+
+        The node table indexes its device matrix directly, so a negative or foreign index would
+        book another device and a repeat would book one device twice; count and room it checks itself.
+        """
+        node = self.table.nodes[row]
+        foreign = sorted({g for g in gpus if not 0 <= g < node.gpus})
+        if foreign:
+            return f"devices {foreign} are not on node {node.name} (it has {node.gpus})"
+        repeated = sorted({g for g in gpus if gpus.count(g) > 1})
+        if repeated:
+            return f"devices {repeated} are named more than once"
+        return ""
+
+    def _bind(self, p: _Pod, row: int, gpus: tuple[int, ...] = ()) -> None:
+        p.placement = self.table.allocate(p.pod, row, gpus or None)
         p.phase = Phase.RUNNING
         p.bound_at = self.clock()
         p.ready = self.ready_delay_s <= 0
