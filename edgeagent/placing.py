@@ -268,7 +268,15 @@ class Placer:
         return self._flush()
 
     def set_load(self, load: float, now: float) -> list[Effect]:
+        """A new load sample; republished only when its published (rounded) value moves, so an idle node stays quiet."""
+        if records.published_load(load) != records.published_load(self.load):
+            self._state_dirty = True
         self.load = load
+        return self._flush()
+
+    def set_scorer(self, scorer: Scorer) -> list[Effect]:
+        """Score with a new model version from now on, and tell the peers which version this node runs."""
+        self.scorer = scorer
         self._state_dirty = True
         return self._flush()
 

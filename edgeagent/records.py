@@ -43,10 +43,15 @@ class NodeState:
     that no single device holds a share, or that too few devices are whole."""
 
 
+def published_load(load: float) -> float:
+    """The load as peers see it: three decimals, so sampling noise below that is not news."""
+    return round(load, 3)
+
+
 def encode_node_state(state: NodeState) -> dict[str, Any]:
     return {
         "node": state.node, "cap": list(state.capacity.as_tuple()), "free": list(state.free.as_tuple()),
-        "load": round(state.load, 3), "model": state.model, "arch": state.arch,
+        "load": published_load(state.load), "model": state.model, "arch": state.arch,
         "dev": [state.gpus_whole, state.gpu_share],
     }
 

@@ -208,6 +208,6 @@ class InMemoryNetwork:
         if name in self._crashed or name in self._paused:
             return
         at = max(self.nodes[name].next_deadline(), now)
-        if at < self._tick_at.get(name, float("inf")):
+        if at != self._tick_at.get(name):  # re-armed like a real driver's timer: later too, when a timeout was settled
             self._tick_at[name] = at
             self._push(at, _TICK, name, None)

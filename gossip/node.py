@@ -209,8 +209,11 @@ class GossipNode:
         return self._flush(now)
 
     def next_deadline(self) -> float:
-        """When ``tick`` must next be called."""
-        return self._timers[0][0]
+        """When ``tick`` must next be called (an answered probe's timeout is dropped, not woken for)."""
+        timers = self._timers
+        while timers[0][2] == self._probe_timeout and self._probe_settled(timers[0][3]):
+            heapq.heappop(timers)
+        return timers[0][0]
 
     def members(self) -> dict[str, MemberView]:
         """Every member we know, ourselves included."""
@@ -352,9 +355,13 @@ class GossipNode:
         self._send(row.name, messages)
         self._at(now + timeouts.scaled(self.config.probe_timeout, score), self._probe_timeout, probe)
 
+    def _probe_settled(self, probe: _ProbeRound) -> bool:
+        """Acked, or no longer the current round: its timeout has nothing to do."""
+        return probe is not self._probe or probe.acked
+
     def _probe_timeout(self, probe: _ProbeRound, now: float) -> None:
         """No direct ack in time: ask k others to probe the target for us."""
-        if probe is not self._probe or probe.acked:
+        if self._probe_settled(probe):
             return
         helpers = self._members.sample(self._rng, self.config.indirect_checks, exclude=probe.target)
         for helper in helpers:

@@ -12,6 +12,8 @@ from fedcore.resources import GpuRequest
 
 from edgeagent.clusters import BindOutcome, BindResult, Phase
 from edgeagent.config import PlacementSection
+from edgeagent.effects import Publish
+from edgeagent.placing import STATE_EVERY
 from edgeagent.simulating import PlacementSim
 
 if TYPE_CHECKING:
@@ -386,3 +388,16 @@ def test_when_the_winner_gives_the_pod_up_the_race_reopens_at_once() -> None:
     placer.record("n09", "c/p0001", wire.encode_delta(released), 0.6)
     assert placer.next_deadline() <= 0.6
     assert [e for e in placer.tick(0.6) if isinstance(e, Publish) and e.key == "c/p0001"]
+
+
+def test_an_unchanged_load_sample_is_not_news() -> None:
+    """Peers hear of a node's load when its published value moves, not at every sample (idle CPU)."""
+    sim = PlacementSim(nodes(2), seed=7)
+    sim.run(3.0)
+    placer = sim.agents["n00"]
+    now = sim.now
+    assert placer.set_load(placer.load + 1e-5, now) == []
+    assert not [e for e in placer.tick(now + 2 * STATE_EVERY) if isinstance(e, Publish)]
+    placer.set_load(0.25, now + 2 * STATE_EVERY)
+    published = [e for e in placer.tick(now + 4 * STATE_EVERY) if isinstance(e, Publish)]
+    assert len(published) == 1 and published[0].value["load"] == 0.25

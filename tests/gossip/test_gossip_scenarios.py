@@ -5,13 +5,15 @@ Every test names its seed; Hypothesis-driven ones print the seed of a failing ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from gossip import digests
 from gossip.config import GossipConfig
-from gossip.effects import MemberEvent, RecordEvent
+from gossip.effects import Effect, MemberEvent, RecordEvent
 from gossip.keyring import Keyring
 from gossip.members import MemberState
 from gossip.memnet import InMemoryNetwork, LinkModel
@@ -185,3 +187,22 @@ def test_gossip_rounds_run_only_while_there_is_news() -> None:
     assert node.next_deadline() == net.now, "the first round after a quiet spell is not delayed by an interval"
     net.run_for(0.2)
     assert all(net.nodes[o].records().get("n1", {}).get("k", (0, None))[1] == "v" for o in net.nodes)
+
+
+
+def test_an_idle_member_wakes_only_for_its_probe_rounds() -> None:
+    """Answered probes leave no timeout to wake for: an idle daemon's wake-ups are its CPU on a small board."""
+    config = GossipConfig(probe_interval=0.5, probe_timeout=0.25, gossip_interval=0.04, pushpull_interval=60.0, reap_after=30.0)
+    net = cluster(4, seed=3, config=config)
+    net.run_until(20.0)
+    assert converged(net)
+    ticks = {name: 0 for name in net.nodes}
+    for name, node in net.nodes.items():
+        def counted(now: float, name: str = name, tick: Callable[[float], list[Effect]] = node.tick) -> list[Effect]:
+            ticks[name] += 1
+            return tick(now)
+        node.tick = counted  # type: ignore[method-assign]
+    net.run_until(40.0)
+    assert converged(net)
+    rounds = 20.0 / config.probe_interval
+    assert all(rounds - 2 <= n <= rounds + 2 for n in ticks.values()), ticks  # one wake-up per probe round, none per timeout
