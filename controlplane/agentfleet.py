@@ -147,8 +147,11 @@ class AgentFleet:
         self._channel: grpc.aio.Channel | None = None
         atexit.register(self._terminate)  # backstop: no agent outlives its parent, even on a crash
 
-    async def start(self, target: str) -> None:
-        """Write keyrings and configs, start every agent, wait until each sees all its cluster's peers."""
+    async def start(self, target: str, link: str) -> None:
+        """Write keyrings and configs, start every agent, wait until each sees all its cluster's peers.
+
+        Agents bind through the twin link (``link``); their evidence is relayed to ``target``.
+        """
         ports = iter(free_ports(2 * sum(len(ns) for ns in self.nodes.values())))  # one call: no port handed out twice
         for cluster, names in self.nodes.items():
             key = self.workdir / f"{cluster}.key"
@@ -162,7 +165,7 @@ class AgentFleet:
                 raw = {
                     **AGENT_SETTINGS, "node": node, "cluster": cluster, "data_dir": str(data),
                     "gossip": {**AGENT_SETTINGS["gossip"], "bind": f"127.0.0.1:{gossip[i]}", "seeds": seeds, "key_file": str(key)},
-                    "backend": {**AGENT_SETTINGS["backend"], "kind": "twin", "address": target},
+                    "backend": {**AGENT_SETTINGS["backend"], "kind": "twin", "address": link},
                     "http": {"bind": f"127.0.0.1:{http[i]}"},
                 }
                 config = data / "agent.yaml"

@@ -88,6 +88,7 @@ def controlplane() -> None:
 @click.option("--db", default="fedplane-controlplane.db", show_default=True, type=click.Path(dir_okay=False), help="SQLite file (registry and journal).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=50051, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--agent-port", default=7070, show_default=True, type=click.IntRange(0, 65535), help="Twin link port: where edge agents reach the twin clusters' API (0: any).")
 @click.option("--metrics-port", default=9464, show_default=True, type=click.IntRange(-1, 65535), help="Prometheus /metrics port (-1: off, 0: any).")
 @click.option("--twin-clusters", default=0, show_default=True, type=click.IntRange(0, 1000), help="Register N embedded twin clusters c0..cN-1.")
 @click.option("--regions", default=2, show_default=True, type=click.IntRange(1, 100), help="Twin clusters are dealt round-robin into regions r0..")
@@ -101,7 +102,7 @@ def controlplane() -> None:
 @click.option("--score-profile", default="", help="Add this scheduling profile's score plugins to cluster ranking (e.g. a learned one).")
 @tls_options
 def serve(
-    db: str, host: str, port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
+    db: str, host: str, port: int, agent_port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, return_after: float, score_profile: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
@@ -137,12 +138,13 @@ def serve(
         return asyncio.run(drills.run_drill(scenario, runs, seed, metrics=plane.metrics))[0]
 
     async def main() -> None:
-        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, run_drill)
+        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, run_drill, agent_port)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
         reporting.stderr.print(
-            f"control plane on {host}:{running.port} ({len(specs)} clusters registered now, db {db})"
+            f"control plane on {host}:{running.port}, agents' twin link on {host}:{running.link_port} "
+            f"({len(specs)} clusters registered now, db {db})"
             + (f", metrics on :{running.metrics_port}/metrics" if running.metrics_port else "")
         )
         await stop.wait()

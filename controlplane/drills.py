@@ -137,7 +137,7 @@ class Drill:
         self.source = source({c: [n.name for n in t.table.nodes] for c, t in self.twins.items()}, self.clock)
         self.crash = CrashAt(*self.rng.choice(CRASH_POINTS))
         self.db = workdir / f"drill-{seed}.db"
-        self.port = 0
+        self.port = self.link_port = 0
         self.running: server.Running | None = None
 
     async def _start_plane(self) -> None:
@@ -145,14 +145,14 @@ class Drill:
         backends.by_name.update(self.twins)
         plane = ControlPlane(self.db, backends, self.clock, self.config.timings, retry=RetryPolicy(base_s=0.05, ready_timeout_s=10.0),
                              crash=self.crash, metrics=self.metrics)
-        self.running = await server.start(plane, port=self.port)
-        self.port = self.running.port
+        self.running = await server.start(plane, port=self.port, link_port=self.link_port)
+        self.port, self.link_port = self.running.port, self.running.link_port
 
     async def _crash_and_restart(self) -> None:
         assert self.running is not None
         if not isinstance(self.running.loop.exception(), SimulatedCrash):
             raise RuntimeError("the control plane's loop ended unexpectedly") from self.running.loop.exception()
-        await self.running.server.stop(0)  # abrupt: no drain, the journal is all that survives
+        await self.running.stop(0)  # abrupt: no drain, the journal is all that survives
         self.running.plane.close()
         await asyncio.sleep(self.config.restart_delay_s)
         await self._start_plane()
@@ -162,7 +162,7 @@ class Drill:
         conn = client.connect_aio(f"127.0.0.1:{self.port}")
         stub = controlplane_pb2_grpc.ControlPlaneStub(conn)  # type: ignore[no-untyped-call]
         try:
-            await self.source.start(f"127.0.0.1:{self.port}")
+            await self.source.start(f"127.0.0.1:{self.port}", f"127.0.0.1:{self.link_port}")
             return await self._run(stub)
         finally:
             await self.source.stop()

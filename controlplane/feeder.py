@@ -25,7 +25,9 @@ from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
 class EvidenceSource(Protocol):
     """Agents (stand-in or real) as a drill drives them: start, fault, heal, stop."""
 
-    async def start(self, target: str) -> None: ...
+    async def start(self, target: str, link: str) -> None:
+        """Begin: ``target`` is the control plane's gRPC address, ``link`` its twin link for agents."""
+        ...
 
     async def stop(self) -> None: ...
 
@@ -57,7 +59,7 @@ class EvidenceFeeder:
         self._task: asyncio.Task[None] | None = None
         self._channel: grpc.aio.Channel | None = None
 
-    async def start(self, target: str) -> None:
+    async def start(self, target: str, link: str) -> None:
         self._channel = client.connect_aio(target)
         stub = controlplane_pb2_grpc.ControlPlaneStub(self._channel)  # type: ignore[no-untyped-call]
         self._task = asyncio.create_task(self._run(stub))

@@ -1,5 +1,6 @@
-"""Putting a control plane on the wire: gRPC (health, reflection, optional mTLS), the reconcile
-loop, and the Prometheus ``/metrics`` endpoint.
+"""Putting a control plane on the wire: gRPC (health, reflection, optional mTLS), the twin
+link for edge agents (the TwinCluster service without gRPC, :mod:`fedapi.twinlink`), the
+reconcile loop, and the Prometheus ``/metrics`` endpoint.
 
 The loop calls ``plane.tick(now)`` every probe interval in a worker thread; an exception in a
 tick is logged and the loop goes on, except a ``SimulatedCrash`` (drills), which ends it as a
@@ -25,6 +26,7 @@ from controlplane.runtime import ControlPlane
 from controlplane.service import ControlPlaneService, DrillRunner, TwinClusterService
 from fedapi import controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc
 from fedapi.tls import TlsFiles, server_credentials
+from fedapi.twinlink import LinkServer
 
 log = logging.getLogger(__name__)
 SERVICES = (
@@ -43,12 +45,19 @@ class Running:
     port: int
     plane: ControlPlane
     loop: asyncio.Task[None]
+    link: LinkServer
     metrics_port: int = 0
     _metrics: Any = None
+
+    @property
+    def link_port(self) -> int:
+        """Where edge agents reach the twin cluster API."""
+        return self.link.port
 
     async def stop(self, grace: float | None = 0.2) -> None:
         self.loop.cancel()
         await asyncio.gather(self.loop, return_exceptions=True)
+        await self.link.stop()
         await self.server.stop(grace)
         if self._metrics is not None:
             self._metrics.shutdown()
@@ -68,12 +77,16 @@ async def reconcile(plane: ControlPlane, interval_s: float, clock: Callable[[], 
 
 async def start(
     plane: ControlPlane, host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
-    metrics_port: int | None = None, drills: DrillRunner = _no_drills,
+    metrics_port: int | None = None, drills: DrillRunner = _no_drills, link_port: int = 0,
 ) -> Running:
-    """Serve ``plane`` on host:port (0 = any free port); returns the bound ports and a stop handle."""
+    """Serve ``plane`` on host:port and the agents' twin link on host:link_port (0 = any free port).
+
+    Returns the bound ports and a stop handle.
+    """
     server = grpc.aio.server(maximum_concurrent_rpcs=512)
+    twin = TwinClusterService(plane)
     controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills), server)  # type: ignore[no-untyped-call]
-    twincluster_pb2_grpc.add_TwinClusterServicer_to_server(TwinClusterService(plane), server)  # type: ignore[no-untyped-call]
+    twincluster_pb2_grpc.add_TwinClusterServicer_to_server(twin, server)  # type: ignore[no-untyped-call]
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     for name in ("", *SERVICES):
@@ -84,9 +97,15 @@ async def start(
     if bound == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()
+    link = LinkServer(twin, host, link_port)
+    try:
+        await link.start()
+    except OSError:
+        await server.stop(0)
+        raise
     metrics, mport = None, 0
     if metrics_port is not None:
         metrics, _thread = start_http_server(metrics_port, addr=host, registry=plane.metrics.registry)
         mport = metrics.server_port
     task = asyncio.create_task(reconcile(plane, plane.timings.probe_interval_s, plane.clock))
-    return Running(server, bound, plane, task, mport, metrics)
+    return Running(server, bound, plane, task, link, mport, metrics)

@@ -48,7 +48,7 @@ class GossipSection:
 @dataclass(frozen=True, slots=True)
 class BackendSection:
     kind: Literal["twin", "kubernetes"] = _opt("twin", "cluster back end: the twin cluster API (gRPC) or Kubernetes")
-    address: str = _opt("127.0.0.1:7070", "twin: host:port of the twin cluster API")
+    address: str = _opt("127.0.0.1:7070", "twin: host:port of the control plane's twin link (`controlplane serve --agent-port`)")
     kubeconfig: str = _opt("", "kubernetes: kubeconfig file; empty = in-cluster service account")
     scheduler_name: str = _opt("fedplane", "kubernetes: place only pods whose spec.schedulerName is this")
     timeout: float = _opt(5.0, "seconds before a back-end call counts as failed (retried with backoff)")

@@ -381,9 +381,7 @@ class Agent:
     def _swap_model(self, models: ModelWatcher) -> None:
         scorer = models.scan()
         if scorer is not None:
-            placer = self.placer_
-            placer.scorer = scorer
-            self._apply(placer.set_load(placer.load, asyncio.get_running_loop().time()))  # republish: new model version
+            self._apply(self.placer_.set_scorer(scorer))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
