@@ -145,7 +145,7 @@ class FragmentDrops:
         self._whole = np.array([c for _, c in whole], dtype=np.int64)
         self._index = {key: i for i, key in enumerate([CPU_ONLY, *sharing, *whole])}
         # (shape, state, bracket): a new state's values are one contiguous run per shape, not a scatter.
-        self._values = np.empty((len(self._index), max(2 * len(self._states), 64), self.rest.size))
+        self._values = np.empty((len(self._index), 2 * len(self._states), self.rest.size))  # grows by doubling (an edge agent's one-row table has one state)
         self._values[:, : len(self._states)] = self._compute(self._states)
 
     def _reset(self, table: NodeTable) -> None:
