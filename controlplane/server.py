@@ -26,7 +26,7 @@ from controlplane.runtime import ControlPlane
 from controlplane.service import ControlPlaneService, DrillRunner, TwinClusterService
 from fedapi import controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc
 from fedapi.tls import TlsFiles, server_credentials
-from fedapi.twinlink import LinkServer
+from fedapi.linkserver import LinkServer
 
 log = logging.getLogger(__name__)
 SERVICES = (

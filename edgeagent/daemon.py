@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from fedapi import twincluster_pb2
+from fedapi import twinlink
 from fedcore.nodes import Node
 
 from edgeagent import federation, twinwire
@@ -46,7 +46,7 @@ from gossip.udp import Event, UdpGossip, split_addr
 log = logging.getLogger("edgeagent")
 
 JOURNAL = "claims.journal"
-NODE_FILE = "node.pb"
+NODE_FILE = "node.msgpack"
 MAX_BINDS_IN_FLIGHT = 32
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 """glibc's mallopt parameter numbers."""
@@ -342,12 +342,17 @@ class Agent:
         while True:
             try:
                 node = await probe.describe()
-                atomic_write(saved, twinwire.node_to_pb(node).SerializeToString())
+                atomic_write(saved, twinlink.encode(twinwire.node_to_wire(node)))
                 return node
             except ClusterUnavailable as exc:
                 if saved.exists():
-                    log.warning("cluster unreachable (%s): using the saved node description", exc)
-                    return twinwire.node_from_pb(twincluster_pb2.Node.FromString(saved.read_bytes()))
+                    try:
+                        node = twinwire.node_from_wire(twinlink.decode(saved.read_bytes()))
+                    except (ValueError, ClusterUnavailable) as bad:
+                        log.error("the saved node description %s is unreadable (%s): waiting for the cluster", saved, bad)
+                    else:
+                        log.warning("cluster unreachable (%s): using the saved node description", exc)
+                        return node
                 log.warning("cluster unreachable (%s): retrying", exc)
             await asyncio.sleep(backoff)
             backoff = min(BACKOFF_MAX, backoff * 2)

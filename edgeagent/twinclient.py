@@ -1,7 +1,7 @@
 """The agent's client of the twin cluster API (``fedapi`` TwinCluster over the twin link).
 
-The agent speaks :mod:`fedapi.twinlink` (the same protobuf messages as over gRPC, on one
-plain TCP connection), so no gRPC runtime is loaded on an edge node. Every failure —
+The agent speaks :mod:`fedapi.twinlink` (the service's messages as msgpack maps, on one
+plain TCP connection), so neither gRPC nor protobuf is loaded on an edge node. Every failure —
 unreachable server, deadline, malformed answer — surfaces as
 :class:`edgeagent.clusters.ClusterUnavailable`, which the daemon retries with backoff.
 """
@@ -9,10 +9,7 @@ unreachable server, deadline, malformed answer — surfaces as
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
-
-from fedapi import twincluster_pb2 as pb
-from fedapi.twinlink import LinkChannel, LinkError
+from fedapi.twinlink import LinkChannel, LinkError, Wire
 from fedcore.nodes import Node
 
 from edgeagent import twinwire
@@ -27,28 +24,29 @@ class TwinClient:
 
     async def watch(self) -> AsyncIterator[PodUpdate]:
         try:
-            async for event in self._channel.watch("WatchPods", pb.WatchPodsRequest(cluster=self.cluster)):
-                yield twinwire.update_from_pb(event)
+            async for event in self._channel.watch("WatchPods", {"cluster": self.cluster}):
+                yield twinwire.update_from_wire(event)
         except LinkError as exc:
             raise ClusterUnavailable(f"watch: {exc}") from exc
         raise ClusterUnavailable("watch ended")
 
     async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
-        request = pb.BindPodRequest(cluster=self.cluster, pod=pod, node=node, epoch=epoch, gpus=gpus)
-        return twinwire.result_from_pb(await self._call("BindPod", request))
+        request = {"cluster": self.cluster, "pod": pod, "node": node, "epoch": epoch, "gpus": list(gpus)}
+        return twinwire.result_from_wire(await self._call("BindPod", request))
 
     async def report_node(self, node: str, ready: bool) -> int:
-        request = pb.NodeStatusReport(cluster=self.cluster, node=node, ready=ready)
-        return int((await self._call("ReportNodeStatus", request)).pods_released)
+        released = (await self._call("ReportNodeStatus", {"cluster": self.cluster, "node": node, "ready": ready})).get("pods_released")
+        if not isinstance(released, int):
+            raise ClusterUnavailable(f"malformed node-status answer from the cluster: {released!r:.40}")
+        return released
 
     async def describe_node(self, node: str) -> Node:
-        request = pb.DescribeNodeRequest(cluster=self.cluster, node=node)
-        return twinwire.node_from_pb(await self._call("DescribeNode", request))
+        return twinwire.node_from_wire(await self._call("DescribeNode", {"cluster": self.cluster, "node": node}))
 
     async def close(self) -> None:
         await self._channel.close()
 
-    async def _call(self, method: str, request: Any) -> Any:
+    async def _call(self, method: str, request: Wire) -> Wire:
         try:
             return await self._channel.call(method, request, self.timeout)
         except LinkError as exc:

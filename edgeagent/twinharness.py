@@ -13,17 +13,58 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 
-from fedapi import twincluster_pb2 as pb
-from fedapi.twinlink import Context, LinkServer
+from fedapi import common_pb2, twincluster_pb2 as pb
+from fedapi.linkserver import Context, LinkServer
+from fedcore.nodes import Node
 
 from edgeagent import twinwire
-from edgeagent.clusters import ClusterUnavailable, PodUpdate
+from edgeagent.clusters import BindResult, ClusterUnavailable, Phase, PodUpdate
 from edgeagent.memcluster import InMemoryCluster
 
 @functools.lru_cache(maxsize=4096)
 def _encoded(update: PodUpdate) -> pb.PodEvent:
     """One message per change, shared by every watcher (each watch would otherwise rebuild it)."""
-    return twinwire.update_to_pb(update)
+    return update_to_pb(update)
+
+
+_PB_PHASES = {phase: number for number, phase in twinwire.PHASES.items()}
+_PB_OUTCOMES = {outcome: number for number, outcome in twinwire.OUTCOMES.items()}
+
+
+def update_to_pb(update: PodUpdate, workload: str = "") -> pb.PodEvent:
+    pod = update.pod
+    spec = pb.PodSpec(
+        gpu_count=pod.gpu.count, gpu_milli_each=pod.gpu.milli_each, gpu_model=pod.gpu_model,
+        archs=sorted(a.value for a in pod.archs), node_selector=pod.node_selector, max_per_node=pod.max_per_node,
+        priority=pod.priority,
+        tolerations=[common_pb2.Toleration(key=t.key, value=t.value or "", effect=t.effect.value if t.effect else "")
+                     for t in pod.tolerations],
+    )
+    deleted = update.phase is Phase.DELETED
+    message = pb.Pod(
+        name=pod.uid, workload=workload or pod.workload, epoch=update.epoch,
+        phase=pb.POD_SUCCEEDED if deleted else _PB_PHASES[update.phase], node=update.node,
+        requests=common_pb2.ResourceVector(cpu_milli=pod.cpu_milli, memory_mib=pod.memory_mib, disk_mib=pod.disk_mib,
+                                           gpu_milli=pod.gpu.total_milli),
+        spec=spec, ready=update.phase is Phase.RUNNING,
+    )
+    return pb.PodEvent(type=pb.EVENT_DELETED if deleted else pb.EVENT_MODIFIED, pod=message)
+
+
+def node_to_pb(node: Node, ready: bool = True) -> pb.Node:
+    cap = node.capacity
+    return pb.Node(
+        name=node.name, ready=ready, arch=node.arch.value, labels=node.labels, gpus=node.gpus,
+        gpu_model=node.gpu_model, cluster=node.cluster, zone=node.zone, region=node.region,
+        capacity=common_pb2.ResourceVector(cpu_milli=cap.cpu_milli, memory_mib=cap.memory_mib, disk_mib=cap.disk_mib,
+                                           gpu_milli=cap.gpu_milli),
+        taints=[pb.Taint(key=t.key, value=t.value, effect=t.effect.value) for t in node.taints],
+    )
+
+
+def result_to_pb(result: BindResult) -> pb.BindPodResponse:
+    return pb.BindPodResponse(outcome=_PB_OUTCOMES[result.outcome], node=result.node, epoch=result.epoch,  # type: ignore[arg-type]
+                              reason=result.reason)
 
 
 class _Servicer:
@@ -42,7 +83,7 @@ class _Servicer:
     async def BindPod(self, request: pb.BindPodRequest, context: Context) -> pb.BindPodResponse:  # noqa: N802
         await self._check(request.cluster, context)
         try:
-            return twinwire.result_to_pb(await self.cluster.bind(request.pod, request.node, request.epoch,
+            return result_to_pb(await self.cluster.bind(request.pod, request.node, request.epoch,
                                                                          tuple(request.gpus)))
         except ClusterUnavailable as exc:
             await context.abort("UNAVAILABLE", str(exc))
@@ -59,12 +100,12 @@ class _Servicer:
     async def CompletePod(self, request: pb.CompletePodRequest, context: Context) -> pb.BindPodResponse:  # noqa: N802
         await self._check(request.cluster, context)
         result = await self.cluster.complete(request.pod, request.epoch, request.succeeded)
-        return twinwire.result_to_pb(result)
+        return result_to_pb(result)
 
     async def DescribeNode(self, request: pb.DescribeNodeRequest, context: Context) -> pb.Node:  # noqa: N802
         await self._check(request.cluster, context)
         try:
-            return twinwire.node_to_pb(await self.cluster.describe_node(request.node))
+            return node_to_pb(await self.cluster.describe_node(request.node))
         except ClusterUnavailable as exc:
             await context.abort("NOT_FOUND", str(exc))
             raise

@@ -1,15 +1,18 @@
 """The TwinCluster API over one plain TCP connection: what edge agents speak, without gRPC.
 
-Why a second transport: gRPC's runtime costs an edge agent ~10 MiB of resident memory and
-its own poller threads, while an agent needs four calls of one service. The link carries
-the *same* protobuf messages as ``fedplane.v1.TwinCluster`` over gRPC (one schema), and the
-server side drives the same servicer objects, so the two transports cannot drift apart.
+Why a second transport: gRPC's runtime (~10 MiB of resident memory, poller threads) and
+protobuf's (~2 MiB) are a large share of an edge agent's footprint, while an agent needs
+four calls of one service. The link keeps the *schema* of ``fedplane.v1.TwinCluster``: a
+body is a msgpack map of a message's fields by their proto names (every field present,
+enums as their numbers, nested messages as maps), and the server side
+(:mod:`fedapi.linkserver`) converts to and from the protobuf messages and drives the same
+servicer objects as gRPC, so the two transports cannot drift apart.
 
-A frame is ``length:u32 | kind:u8 | call:u32 | method-or-code:u8 | body`` (big-endian;
-``length`` counts everything after itself). Many calls share a connection; a watch is a
-call whose ITEM frames keep coming until END, ERROR or the client's CANCEL. Lengths are
-never trusted: a frame over :data:`MAX_FRAME` or of an unknown kind ends the connection,
-and every call on it fails with :class:`LinkError`; a call the server cannot serve gets an
+A frame is ``length:u32 | kind:u8 | call:u32 | method:u8 | body`` (big-endian; ``length``
+counts everything after itself). Many calls share a connection; a watch is a call whose
+ITEM frames keep coming until END, ERROR or the client's CANCEL. Lengths are never
+trusted: a frame over :data:`MAX_FRAME` or of an unknown kind ends the connection, and
+every call on it fails with :class:`LinkError`; a call the server cannot serve gets an
 ERROR frame (``CODE: details``) and the connection carries on.
 """
 
@@ -23,12 +26,9 @@ import struct
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, NoReturn, Protocol
+from typing import Any
 
-from google.protobuf.message import DecodeError, Message
-from google.protobuf.message_factory import GetMessageClass
-
-from fedapi import twincluster_pb2
+import msgpack
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,14 @@ _PREFIX = 4
 MAX_FRAME = 16 * 1024 * 1024
 """The largest frame either side accepts (the gRPC channel's receive limit)."""
 
-_SERVICE = twincluster_pb2.DESCRIPTOR.services_by_name["TwinCluster"]
-METHODS: tuple[str, ...] = tuple(m.name for m in _SERVICE.methods)
-"""Method numbers on the wire are positions in the service's declaration (append-only in the proto)."""
-_TYPES = {m.name: (GetMessageClass(m.input_type), GetMessageClass(m.output_type), m.server_streaming) for m in _SERVICE.methods}
+METHODS: tuple[str, ...] = ("WatchPods", "BindPod", "ReportNodeStatus", "CompletePod", "ListNodes", "DescribeNode", "GetSafety")
+"""Method numbers on the wire are positions in the service's declaration (append-only in the proto; a test checks)."""
+WATCHES = frozenset({"WatchPods"})
+"""The server-streaming methods."""
+
+Wire = dict[str, Any]
+"""A message on the link: its fields by proto name."""
+
 
 class Kind(IntEnum):
     CALL = 1
@@ -104,130 +108,6 @@ def parse_error(body: bytes) -> LinkError:
     return LinkError(code or "UNKNOWN", details)
 
 
-# ---------------------------------------------------------------------------------- server
-
-
-class _Abort(Exception):
-    def __init__(self, code: str, details: str) -> None:
-        super().__init__(details)
-        self.code, self.details = code, details
-
-
-class Context(Protocol):
-    """What a TwinCluster servicer may use of its context; ``grpc.aio.ServicerContext`` fits too."""
-
-    async def abort(self, code: Any, details: str = "") -> NoReturn: ...
-
-
-class _Context:
-    """``abort`` as gRPC's: ends the call with a status code (an enum member or its name) and details."""
-
-    async def abort(self, code: Any, details: str = "") -> NoReturn:
-        raise _Abort(getattr(code, "name", str(code)), details)
-
-
-class _Served:
-    """One client connection: its calls run as tasks; replies are written in order per call."""
-
-    def __init__(self, servicer: object, writer: asyncio.StreamWriter) -> None:
-        self.servicer = servicer
-        self.writer = writer
-        self.calls: dict[int, asyncio.Task[None]] = {}
-        self._context = _Context()
-
-    def start(self, frame: Frame) -> None:
-        if frame.kind is Kind.CANCEL:
-            task = self.calls.pop(frame.call, None)
-            if task is not None:
-                task.cancel()
-            return
-        if frame.kind not in (Kind.CALL, Kind.WATCH):
-            raise ProtocolError(f"a client may not send {frame.kind.name}")
-        task = asyncio.get_running_loop().create_task(self._serve(frame))
-        self.calls[frame.call] = task
-        task.add_done_callback(lambda _: self.calls.pop(frame.call, None))
-
-    async def _serve(self, frame: Frame) -> None:
-        try:
-            if frame.tag >= len(METHODS):
-                raise _Abort("UNIMPLEMENTED", f"no method number {frame.tag}")
-            name = METHODS[frame.tag]
-            request_type, _, streaming = _TYPES[name]
-            if streaming != (frame.kind is Kind.WATCH):
-                raise _Abort("INVALID_ARGUMENT", f"{name} is {'a watch' if streaming else 'a unary call'}")
-            try:
-                request = request_type.FromString(frame.body)
-            except DecodeError as exc:
-                raise _Abort("INVALID_ARGUMENT", f"{name}: undecodable request: {exc}") from exc
-            method = getattr(self.servicer, name)
-            if streaming:
-                async for item in method(request, self._context):
-                    self._send(Kind.ITEM, frame.call, item.SerializeToString())
-                    await self.writer.drain()
-                self._send(Kind.END, frame.call)
-            else:
-                self._send(Kind.REPLY, frame.call, (await method(request, self._context)).SerializeToString())
-        except _Abort as exc:
-            self._send(Kind.ERROR, frame.call, error_body(exc.code, exc.details))
-        except (ConnectionError, asyncio.CancelledError):
-            pass  # the client went away or cancelled: nobody to answer
-        except Exception as exc:  # a servicer fault answers this call, never the connection
-            log.exception("twin link: call %d failed", frame.call)
-            self._send(Kind.ERROR, frame.call, error_body("INTERNAL", repr(exc)[:500]))
-
-    def _send(self, kind: Kind, call: int, body: bytes = b"") -> None:
-        if not self.writer.is_closing():
-            self.writer.write(pack(kind, call, 0, body))
-
-    def close(self) -> None:
-        for task in list(self.calls.values()):
-            task.cancel()
-        self.writer.close()
-
-
-class LinkServer:
-    """Serves a TwinCluster servicer (the control plane's, or a test harness's) over the link."""
-
-    def __init__(self, servicer: object, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.servicer, self.host, self.port = servicer, host, port
-        self._server: asyncio.Server | None = None
-        self._open: set[_Served] = set()
-        self._handlers: set[asyncio.Task[Any]] = set()
-
-    async def start(self) -> int:
-        """Listen; returns the bound port."""
-        self._server = await asyncio.start_server(self._connection, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self.port
-
-    async def stop(self) -> None:
-        """Stop listening, hang up on every client and wait until each connection's handler has ended."""
-        if self._server is not None:
-            self._server.close()
-            for served in list(self._open):
-                served.close()
-            await asyncio.gather(*self._handlers, return_exceptions=True)
-            await self._server.wait_closed()
-
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        served = _Served(self.servicer, writer)
-        self._open.add(served)
-        handler = asyncio.current_task()
-        if handler is not None:
-            self._handlers.add(handler)
-        try:
-            while True:
-                served.start(await read_frame(reader))
-        except ProtocolError as exc:
-            log.warning("twin link: dropping %s: %s", writer.get_extra_info("peername"), exc)
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            self._open.discard(served)
-            self._handlers.discard(handler)  # type: ignore[arg-type]
-            served.close()
-
-
 # ---------------------------------------------------------------------------------- client
 
 
@@ -245,7 +125,7 @@ class LinkChannel:
         self._calls: dict[int, Callable[[Frame | LinkError], None]] = {}
         self._ids = itertools.count(1)
 
-    async def call(self, method: str, request: Message, timeout: float) -> Any:
+    async def call(self, method: str, request: Wire, timeout: float) -> Wire:
         """One unary call; raises :class:`LinkError` (``DEADLINE_EXCEEDED`` after ``timeout`` seconds)."""
         reply: asyncio.Future[Frame | LinkError] = asyncio.get_running_loop().create_future()
 
@@ -263,7 +143,7 @@ class LinkChannel:
             self._calls.pop(call, None)
         return _decode(outcome, method)
 
-    async def watch(self, method: str, request: Message) -> AsyncIterator[Any]:
+    async def watch(self, method: str, request: Wire) -> AsyncIterator[Wire]:
         """A server stream's messages until it ends; raises :class:`LinkError` if it fails or breaks."""
         queue: asyncio.Queue[Frame | LinkError] = asyncio.Queue()
         call = await self._open(Kind.WATCH, method, request, queue.put_nowait)
@@ -285,13 +165,13 @@ class LinkChannel:
             await asyncio.gather(self._reader_task, return_exceptions=True)
         self._broken(LinkError("CANCELLED", "channel closed"))
 
-    async def _open(self, kind: Kind, method: str, request: Message, deliver: Callable[[Frame | LinkError], None]) -> int:
-        if method not in _TYPES:
-            raise LinkError("UNIMPLEMENTED", f"no method {method!r}")
+    async def _open(self, kind: Kind, method: str, request: Wire, deliver: Callable[[Frame | LinkError], None]) -> int:
+        if method not in METHODS or (kind is Kind.WATCH) != (method in WATCHES):
+            raise LinkError("UNIMPLEMENTED", f"no {kind.name.lower()} method {method!r}")
         writer = await self._connected()
         call = next(self._ids)
         self._calls[call] = deliver
-        writer.write(pack(kind, call, METHODS.index(method), request.SerializeToString()))
+        writer.write(pack(kind, call, METHODS.index(method), encode(request)))
         return call
 
     async def _connected(self) -> asyncio.StreamWriter:
@@ -344,10 +224,24 @@ def _body(outcome: Frame | LinkError, method: str) -> bytes:
     return outcome.body
 
 
-def _decode(outcome: Frame | LinkError, method: str) -> Any:
+def _decode(outcome: Frame | LinkError, method: str) -> Wire:
     """The reply's message; a body that is not one is the server's fault, reported as INTERNAL."""
-    body = _body(outcome, method)
     try:
-        return _TYPES[method][1].FromString(body)
-    except DecodeError as exc:
+        return decode(_body(outcome, method))
+    except ValueError as exc:
         raise LinkError("INTERNAL", f"{method}: undecodable reply: {exc}") from exc
+
+
+def encode(message: Wire) -> bytes:
+    return msgpack.packb(message, use_bin_type=True)  # type: ignore[no-any-return]
+
+
+def decode(body: bytes) -> Wire:
+    """A message map from a body; raises ValueError for anything else (garbage, a bare value, non-str keys)."""
+    try:
+        message = msgpack.unpackb(body, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise ValueError(f"not msgpack: {exc}") from exc
+    if not isinstance(message, dict):
+        raise ValueError(f"expected a message map, got {type(message).__name__}")
+    return message

@@ -92,4 +92,4 @@ def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path) -> None:
 
     asyncio.run(scenario())
     assert (tmp_path / "a1" / "claims.journal").stat().st_size > 0
-    assert sorted(p.name for p in (tmp_path / "a0").iterdir()) == ["claims.journal", "experience.log", "node.pb"]
+    assert sorted(p.name for p in (tmp_path / "a0").iterdir()) == ["claims.journal", "experience.log", "node.msgpack"]
