@@ -47,7 +47,7 @@ class GossipSection:
 
 @dataclass(frozen=True, slots=True)
 class BackendSection:
-    kind: Literal["twin", "kubernetes"] = _opt("twin", "cluster back end: the twin cluster API (gRPC) or Kubernetes")
+    kind: Literal["twin", "kubernetes"] = _opt("twin", "cluster back end: the twin cluster API (twin link) or Kubernetes")
     address: str = _opt("127.0.0.1:7070", "twin: host:port of the control plane's twin link (`controlplane serve --agent-port`)")
     kubeconfig: str = _opt("", "kubernetes: kubeconfig file; empty = in-cluster service account")
     scheduler_name: str = _opt("fedplane", "kubernetes: place only pods whose spec.schedulerName is this")

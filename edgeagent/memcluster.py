@@ -1,7 +1,7 @@
 """An in-memory cluster behind :class:`edgeagent.clusters.ClusterAPI`: the twin's rules, no network.
 
 Unit tests drive agents against it directly; :mod:`edgeagent.twinharness` serves it
-over gRPC to agent processes. It is also the ground truth a drill judges by: its
+over the twin link to agent processes. It is also the ground truth a drill judges by: its
 node table refuses any over-commit, its binds are fenced by epoch, and it keeps
 the evidence (refused binds by reason, decision latencies).
 """
