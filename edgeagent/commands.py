@@ -44,6 +44,7 @@ def agent(config_path: str, check: bool) -> None:
     import asyncio
     import logging
 
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: the agent does no BLAS work, so no idle BLAS thread
     from edgeagent.daemon import run_agent
 
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
