@@ -29,8 +29,9 @@ from fedcore.scheduling.fragmentation import PodTypes
 GpuKey = tuple[int, int]
 """A GPU request shape: (milli per device, device count); (0, 0) for CPU-only pods."""
 CPU_ONLY: GpuKey = (0, 0)
-COMPACT_AT = 4096
-"""States kept before those no row holds any more are dropped (a long replay visits many)."""
+COMPACT_AT = 64
+"""States kept (beyond 4 per row) before those no row holds any more are dropped: a long replay
+visits many, and an edge agent's one-row table makes a new one at every placement."""
 
 
 def all_rows(rows: np.ndarray, n: int) -> bool:
@@ -138,7 +139,12 @@ class FragmentDrops:
 
     # -- the per-table state ------------------------------------------------------------
     def _layout(self) -> None:
-        """Order the registered shapes (CPU-only, sharing, whole GPUs) and compute every known state for them."""
+        """Order the registered shapes (CPU-only, sharing, whole GPUs) and compute every live state for them.
+
+        Dead states are dropped first: every state is recomputed here, and the temporaries
+        grow with their number (an agent held ~10^2 dead states and spiked by 20 MiB).
+        """
+        self._compact_states()
         sharing = sorted(k for k in self._shapes if k != CPU_ONLY and k[0] < MILLI)
         whole = sorted(k for k in self._shapes if k != CPU_ONLY and k[0] >= MILLI)
         self._milli = np.array([m for m, _ in sharing], dtype=np.int64)
@@ -168,6 +174,8 @@ class FragmentDrops:
         if rows.size == 0:
             return
         self._changes = table.changes
+        if len(self._states) + rows.size > max(COMPACT_AT, 4 * len(self._sid)):
+            self._compact()  # before new ids are handed out: compaction renumbers
         known = len(self._states)
         fresh = []
         for row in rows:
@@ -180,9 +188,7 @@ class FragmentDrops:
             self._add(np.array(fresh))
 
     def _add(self, states: np.ndarray) -> None:
-        """Append new device states and their values for every shape (compacting first when too many are dead)."""
-        if len(self._states) + len(states) > max(COMPACT_AT, 4 * len(self._sid)):
-            self._compact()
+        """Append new device states and their values for every shape."""
         start, end = len(self._states), len(self._states) + len(states)
         self._states = np.concatenate([self._states, states])
         if end > self._values.shape[1]:
@@ -192,11 +198,16 @@ class FragmentDrops:
         self._values[:, start:end] = self._compute(states)
 
     def _compact(self) -> None:
-        """Keep only the states some row holds now, renumbered in order."""
+        """Keep only the states some row holds now, and their values, renumbered in order."""
+        live = self._compact_states()
+        self._values[:, : live.size] = self._values[:, live]
+
+    def _compact_states(self) -> np.ndarray:
+        """Drop the states no row holds; returns the kept states' old ids."""
         live, sid = np.unique(self._sid, return_inverse=True)
         self._states, self._sid = self._states[live], sid.reshape(-1).astype(np.int64)
-        self._values[:, : live.size] = self._values[:, live]
         self._ids = {state.tobytes(): i for i, state in enumerate(self._states)}
+        return live
 
     def _shape(self, key: GpuKey) -> np.ndarray:
         """The (state, bracket) table of ``key``, registering a shape never seen before."""
@@ -226,6 +237,7 @@ class FragmentDrops:
         ``whole`` says ``rows`` is every row in order, when the caller already knows.
         """
         self._sync(table)
+        self._shape(self.key(pod))  # a new shape lays the tables out again (and renumbers states) before ids are read
         whole = all_rows(rows, len(table)) if whole is None else whole
         sids = self._sid if whole else self._sid[rows]
         cpu = (table.cpu_cap - table.cpu_used if whole else table.cpu_cap[rows] - table.cpu_used[rows]) + 1

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from policy_data import fleet, pods
 
-from fedcore.nodetable import NodeTable
+from fedcore.nodetable import NodeTable, Placement
+from fedcore.pods import Pod
 from fedcore.scheduling.filters import resources_fit
 from fedcore.scheduling.fragmentation import Fragmentation, FragmentationGradient, PodTypes
 from fedcore.scheduling.scores import BalancedAllocation, BestFit, LeastAllocated
@@ -106,3 +107,24 @@ def test_table_stamps_exactly_the_rows_its_mutators_change() -> None:
     table.release(pod, placed)
     assert table.changed_since(middle).tolist() == [int(rows[0])]
     assert table.changed_since(table.changes).size == 0
+
+
+def test_a_one_row_table_keeps_few_states_and_exact_drops() -> None:
+    """An edge agent's table is its own node, changed at every placement: dead device states are dropped, values stay exact."""
+    node = [n for n in fleet(40, seed=3) if n.gpus == 8][0]
+    table = NodeTable([node])
+    all_pods = pods(400, seed=3)
+    types = PodTypes.from_pods(all_pods)
+    ref, builder = Fragmentation(types), FeatureBuilder(types)
+    held: list[tuple[Pod, Placement]] = []
+    rng = np.random.default_rng(3)
+    for pod in all_pods:
+        rows = np.flatnonzero(resources_fit(pod, table))
+        if rows.size:
+            _, after = builder.drops.drop(pod, table, rows)
+            np.testing.assert_allclose(after, ref.after(pod, table, rows).min(axis=1), rtol=0, atol=1e-6)
+            held.append((pod, table.allocate(pod, 0)))
+        if held and rng.random() < 0.5:
+            done = held.pop(int(rng.integers(len(held))))
+            table.release(*done)
+    assert len(builder.drops._states) <= 2 * 64  # noqa: SLF001 (bounded, not one per placement)
