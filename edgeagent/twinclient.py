@@ -9,11 +9,11 @@ unreachable server, deadline, malformed answer — surfaces as
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from fedapi.twinlink import LinkChannel, LinkError, Wire
-from fedcore.nodes import Node
 
 from edgeagent import twinwire
 from edgeagent.clusters import BindResult, ClusterUnavailable, PodUpdate
+from fedapi.twinlink import LinkChannel, LinkError, Wire
+from fedcore.nodes import Node
 
 
 class TwinClient:

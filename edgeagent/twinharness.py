@@ -13,13 +13,14 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 
-from fedapi import common_pb2, twincluster_pb2 as pb
-from fedapi.linkserver import Context, LinkServer
-from fedcore.nodes import Node
-
 from edgeagent import twinwire
 from edgeagent.clusters import BindResult, ClusterUnavailable, Phase, PodUpdate
 from edgeagent.memcluster import InMemoryCluster
+from fedapi import common_pb2
+from fedapi import twincluster_pb2 as pb
+from fedapi.linkserver import Context, LinkServer
+from fedcore.nodes import Node
+
 
 @functools.lru_cache(maxsize=4096)
 def _encoded(update: PodUpdate) -> pb.PodEvent:
@@ -27,8 +28,8 @@ def _encoded(update: PodUpdate) -> pb.PodEvent:
     return update_to_pb(update)
 
 
-_PB_PHASES = {phase: number for number, phase in twinwire.PHASES.items()}
-_PB_OUTCOMES = {outcome: number for number, outcome in twinwire.OUTCOMES.items()}
+_PB_PHASES = {phase: pb.PodPhase.ValueType(number) for number, phase in twinwire.PHASES.items()}
+_PB_OUTCOMES = {outcome: pb.BindOutcome.ValueType(number) for number, outcome in twinwire.OUTCOMES.items()}
 
 
 def update_to_pb(update: PodUpdate, workload: str = "") -> pb.PodEvent:
@@ -63,7 +64,7 @@ def node_to_pb(node: Node, ready: bool = True) -> pb.Node:
 
 
 def result_to_pb(result: BindResult) -> pb.BindPodResponse:
-    return pb.BindPodResponse(outcome=_PB_OUTCOMES[result.outcome], node=result.node, epoch=result.epoch,  # type: ignore[arg-type]
+    return pb.BindPodResponse(outcome=_PB_OUTCOMES[result.outcome], node=result.node, epoch=result.epoch,
                               reason=result.reason)
 
 
@@ -72,7 +73,7 @@ class _Servicer:
         self.cluster = cluster
         self.name = name
 
-    async def WatchPods(self, request: pb.WatchPodsRequest, context: Context) -> AsyncIterator[pb.PodEvent]:  # noqa: N802
+    async def WatchPods(self, request: pb.WatchPodsRequest, context: Context) -> AsyncIterator[pb.PodEvent]:
         await self._check(request.cluster, context)
         try:
             async for update in self.cluster.watch():
@@ -80,7 +81,7 @@ class _Servicer:
         except ClusterUnavailable as exc:
             await context.abort("UNAVAILABLE", str(exc))
 
-    async def BindPod(self, request: pb.BindPodRequest, context: Context) -> pb.BindPodResponse:  # noqa: N802
+    async def BindPod(self, request: pb.BindPodRequest, context: Context) -> pb.BindPodResponse:
         await self._check(request.cluster, context)
         try:
             return result_to_pb(await self.cluster.bind(request.pod, request.node, request.epoch,
@@ -89,7 +90,7 @@ class _Servicer:
             await context.abort("UNAVAILABLE", str(exc))
             raise
 
-    async def ReportNodeStatus(self, request: pb.NodeStatusReport, context: Context) -> pb.NodeStatusAck:  # noqa: N802
+    async def ReportNodeStatus(self, request: pb.NodeStatusReport, context: Context) -> pb.NodeStatusAck:
         await self._check(request.cluster, context)
         try:
             return pb.NodeStatusAck(pods_released=await self.cluster.report_node(request.node, request.ready))
@@ -97,12 +98,12 @@ class _Servicer:
             await context.abort("UNAVAILABLE", str(exc))
             raise
 
-    async def CompletePod(self, request: pb.CompletePodRequest, context: Context) -> pb.BindPodResponse:  # noqa: N802
+    async def CompletePod(self, request: pb.CompletePodRequest, context: Context) -> pb.BindPodResponse:
         await self._check(request.cluster, context)
         result = await self.cluster.complete(request.pod, request.epoch, request.succeeded)
         return result_to_pb(result)
 
-    async def DescribeNode(self, request: pb.DescribeNodeRequest, context: Context) -> pb.Node:  # noqa: N802
+    async def DescribeNode(self, request: pb.DescribeNodeRequest, context: Context) -> pb.Node:
         await self._check(request.cluster, context)
         try:
             return node_to_pb(await self.cluster.describe_node(request.node))

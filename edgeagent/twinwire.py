@@ -12,12 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from edgeagent.clusters import (
+    BindOutcome,
+    BindResult,
+    ClusterUnavailable,
+    Phase,
+    PodUpdate,
+)
 from fedapi.twinlink import Wire
 from fedcore.nodes import Arch, Node, Taint, TaintEffect
 from fedcore.pods import Pod, Toleration
 from fedcore.resources import GpuRequest
-
-from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate
 
 PHASES = {1: Phase.PENDING, 2: Phase.RUNNING, 3: Phase.SUCCEEDED, 4: Phase.FAILED}
 """PodPhase numbers (POD_PENDING...)."""

@@ -18,7 +18,19 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from fedapi import twincluster_pb2
-from fedapi.twinlink import METHODS, WATCHES, Frame, Kind, ProtocolError, Wire, decode, encode, error_body, read_frame, pack
+from fedapi.twinlink import (
+    METHODS,
+    WATCHES,
+    Frame,
+    Kind,
+    ProtocolError,
+    Wire,
+    decode,
+    encode,
+    error_body,
+    pack,
+    read_frame,
+)
 
 log = logging.getLogger(__name__)
 
@@ -163,5 +175,5 @@ class LinkServer:
             pass
         finally:
             self._open.discard(served)
-            self._handlers.discard(handler)  # type: ignore[arg-type]
+            self._handlers.discard(handler)
             served.close()

@@ -6,15 +6,20 @@ from typing import Any
 
 import pytest
 
+from edgeagent import twinwire
+from edgeagent.clusters import (
+    BindOutcome,
+    BindResult,
+    ClusterUnavailable,
+    Phase,
+    PodUpdate,
+)
+from edgeagent.twinharness import node_to_pb, result_to_pb, update_to_pb
 from fedapi import twincluster_pb2 as pb
 from fedapi.linkserver import to_wire
 from fedcore.nodes import Arch, Node, Taint, TaintEffect
 from fedcore.pods import Pod, Toleration
 from fedcore.resources import GpuRequest
-
-from edgeagent import twinwire
-from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate
-from edgeagent.twinharness import node_to_pb, result_to_pb, update_to_pb
 
 POD = Pod("p1", 1500, 2048, disk_mib=10, gpu=GpuRequest(1, 500), gpu_model="V100", priority=3,
           archs=frozenset({Arch.ARM64}), node_selector={"zone": "z1"}, max_per_node=2,

@@ -21,7 +21,7 @@ class Servicer:
         self.watch_cancelled = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def BindPod(self, request: pb.BindPodRequest, context: Context) -> pb.BindPodResponse:  # noqa: N802
+    async def BindPod(self, request: pb.BindPodRequest, context: Context) -> pb.BindPodResponse:
         if request.pod == "boom":
             raise RuntimeError("servicer bug")
         if request.pod == "slow":
@@ -30,7 +30,7 @@ class Servicer:
             await context.abort("NOT_FOUND", f"no cluster {request.cluster!r}")
         return pb.BindPodResponse(outcome=pb.BIND_BOUND, node=request.node, epoch=request.epoch)
 
-    async def WatchPods(self, request: pb.WatchPodsRequest, context: Context) -> AsyncIterator[pb.PodEvent]:  # noqa: N802
+    async def WatchPods(self, request: pb.WatchPodsRequest, context: Context) -> AsyncIterator[pb.PodEvent]:
         for i in range(3):
             yield pb.PodEvent(type=pb.EVENT_ADDED, pod=pb.Pod(name=f"p{i}"))
         if not request.pending_only:
