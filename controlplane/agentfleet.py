@@ -23,10 +23,8 @@ import base64
 import itertools
 import json
 import os
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -38,6 +36,7 @@ from typing import IO, Any
 import grpc
 
 from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
+from fedcore.loopback import free_ports
 
 STOP_GRACE_S = 3.0
 CONVERGE_TIMEOUT_S = 60.0
@@ -83,35 +82,6 @@ class Histogram:
             if self.buckets[bound] >= q * self.count:
                 return bound
         return float("inf")
-
-
-def free_ports(count: int, rng: random.Random | None = None) -> list[int]:
-    """Loopback ports free for TCP and UDP now (gossip binds both on one port), below the ephemeral range.
-
-    Below it, no outgoing connection (ours polling the agents, anyone's) can take a port between
-    now and the agent's bind, nor while a killed agent waits to be restarted on it.
-    """
-    rng = rng or random.Random()
-    low = _ephemeral_low()
-    ports: list[int] = []
-    while len(ports) < count:
-        port = rng.randrange(max(1024, low - 12_000), low)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-            try:
-                tcp.bind(("127.0.0.1", port))
-                udp.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in ports:
-            ports.append(port)
-    return ports
-
-
-def _ephemeral_low() -> int:
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
 
 
 async def http_get(port: int, path: str, timeout: float = 0.5) -> tuple[int, bytes] | None:

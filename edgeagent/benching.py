@@ -22,7 +22,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from fedcore.loopback import free_ports
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.traces import locate, openb
@@ -72,22 +72,6 @@ class _Proc:
     rss_max: int = 0
     killed: bool = False
     cpu: float = 0.0
-
-
-def _free_ports(count: int) -> list[int]:
-    """Ports free for both UDP and TCP right now (gossip binds both on one port)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp, socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
-            tcp.bind(("127.0.0.1", 0))
-            port = tcp.getsockname()[1]
-            try:
-                udp.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            if port not in ports:
-                ports.append(port)
-    return ports
 
 
 def write_policy_model(models: Path, pods: list[Pod], seed: int) -> bool:
@@ -197,7 +181,8 @@ class _Run:
 
     async def start_agents(self, address: str, models: Path) -> None:
         n = self.s.agents
-        ports, https = _free_ports(n), _free_ports(n)
+        ports = free_ports(2 * n)  # one call: no port handed out twice
+        ports, https = ports[:n], ports[n:]
         seeds = ports[:3]
         env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"}
         for i in range(n):
