@@ -138,9 +138,9 @@ class InMemoryCluster:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"pod is {p.phase.value}")
         if not self.table.alive[row]:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} is not ready")
-        devices = self.table.nodes[row].gpus
-        if len(set(gpus)) != len(gpus) or not all(0 <= g < devices for g in gpus):
-            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"devices {list(gpus)} are not {node}'s")
+        problem = self.table.device_problem(row, gpus)
+        if problem:
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, problem)
         try:
             p.placement = self.table.allocate(p.pod, row, gpus or None)
         except OvercommitError as exc:

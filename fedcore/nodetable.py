@@ -133,6 +133,21 @@ class NodeTable:
             raise OvercommitError(f"node {node} has {whole.size} free GPUs, pod wants {pod.gpu.count}")
         return tuple(int(g) for g in whole[: pod.gpu.count])
 
+    def device_problem(self, node: int, gpus: tuple[int, ...]) -> str:
+        """Why ``gpus`` cannot name devices of ``node`` ("" if they can), for binders that chose devices themselves.
+
+        :meth:`allocate` indexes the device matrix directly, so a negative or foreign index would
+        book another device and a repeat would book one device twice; count and room it checks itself.
+        """
+        spec = self.nodes[node]
+        foreign = sorted({g for g in gpus if not 0 <= g < spec.gpus})
+        if foreign:
+            return f"devices {foreign} are not on node {spec.name} (it has {spec.gpus})"
+        repeated = sorted({g for g in gpus if gpus.count(g) > 1})
+        if repeated:
+            return f"devices {repeated} are named more than once"
+        return ""
+
     def allocate(self, pod: Pod, node: int, gpus: tuple[int, ...] | None = None) -> Placement:
         """Reserve ``pod`` on ``node`` (devices chosen best-fit unless given); raises OvercommitError if it does not fit."""
         if gpus is None:

@@ -203,7 +203,7 @@ class TwinCluster:
             raise errors.NotFound(self.name, f"node {node} does not exist")
         if not self.table.alive[row] or not self.running:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} is not ready")
-        problem = self._device_problem(row, gpus)
+        problem = self.table.device_problem(row, gpus)
         if problem:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, problem)
         try:
@@ -331,21 +331,6 @@ class TwinCluster:
             if p.phase is Phase.RUNNING and not p.ready and now >= p.bound_at + self.ready_delay_s:
                 p.ready = True
                 self._emit(EventKind.MODIFIED, p)
-
-    def _device_problem(self, row: int, gpus: tuple[int, ...]) -> str:
-        """Why ``gpus`` cannot name devices of node ``row`` ("" if they can).
-
-        The node table indexes its device matrix directly, so a negative or foreign index would
-        book another device and a repeat would book one device twice; count and room it checks itself.
-        """
-        node = self.table.nodes[row]
-        foreign = sorted({g for g in gpus if not 0 <= g < node.gpus})
-        if foreign:
-            return f"devices {foreign} are not on node {node.name} (it has {node.gpus})"
-        repeated = sorted({g for g in gpus if gpus.count(g) > 1})
-        if repeated:
-            return f"devices {repeated} are named more than once"
-        return ""
 
     def _bind(self, p: _Pod, row: int, gpus: tuple[int, ...] = ()) -> None:
         p.placement = self.table.allocate(p.pod, row, gpus or None)
