@@ -226,8 +226,7 @@ class FragmentDrops:
         if set(self._index) != self._shapes:
             self._layout()
 
-    def _at(self, key: GpuKey, cpu_left_plus_one: np.ndarray, sids: np.ndarray) -> np.ndarray:
-        values = self._shape(key)
+    def _at(self, values: np.ndarray, cpu_left_plus_one: np.ndarray, sids: np.ndarray) -> np.ndarray:
         bracket = self._bracket_of.take(cpu_left_plus_one, mode="clip")
         return values.ravel().take(sids * values.shape[1] + bracket)
 
@@ -237,12 +236,12 @@ class FragmentDrops:
         ``whole`` says ``rows`` is every row in order, when the caller already knows.
         """
         self._sync(table)
-        self._shape(self.key(pod))  # a new shape lays the tables out again (and renumbers states) before ids are read
+        values = self._shape(self.key(pod))  # first: a new shape lays the tables out again (and renumbers states)
         whole = all_rows(rows, len(table)) if whole is None else whole
         sids = self._sid if whole else self._sid[rows]
         cpu = (table.cpu_cap - table.cpu_used if whole else table.cpu_cap[rows] - table.cpu_used[rows]) + 1
-        before = self._at(CPU_ONLY, cpu, sids)
-        after = self._at(self.key(pod), cpu - pod.cpu_milli, sids)
+        before = self._at(self._shape(CPU_ONLY), cpu, sids)
+        after = self._at(values, cpu - pod.cpu_milli, sids)
         return before - after, after
 
     def best_device(self, pod: Pod, table: NodeTable, node: int) -> int:

@@ -113,7 +113,7 @@ def test_a_one_row_table_keeps_few_states_and_exact_drops() -> None:
     """An edge agent's table is its own node, changed at every placement: dead device states are dropped, values stay exact."""
     node = [n for n in fleet(40, seed=3) if n.gpus == 8][0]
     table = NodeTable([node])
-    all_pods = pods(400, seed=3)
+    all_pods = pods(1500, seed=3)
     types = PodTypes.from_pods(all_pods)
     ref, builder = Fragmentation(types), FeatureBuilder(types)
     held: list[tuple[Pod, Placement]] = []
@@ -127,4 +127,4 @@ def test_a_one_row_table_keeps_few_states_and_exact_drops() -> None:
         if held and rng.random() < 0.5:
             done = held.pop(int(rng.integers(len(held))))
             table.release(*done)
-    assert len(builder.drops._states) <= 2 * 64  # noqa: SLF001 (bounded, not one per placement)
+    assert len(builder.drops._states) <= 64 + 1  # noqa: SLF001 (bounded, not one per placement)
