@@ -1,4 +1,4 @@
-"""Real daemons in one event loop: gossip over loopback UDP, the twin cluster API over gRPC, a restart."""
+"""Real daemons in one event loop: gossip over loopback UDP, the twin cluster API over the twin link, a restart."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from fedapi import twinlink
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 
-from edgeagent import config
+from edgeagent import config, twinwire
 from edgeagent.clusters import Phase
-from edgeagent.daemon import Agent
+from edgeagent.daemon import NODE_FILE, Agent
 from edgeagent.memcluster import InMemoryCluster
 from edgeagent.twinharness import TwinHarness
 
@@ -93,3 +94,33 @@ def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path) -> None:
     asyncio.run(scenario())
     assert (tmp_path / "a1" / "claims.journal").stat().st_size > 0
     assert sorted(p.name for p in (tmp_path / "a0").iterdir()) == ["claims.journal", "experience.log", "node.msgpack"]
+
+
+def test_offline_start_uses_the_saved_node_description_and_refuses_a_corrupt_one(tmp_path: Path) -> None:
+    """The cluster is unreachable: a readable node.msgpack lets the agent start offline; garbage is logged, not trusted."""
+    dead = free_port()  # nothing listens here
+
+    def settings(data: Path) -> config.AgentConfig:
+        return config.parse({
+            "node": "a0", "data_dir": str(data), "log_level": "warning",
+            "gossip": {"bind": f"127.0.0.1:{free_port()}"}, "backend": {"kind": "twin", "address": f"127.0.0.1:{dead}"},
+            "probe": {"kind": "twin"}, "http": {"bind": "127.0.0.1:0"},
+        })
+
+    async def scenario(data: Path, saved: bytes) -> tuple[Agent, bool]:
+        data.mkdir()
+        (data / NODE_FILE).write_bytes(saved)
+        agent = Agent(settings(data), handle_signals=False)
+        task = asyncio.create_task(agent.run())
+        await asyncio.sleep(1.5)
+        alive = not task.done()  # a crash would end the task: the agent must still be up (running or retrying)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return agent, alive
+
+    node = Node("a0", 4000, 8192, gpus=2, gpu_model="T4")
+    good, alive = asyncio.run(scenario(tmp_path / "good", twinlink.encode(twinwire.node_to_wire(node))))
+    assert alive and good.placer is not None and good.placer.node == node
+    corrupt, alive = asyncio.run(scenario(tmp_path / "corrupt", b"\xc1 not msgpack"))
+    assert alive and corrupt.placer is None  # still waiting for the cluster, not running on a made-up node
+    assert (tmp_path / "corrupt" / NODE_FILE).read_bytes() == b"\xc1 not msgpack"  # nothing overwritten or lost
