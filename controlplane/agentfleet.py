@@ -26,7 +26,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from typing import IO, Any
 import grpc
 
 from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
+from fedcore.agentcmd import agent_argv, precompile
 from fedcore.loopback import free_ports
 
 STOP_GRACE_S = 3.0
@@ -141,6 +141,7 @@ class AgentFleet:
                 config = data / "agent.yaml"
                 config.write_text(json.dumps(raw, indent=1))  # JSON is YAML
                 self.agents.append(_Agent(cluster, node, config, http[i]))
+        await asyncio.to_thread(precompile, self.agents[0].config)
         for agent in self.agents:
             self._spawn(agent)
         await self._converge()
@@ -205,7 +206,7 @@ class AgentFleet:
             agent.log = open(agent.config.parent / "agent.log", "ab")  # noqa: SIM115 - closed in _terminate
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         agent.process = subprocess.Popen(
-            [sys.executable, "-m", "fedplane", "agent", "--config", str(agent.config)],
+            agent_argv(agent.config),
             stdout=agent.log, stderr=subprocess.STDOUT, env=env, cwd=agent.config.parent, start_new_session=True,
         )
         self.spawned += 1

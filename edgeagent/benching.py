@@ -23,7 +23,6 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -33,14 +32,14 @@ from typing import Any
 
 import numpy as np
 
+from edgeagent.clusters import Phase, PodUpdate
+from edgeagent.memcluster import InMemoryCluster
+from edgeagent.twinharness import TwinHarness
+from fedcore.agentcmd import agent_argv, precompile
 from fedcore.loopback import free_ports
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.traces import locate, openb
-
-from edgeagent.clusters import Phase, PodUpdate
-from edgeagent.memcluster import InMemoryCluster
-from edgeagent.twinharness import TwinHarness
 
 NODE_SHAPE = (96000, 393216, 8, "G2")
 """The openb fleet's most common node (549 of 1,523): 96 cores, 384 GiB, 8 GPUs."""
@@ -185,16 +184,17 @@ class _Run:
         ports, https = ports[:n], ports[n:]
         seeds = ports[:3]
         env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"}
+        configs: list[Path] = []
         for i in range(n):
-            name = f"edge-{i:02d}"
-            data = self.workdir / name
+            data = self.workdir / f"edge-{i:02d}"
             data.mkdir()
-            cfg = data / "agent.yaml"
-            cfg.write_text(_agent_config(name, ports[i], seeds, https[i], address, data, models, self.s.overrides))
-            log = open(data / "agent.log", "wb")
-            proc = subprocess.Popen([sys.executable, "-m", "fedplane", "agent", "--config", str(cfg)],
-                                    stdout=log, stderr=subprocess.STDOUT, env=env, cwd=data)
-            self.procs.append(_Proc(name, proc, https[i]))
+            configs.append(data / "agent.yaml")
+            configs[-1].write_text(_agent_config(data.name, ports[i], seeds, https[i], address, data, models, self.s.overrides))
+        precompile(configs[0], env)
+        for cfg, http in zip(configs, https):
+            log = open(cfg.parent / "agent.log", "wb")
+            proc = subprocess.Popen(agent_argv(cfg), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cfg.parent)
+            self.procs.append(_Proc(cfg.parent.name, proc, http))
 
     async def wait_converged(self, timeout: float = 60.0) -> None:
         """Until every agent serves HTTP and sees all its peers alive."""

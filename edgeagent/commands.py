@@ -1,24 +1,18 @@
-"""``fedplane agent`` (the edge daemon) and ``fedplane bench agent``.
+"""``fedplane agent`` (the edge daemon) and ``fedplane bench agent``, as click commands.
 
-The environment is pinned before anything imports numpy or onnxruntime: one BLAS
-thread (the agent does no linear algebra worth a pool) and no onnxruntime telemetry
-(which would write outside the data directory).
+The daemon's plain start skips click (see :mod:`edgeagent.entry`, which also pins
+the environment before numpy or onnxruntime load); these commands give it the same
+usage, help and errors as every other command.
 """
 
 from __future__ import annotations
 
-import os
+import json
 
-os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+import click
 
-import json  # noqa: E402
-import sys  # noqa: E402
-
-import click  # noqa: E402
-
-from edgeagent import config as agent_config  # noqa: E402
+from edgeagent import config as agent_config
+from edgeagent import entry
 
 
 def _options_help() -> str:
@@ -31,25 +25,14 @@ def _options_help() -> str:
 
 @click.command(epilog=_options_help(), context_settings={"max_content_width": 120})
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), required=True, help="agent.yaml to load")
-@click.option("--check", is_flag=True, help="validate the configuration and exit")
+@click.option("--check", is_flag=True, help="validate the configuration, load the policy model, say which, and exit")
 def agent(config_path: str, check: bool) -> None:
     """Run the edge agent: gossip, placement claims, binding through the cluster back end."""
     try:
         config = agent_config.load(config_path)
     except agent_config.ConfigError as exc:
         raise click.UsageError(f"invalid configuration: {exc}") from None
-    if check:
-        click.echo(f"{config_path}: ok")
-        return
-    import asyncio
-    import logging
-
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads: the agent does no BLAS work, so no idle BLAS thread
-    from edgeagent.daemon import run_agent
-
-    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run_agent(config))
+    entry.run(config, config_path, check)
 
 
 @click.command("agent")

@@ -1,3 +1,3 @@
-from fedplane.cli import main
+from fedplane.entry import main
 
 main()

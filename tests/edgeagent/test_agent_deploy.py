@@ -62,6 +62,10 @@ def test_configmap_holds_a_valid_agent_config(monkeypatch: pytest.MonkeyPatch) -
     assert loaded.backend.kind == "kubernetes" and loaded.gossip.bind == "10.0.0.5:7946"
 
 
+def unit_text() -> str:
+    return (DEPLOY / "systemd" / "fedplane-agent.service").read_text()
+
+
 def test_systemd_unit_is_hardened_and_writes_only_its_state_directory() -> None:
     unit = configparser.ConfigParser(strict=False, interpolation=None)
     unit.optionxform = str  # type: ignore[assignment,method-assign]
@@ -72,10 +76,13 @@ def test_systemd_unit_is_hardened_and_writes_only_its_state_directory() -> None:
         assert service.get(key) == value, key
     assert "ORT_DISABLE_TELEMETRY=1" in service["Environment"]
     assert "fedplane agent --config" in service["ExecStart"]
+    # Run as the bench measures it (fedcore.agentcmd): docstrings stripped, from .opt-2.pyc files the install compiled.
+    assert "PYTHONOPTIMIZE=2" in service["Environment"] and "-OO -m compileall" in unit_text()
 
 
 def test_containerfile_is_slim_multi_arch_and_unprivileged() -> None:
     text = (DEPLOY / "container" / "Containerfile").read_text()
     assert "python:3.11-slim" in text and "linux/arm64" in text and "linux/amd64" in text
     assert "USER 65532" in text and "ORT_DISABLE_TELEMETRY=1" in text
+    assert "PYTHONOPTIMIZE=2" in text and text.index("-OO -m compileall") < text.index("USER 65532")
     assert "torch" not in text.replace("no torch", "")

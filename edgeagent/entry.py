@@ -1,0 +1,65 @@
+"""Starting the agent: what ``fedplane agent`` runs, reachable without click.
+
+An edge daemon lives for months on a small board, and every module it imports stays
+resident: click and its dependencies are ~1.1 MiB of the agent's RSS (measured with
+tracemalloc) for parsing two options once. So the ``fedplane`` executable hands the
+plain forms — ``agent --config PATH [--check]`` — straight to :func:`run_from_argv`,
+and anything else (``--help``, a typo, a bad configuration) to the click command in
+:mod:`edgeagent.commands`, which prints the usage and help every other command has.
+Both end in :func:`run`.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # onnxruntime's telemetry would write outside data_dir
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the agent does no linear algebra worth a BLAS thread pool
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import sys
+from collections.abc import Sequence
+
+from edgeagent import config as agent_config
+
+
+def run_from_argv(args: Sequence[str]) -> bool:
+    """Run ``fedplane agent`` for ``--config PATH [--check]``; False (nothing done) for any other arguments."""
+    path: str | None = None
+    check = False
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--check":
+            check = True
+        elif arg == "--config":
+            path = next(rest, None)
+        elif arg.startswith("--config="):
+            path = arg.partition("=")[2]
+        else:
+            return False
+    if not path:
+        return False
+    try:
+        config = agent_config.load(path)
+    except agent_config.ConfigError:
+        return False  # the click command reports it, with the usage line
+    run(config, path, check)
+    return True
+
+
+def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
+    """Run the daemon until SIGTERM; with ``check``, load everything it would load and say what, then return."""
+    import asyncio
+    import logging
+
+    from edgeagent.daemon import run_agent
+    from edgeagent.policy import ModelWatcher
+
+    if check:
+        scorer = ModelWatcher(config.models_path).scan()
+        policy = f"policy model {scorer.version}" if scorer else f"no usable model in {config.models_path}: heuristic scoring"
+        print(f"{path}: ok; {policy}")
+        return
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run_agent(config))

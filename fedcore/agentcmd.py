@@ -1,0 +1,33 @@
+"""How an edge agent process is started: one command line for the bench, the demo's fleets and tests.
+
+The deploy files run the agent the same way (``PYTHONOPTIMIZE=2`` and compiled
+``.opt-2.pyc`` files), so what the bench measures is what a board runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+PYTHON_FLAGS = ("-OO",)
+"""Docstrings (and asserts, which the agent only uses to narrow types) stripped at compile
+time: ~2.6 MiB of a running agent's RSS, measured on ``fedplane bench agent`` (idle 70.6 ->
+68.0 MiB). Needs the ``.opt-2.pyc`` files in place (:func:`precompile`; the container
+image and the systemd install compile them), else every start compiles from source and
+keeps the compiler's garbage instead."""
+
+
+def agent_argv(config: Path, check: bool = False) -> list[str]:
+    """The command line of one ``fedplane agent`` process with this interpreter."""
+    return [sys.executable, *PYTHON_FLAGS, "-m", "fedplane", "agent", "--config", str(config),
+            *(["--check"] if check else [])]
+
+
+def precompile(config: Path, env: Mapping[str, str] | None = None) -> None:
+    """Run ``--check`` once before starting agents, as an install does: it loads everything the agent
+    loads, which writes the ``.opt-2.pyc`` files where the install is writable. Raises RuntimeError."""
+    done = subprocess.run(agent_argv(config, check=True), check=False, env=env, capture_output=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"agent --check failed: {done.stdout.decode()}{done.stderr.decode()}")

@@ -1,0 +1,68 @@
+"""``fedplane agent``'s start: the plain forms skip click, everything else gets click's usage and help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgeagent import entry
+from fedcore.agentcmd import agent_argv, precompile
+
+
+def _config(tmp_path: Path, body: str = "node: edge-a\n") -> Path:
+    path = tmp_path / "agent.yaml"
+    path.write_text(body + f"data_dir: {tmp_path / 'data'}\n")
+    return path
+
+
+def test_the_daemon_path_loads_the_policy_without_click(tmp_path: Path) -> None:
+    """``--check`` goes the daemon's way: configuration, daemon modules, model; click never loads."""
+    probe = ("import sys; sys.argv = ['fedplane', 'agent', '--config', sys.argv[1], '--check']; "
+             "from fedplane.entry import main; main(); "
+             "print(sorted(m for m in ('click', 'numpy', 'edgeagent.daemon') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe, str(_config(tmp_path))], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0].endswith(": ok; no usable model in " + str(tmp_path / "data" / "models") + ": heuristic scoring")
+    assert out[1] == "['edgeagent.daemon', 'numpy']"
+
+
+def test_check_names_the_loaded_model_under_the_agents_own_interpreter_flags(tmp_path: Path) -> None:
+    from federated.runtime.scorer import default_model_dir
+
+    models = tmp_path / "models"
+    (models / "v0001").mkdir(parents=True)
+    for f in default_model_dir().iterdir():
+        (models / "v0001" / f.name).write_bytes(f.read_bytes())
+    config = _config(tmp_path, f"node: edge-a\nmodels:\n  dir: {models}\n")
+    done = subprocess.run(agent_argv(config, check=True), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    sha = json.loads((models / "v0001" / "manifest.json").read_text())["files"]["model.int8.onnx"]["sha256"]
+    assert done.stdout.strip() == f"{config}: ok; policy model {sha[:12]}-int8"
+    precompile(config)  # the same run, as the bench and the fleets do it first: no error
+
+
+def test_bad_configuration_and_help_go_through_click(tmp_path: Path) -> None:
+    bad = _config(tmp_path, "placement:\n  claim_window: -1\n")
+    done = subprocess.run([sys.executable, "-m", "fedplane", "agent", "--config", str(bad)], capture_output=True, text=True)
+    assert done.returncode == 2 and "placement.claim_window" in done.stderr and "Usage:" in done.stderr
+    with pytest.raises(RuntimeError, match="placement.claim_window"):
+        precompile(bad)
+    shown = subprocess.run([sys.executable, "-m", "fedplane", "agent", "--config", str(bad), "--help"],
+                           capture_output=True, text=True, check=True).stdout
+    assert "--check" in shown and "gossip.seeds" in shown
+
+
+@pytest.mark.parametrize("args", [[], ["--check"], ["--config"], ["--config="], ["--verbose", "--config", "x"],
+                                  ["--config", "x", "extra"], ["--help", "--config", "x"]])
+def test_anything_but_the_plain_forms_is_left_to_click(args: list[str]) -> None:
+    assert entry.run_from_argv(args) is False
+
+
+def test_an_invalid_configuration_is_left_to_click_untouched(tmp_path: Path) -> None:
+    bad = _config(tmp_path, "nodes: typo\n")
+    assert entry.run_from_argv(["--config=" + str(bad), "--check"]) is False
+    assert not (tmp_path / "data").exists()
