@@ -138,7 +138,8 @@ class ClaimsState:
         their dots are in ``stable``. Completion is terminal, so a record made
         concurrently with it and still in flight cannot change the outcome; the
         pod's uid stays in :attr:`finished` so such a record cannot resurrect it.
-        Returns how many pods were dropped.
+        The context's gaps below ``stable`` fold away with them
+        (:meth:`VersionVector.fold_stable`). Returns how many pods were dropped.
         """
         dropped = 0
         touched: set[str] = set()
@@ -158,6 +159,8 @@ class ClaimsState:
                 touched.add(record.agent)
         for agent in touched:
             self._seqs[agent] = [s for s in self._seqs[agent] if (agent, s) in self._live]
+        if dropped:
+            self.context.fold_stable(stable)
         return dropped
 
     # ---- local writes (the owner's own new records) -------------------------------

@@ -75,6 +75,27 @@ class VersionVector:
                 del self._cloud[replica]
         self._base[replica] = seq
 
+    def fold_stable(self, stable: VersionVector) -> None:
+        """Treat the dots below ``stable``'s bases as seen, up to the newest dot we saw of each replica.
+
+        With a true meet of all versions this changes nothing (ours is in it). A caller
+        that compacts with a bound instead (the edge agent counts every dot stable, see
+        ``edgeagent.ledger``) would otherwise keep for ever one cloud entry per
+        superseded version it never received: gossip carries only a record's latest
+        version. Dots beyond the newest one seen stay unseen.
+        """
+        for replica in list(self._cloud):
+            seq = min(stable.base(replica), max(self._cloud[replica]))
+            if seq > self._base.get(replica, 0):
+                self._raise_base(replica, seq)
+
+    def _raise_base(self, replica: str, seq: int) -> None:
+        """Make ``1..seq`` the replica's prefix; its cloud beyond ``seq`` re-folds in order, closing gaps."""
+        pending = self._cloud.pop(replica, set())
+        self._base[replica] = seq
+        for later in sorted(pending):
+            self.add((replica, later))  # at or below the new base: ignored
+
     def next_dot(self, replica: str) -> Dot:
         """Mint and record the next dot of ``replica`` (only ever called by that replica)."""
         dot = (replica, self._base.get(replica, 0) + 1)
@@ -84,10 +105,7 @@ class VersionVector:
     def merge(self, other: VersionVector) -> None:
         for replica, seq in other._base.items():
             if seq > self._base.get(replica, 0):
-                extra = self._cloud.pop(replica, set())
-                self._base[replica] = seq
-                for pending in sorted(extra):  # in order, so closed gaps fold into the base
-                    self.add((replica, pending))
+                self._raise_base(replica, seq)
         for dot in other.cloud():
             self.add(dot)
 

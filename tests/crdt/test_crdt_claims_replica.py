@@ -148,6 +148,18 @@ def test_completion_frees_capacity_and_compaction_keeps_late_claims_out() -> Non
     assert code(a.claim("p", 0, 0.5, REQ)) is StatusCode.COMPLETED
 
 
+def test_compacting_with_a_bound_folds_the_gaps_of_versions_never_received() -> None:
+    """Gossip carries a record's latest version only: the superseded ones leave gaps, which compaction folds."""
+    a, b = agents(2)
+    deltas = [ok(a.claim("p", 0, 0.9, REQ)), ok(a.bind("p")), ok(a.complete("p"))]  # completing releases too
+    b.merge(deltas[-1])  # the last version alone
+    assert b.version().base("agent-0") == 0 and sorted(b.version().cloud_of("agent-0")) == [3]
+    everything = VersionVector({"agent-0": 2**62, "agent-1": 2**62})  # the edge agent's bound (edgeagent.ledger)
+    assert b.compact(everything) == 1
+    assert b.version().base("agent-0") == 3 and not list(b.version().cloud())
+    assert b.merge(deltas[0]) == () and b.is_finished("p") and list(b.pods()) == []
+
+
 def test_delta_since_ships_only_what_the_peer_lacks() -> None:
     a, b = agents(2)
     ok(a.claim("p1", 0, 0.5, REQ))

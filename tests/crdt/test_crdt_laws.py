@@ -170,6 +170,16 @@ def test_version_vector_folds_out_of_order_dots() -> None:
     assert vv.base("r") == 5 and not list(vv.cloud())
 
 
+def test_fold_stable_counts_a_stable_prefix_as_seen_and_nothing_beyond_what_was_seen() -> None:
+    vv = VersionVector(cloud=[("r", 3), ("r", 5), ("s", 9)])
+    meet = VersionVector.meet([vv, VersionVector({"r": 4, "s": 9})])
+    vv.fold_stable(meet)  # a true meet: ours is in it, nothing changes
+    assert vv == VersionVector(cloud=[("r", 3), ("r", 5), ("s", 9)])
+    vv.fold_stable(VersionVector({"r": 4, "s": 2**62}))
+    assert vv.base("r") == 5 and vv.base("s") == 9 and not list(vv.cloud())
+    assert ("s", 10) not in vv
+
+
 def test_ormap_keeps_concurrent_puts_and_reads_one_everywhere() -> None:
     a, b = ORMap[str, int](), ORMap[str, int]()
     da, db = a.put("k", 1, "a"), b.put("k", 2, "b")
