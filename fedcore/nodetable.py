@@ -77,6 +77,8 @@ class NodeTable:
         self.changes = 0
         """How many row changes the table has seen; ``stamp[row]`` is the count at the row's last change."""
         self.stamp = np.zeros(n, dtype=np.int64)
+        self._last: int | None = None
+        """The row of the latest change when it was one row: a cache one change behind (every decision after a placement) needs no scan."""
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -106,12 +108,17 @@ class NodeTable:
 
     # -- mutators ----------------------------------------------------------
     def changed_since(self, changes: int) -> np.ndarray:
-        """Rows changed after the table's change count was ``changes``."""
-        return np.flatnonzero(self.stamp > changes) if changes < self.changes else np.empty(0, dtype=np.int64)
+        """Rows changed after the table's change count was ``changes``, in order."""
+        if changes >= self.changes:
+            return np.empty(0, dtype=np.int64)
+        if changes == self.changes - 1 and self._last is not None:
+            return np.array([self._last], dtype=np.int64)
+        return np.flatnonzero(self.stamp > changes)
 
     def _touch(self, rows: int | np.ndarray) -> None:
         self.changes += 1
         self.stamp[rows] = self.changes
+        self._last = int(rows) % len(self) if isinstance(rows, (int, np.integer)) else None
 
     def set_slow(self, rows: np.ndarray, slow: bool) -> None:
         """Mark ``rows`` slow (degraded) or healthy again."""

@@ -19,6 +19,7 @@ artifacts carry the version they were trained with and the loader refuses a mism
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -109,32 +110,37 @@ class _NodeCache:
         has_gpu = table.gpu_count > 0
         v[8] = np.where(has_gpu, 1.0 / np.maximum(table.gpu_count * MILLI, 1), 0.0)
         v[_HAS_GPU] = has_gpu
-        self.cpu_cap = np.maximum(table.cpu_cap, 1).astype(np.float64)  # the scheduler's divisors, converted once
-        self.mem_cap = np.maximum(table.mem_cap, 1).astype(np.float64)
-        self._update(np.arange(len(table)), first=True)
+        self.caps = np.maximum(np.stack([table.cpu_cap, table.mem_cap]), 1).astype(np.float64)  # the scheduler's divisors, converted once
+        self.used = np.stack([table.cpu_used, table.mem_used])  # CPU and memory used, beside the divisors: one operation serves both
+        self._update(range(len(table)), first=True)
 
     def refresh(self) -> np.ndarray:
         rows = self.table.changed_since(self.changes)
         if rows.size:
             self.changes = self.table.changes
-            self._update(rows)
+            self._update(rows.tolist())
         return self.values
 
-    def _update(self, rows: np.ndarray, first: bool = False) -> None:
-        # One gather and one scatter of the rows' columns; the arithmetic runs on that small block.
-        t = self.table
-        block = self.values[:, rows]
-        free = t.gpu_free[rows]
-        has_gpu = block[_HAS_GPU] > 0
-        cpu = t.cpu_used[rows] * block[6]
-        mem = t.mem_used[rows] * block[7]
-        gpu = block[_HAS_GPU] - np.maximum(free, 0).sum(axis=1) * block[8]  # 0 without GPUs (their inverse capacity is 0)
-        block[4] = 0.0 if first else np.maximum(np.minimum((cpu - block[0]) * 10.0, 1.0), -1.0)  # np.clip costs more on small arrays
-        block[0], block[1], block[2], block[3] = cpu, mem, gpu, t.slow[rows]
-        block[_BESTFIT_BASE] = cpu + mem + np.where(has_gpu, gpu, 1.0)
-        block[_CPU_MINUS_MEM] = cpu - mem
-        block[_WHOLE] = (free == MILLI).sum(axis=1)
-        self.values[:, rows] = block
+    def _update(self, rows: Iterable[int], first: bool = False) -> None:
+        """Recompute the node-only columns of ``rows``, one row at a time in Python floats.
+
+        A placement changes one row, where a dozen numpy calls on one-element blocks cost several
+        times the arithmetic. The float64 operations are numpy's own for these arrays (int64 times
+        float32 promotes to float64), rounded to float32 once on store, so values are bit-identical.
+        """
+        t, v = self.table, self.values
+        for row in rows:
+            self.used[0, row], self.used[1, row] = cpu_used, mem_used = int(t.cpu_used[row]), int(t.mem_used[row])
+            cpu = cpu_used * float(v[6, row])
+            mem = mem_used * float(v[7, row])
+            free = t.gpu_free[row].tolist()
+            has_gpu = float(v[_HAS_GPU, row])
+            gpu = has_gpu - sum(f for f in free if f > 0) * float(v[8, row])  # 0 without GPUs (their inverse capacity is 0)
+            v[4, row] = 0.0 if first else max(min((cpu - float(v[0, row])) * 10.0, 1.0), -1.0)
+            v[0, row], v[1, row], v[2, row], v[3, row] = cpu, mem, gpu, t.slow[row]
+            v[_BESTFIT_BASE, row] = cpu + mem + (gpu if has_gpu else 1.0)
+            v[_CPU_MINUS_MEM, row] = cpu - mem
+            v[_WHOLE, row] = free.count(MILLI)
 
 
 class FeatureBuilder:
@@ -168,40 +174,57 @@ class FeatureBuilder:
         out[3:6] -= req
         out[5] *= v[_HAS_GPU]
         out[6:12] = v[0:6]
+        # The fragmentation columns in float64, in place (drop() returns fresh arrays), stored as float32 once.
         drop, after = self.drops.drop(pod, table, rows, whole)
-        drop = np.maximum(np.minimum(drop * (1.0 / MILLI), 8.0), -8.0)  # -inf (no fit) becomes -8
+        drop *= 1.0 / MILLI
+        np.minimum(drop, 8.0, out=drop)
+        np.maximum(drop, -8.0, out=drop)  # -inf (no fit) becomes -8
         out[12] = drop
-        out[13] = 1.0 / (1.0 + np.exp(-drop))  # in float64, as FGD: float32 rounding would move scores across integer bins
+        np.negative(drop, out=drop)
+        np.exp(drop, out=drop)
+        drop += 1.0
+        np.divide(1.0, drop, out=out[13])  # in float64, as FGD: float32 rounding would move scores across integer bins
         after[after == np.inf] = 0.0
         np.multiply(after, v[8], out=out[14])
-        out[15] = (v[_BESTFIT_BASE] + req[0] + req[1] + req[2]) * (1.0 / 3.0)
-        out[16] = 1.0 - 0.5 * np.abs(v[_CPU_MINUS_MEM] + req[0] - req[1])
+        bestfit = out[15]
+        np.add(v[_BESTFIT_BASE], req[0], out=bestfit)
+        bestfit += req[1]
+        bestfit += req[2]
+        bestfit *= 1.0 / 3.0
+        balanced = out[16]
+        np.add(v[_CPU_MINUS_MEM], req[0], out=balanced)
+        balanced -= req[1]
+        np.abs(balanced, out=balanced)
+        balanced *= 0.5
+        np.subtract(1.0, balanced, out=balanced)
         taken = pod.gpu.count if pod.gpu.milli_each == MILLI else 0
-        out[17] = np.maximum(v[_WHOLE] - taken, 0.0) * (1.0 / 8.0)
+        np.multiply(np.maximum(v[_WHOLE] - taken, 0.0) if taken else v[_WHOLE], 1.0 / 8.0, out=out[17])
         out[18] = v[_HAS_GPU] if pod.gpu.count else -v[_HAS_GPU]
         out[19] = self._model_match(pod, table, rows)
         out[20] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
         out[21], out[22] = self._workload(pod, table, rows)
-        out[23] = self._kube_default(pod, self._nodes, rows, whole)
+        self._kube_default(pod, self._nodes, rows, whole, out[23])
         return out.T
 
     @staticmethod
-    def _kube_default(pod: Pod, nodes: _NodeCache, rows: np.ndarray, whole: bool) -> np.ndarray:
-        """kube-default's integer score / 200, computed in float64 in the scheduler's own order of operations.
+    def _kube_default(pod: Pod, nodes: _NodeCache, rows: np.ndarray, whole: bool, out: np.ndarray) -> None:
+        """kube-default's integer score / 200 into ``out``, computed in float64 in the scheduler's own order of operations.
 
         Bit-exact on purpose: it is an integer, and float32 rounding would move a score sitting on
-        an integer (common with round requests) into the bin below.
+        an integer (common with round requests) into the bin below. LeastAllocated's and
+        BalancedAllocation's terms take the same last steps, so they run as one (2, rows) block.
         """
-        t = nodes.table
-        if whole:
-            cpu = (t.cpu_used + pod.cpu_milli) / nodes.cpu_cap
-            mem = (t.mem_used + pod.memory_mib) / nodes.mem_cap
-        else:
-            cpu = (t.cpu_used[rows] + pod.cpu_milli) / nodes.cpu_cap[rows]
-            mem = (t.mem_used[rows] + pod.memory_mib) / nodes.mem_cap[rows]
-        least = np.floor(100.0 * (1.0 - (cpu + mem) / 2.0))
-        balanced = np.floor(100.0 * (1.0 - np.abs(cpu - mem) / 2.0))
-        return (least + balanced) * (1.0 / 200.0)
+        used, caps = (nodes.used, nodes.caps) if whole else (nodes.used[:, rows], nodes.caps[:, rows])
+        cpu, mem = (used + np.array([[pod.cpu_milli], [pod.memory_mib]])) / caps
+        terms = np.empty((2, cpu.size))
+        np.add(cpu, mem, out=terms[0])
+        np.subtract(cpu, mem, out=terms[1])
+        np.abs(terms[1], out=terms[1])
+        terms /= 2.0
+        np.subtract(1.0, terms, out=terms)
+        terms *= 100.0
+        np.floor(terms, out=terms)
+        np.multiply(terms[0] + terms[1], 1.0 / 200.0, out=out)
 
     @staticmethod
     def _model_match(pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | float:

@@ -1,4 +1,4 @@
-"""FGD's fragmentation drop for every candidate node as two table lookups per decision, not a recount.
+"""FGD's fragmentation drop for every candidate node as one table lookup per decision, not a recount.
 
 Same quantity as :class:`fedcore.scheduling.fragmentation.Fragmentation` (tests prove it), but
 arranged for the learned policy's hot path. Three facts make it cheap:
@@ -9,10 +9,11 @@ arranged for the learned policy's hot path. Three facts make it cheap:
 * It depends on the node's free CPU only through *which* typical pod types still fit it. With
   the types sorted by CPU that set is a prefix, numbered by ``searchsorted(cpu_sorted, cpu_left)``.
 * So for a GPU request shape the lowest fragmentation after placement over its device choices is
-  a (CPU bracket, device state) table: a decision gathers one value per row. A placement changes
-  one row, which can add at most one new state, computed at once for every request shape of the
-  workload in one vectorised batch (measured: cheaper per decision than extending each shape's
-  table lazily when next asked for, which costs a call nearly every decision).
+  a (CPU bracket, device state) table: a decision gathers one value per row, and the value before
+  placement is kept per row (it changes only with the row). A placement changes one row, which can
+  add at most one new state, computed at once for every request shape of the workload in one
+  vectorised batch (measured: cheaper per decision than extending each shape's table lazily when
+  next asked for, which costs a call nearly every decision).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from fedcore.nodetable import NodeTable
+from fedcore.nodetable import NO_DEVICE, NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
 from fedcore.scheduling.fragmentation import PodTypes
@@ -32,6 +33,9 @@ CPU_ONLY: GpuKey = (0, 0)
 COMPACT_AT = 64
 """States kept (beyond 4 per row) before those no row holds any more are dropped: a long replay
 visits many, and an edge agent's one-row table makes a new one at every placement."""
+CHUNK = 64
+"""States computed together when the tables are laid out: bounds the temporaries (~165 placement
+choices x 30 pod types per state on openb) however many states a fleet holds."""
 
 
 def all_rows(rows: np.ndarray, n: int) -> bool:
@@ -46,16 +50,33 @@ class FragmentDrops:
         gpu = types.milli > 0
         order = np.argsort(types.cpu[gpu], kind="stable")
         self.cpu_sorted = types.cpu[gpu][order]
-        self.count = types.count[gpu][order]
         weight = types.weight[gpu][order]
-        self.shares, self.share_of_type = np.unique(types.milli[gpu][order], return_inverse=True)
-        self.weight = weight
+        shares, share_of_type = np.unique(types.milli[gpu][order], return_inverse=True)
         # Weight of types that can never use the node's GPU given k types fit on CPU: CPU-only types plus types k.. .
         self.rest = float(types.weight[~gpu].sum()) + weight.sum() - np.concatenate([[0.0], np.cumsum(weight)])
         self._shapes: set[GpuKey] = {CPU_ONLY}
-        amounts = np.arange(-1, MILLI + 1)[:, None]
-        self._q3_of = np.where((amounts >= 0) & (amounts < self.shares), amounts, 0)
-        self._fits_of = (amounts >= self.shares).astype(np.int64)
+        # CPU bracket by free CPU + 1 (a gather, several times cheaper than a binary search per row); index 0 is
+        # "negative". A lookup clips: more CPU than the largest type's reads the last entry (every type fits), so
+        # the table stops there (48 KiB on openb, not 256) and most rows read the same cache line.
+        self._bracket_of = np.searchsorted(self.cpu_sorted, np.arange(-1, int(self.cpu_sorted.max(initial=0)) + 1), side="right").astype(np.int16)
+        # Every device sum in one row of columns: fragment milli per share (free < share), fitting devices per
+        # share, free milli, wholly free devices. Per free amount they are read from one table (rows 0..1000,
+        # then -1 = no device: a take reads a negative amount from the end), so a state's sums are one gather
+        # and one sum, and taking a share from a device swaps its row.
+        m = shares.size
+        amounts = np.append(np.arange(MILLI + 1), NO_DEVICE)[:, None]
+        self._of_amount = np.concatenate(
+            [np.where((amounts >= 0) & (amounts < shares), amounts, 0), amounts >= shares, np.maximum(amounts, 0), amounts == MILLI],
+            axis=1,
+        ).astype(np.int64)
+        self._free_col, self._whole_col = 2 * m, 2 * m + 1
+        # Types in CPU order behind a pseudo-type of weight 0 (any share, always hosted): the running sum over
+        # types then starts with the exact 0 of bracket 0 (no type fits the CPU left) without a column to fill.
+        self._count = np.concatenate([[0], types.count[gpu][order]])
+        self._weight = np.concatenate([[0.0], weight])
+        self._type_cols = np.concatenate([[0], share_of_type, [m], m + share_of_type])  # each type's share: its fragment, then its fits
+        # A wholly free device taken: it was never a fragment, and it no longer fits any share nor adds free milli.
+        self._whole_unit = np.concatenate([np.zeros(m, dtype=np.int64), np.ones(m, dtype=np.int64), [MILLI, 1]])
         self._table: NodeTable | None = None
 
     @staticmethod
@@ -63,96 +84,79 @@ class FragmentDrops:
         return (pod.gpu.milli_each, pod.gpu.count) if pod.gpu.count else CPU_ONLY
 
     # -- the maths (any number of device states at once) ------------------------------
-    def _per_device(self, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per device and share: free milli that is a fragment for that share (0 <= free < share), and whether the share fits.
+    def _sums(self, free: np.ndarray) -> np.ndarray:
+        """Device sums (the table's columns) of each state: (..., devices) -> (..., columns)."""
+        return self._of_amount.take(free, axis=0).sum(axis=-2)
 
-        Read from tables over every free amount (-1 = no device or a share that does not fit, .. 1000):
-        one gather each instead of four comparisons and a select.
+    def _shared(self, sums: np.ndarray, amounts: np.ndarray, milli: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sums after a share of each ``milli`` is taken from a device holding each of ``amounts``, and where it fits.
+
+        (states, columns), (states, amounts) -> (states, milli, amounts, columns) and (states, milli, amounts).
+        Only the chosen device changes, so its row of the table is swapped for its row after: no
+        recount over every device. A share that does not fit leaves a negative amount below -1,
+        which reads some other row: those sums mean nothing, and the mask says so.
         """
-        index = np.maximum(free, -1) + 1
-        return self._q3_of.take(index, axis=0), self._fits_of.take(index, axis=0)
+        after = amounts[:, None, :] - milli[:, None]
+        swapped = self._of_amount.take(after, axis=0) - self._of_amount.take(amounts, axis=0)[:, None]
+        swapped += sums[:, None, None]
+        return swapped, after >= 0
 
-    def _brackets(self, q3: np.ndarray, fits: np.ndarray, total: np.ndarray) -> np.ndarray:
-        """Expected fragmentation per CPU bracket from per-share sums: (..., shares) x2 and (...) -> (..., brackets).
+    def _brackets(self, sums: np.ndarray) -> np.ndarray:
+        """Expected fragmentation per CPU bracket from device sums: (..., columns) -> (..., brackets).
 
         A type counts its share's fragment where enough devices host it, all free GPU where none
         does; bracket k is the node with the k cheapest-CPU types still fitting its CPU.
         """
-        hosted = fits[..., self.share_of_type] >= self.count
-        frag = np.where(hosted, q3[..., self.share_of_type], total[..., None]) * self.weight
-        out = np.empty(frag.shape[:-1] + (frag.shape[-1] + 1,))
-        out[..., 0] = 0.0
-        np.cumsum(frag, axis=-1, out=out[..., 1:])
-        return out + total[..., None] * self.rest
-
-    def _sharing(self, free: np.ndarray, milli: np.ndarray, choices: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
-        """Per-share sums after a share of each ``milli`` is taken from each device (or each of ``choices``) of each state.
-
-        Returns q3 and fits (states, milli, choice, shares), total and valid (states, milli, choice).
-        Only the chosen device changes, so the sums are the state's own with that device's terms
-        swapped: no per-choice recount over every device.
-        """
-        q3, fits = self._per_device(free)
-        chosen = free if choices is None else free[:, choices]
-        after = chosen[:, None, :] - milli[None, :, None]
-        q3_after, fits_after = self._per_device(after)
-        old_q3, old_fits = (q3, fits) if choices is None else (q3[:, choices], fits[:, choices])
-        return (
-            q3.sum(axis=1)[:, None, None, :] - old_q3[:, None] + q3_after,
-            fits.sum(axis=1)[:, None, None, :] - old_fits[:, None] + fits_after,
-            np.broadcast_to(np.where(free > 0, free, 0).sum(axis=-1)[:, None, None] - milli[None, :, None], after.shape),
-            after >= 0,
-        )
+        types = self._count.size
+        per_type = sums.take(self._type_cols, axis=-1)
+        total = sums[..., self._free_col, None]
+        out = np.cumsum(np.where(per_type[..., types:] >= self._count, per_type[..., :types], total) * self._weight, axis=-1)
+        out += total * self.rest
+        return out
 
     def _compute(self, free: np.ndarray) -> np.ndarray:
         """Lowest fragmentation after placing each registered shape, over its device choices: (shapes, states, brackets).
 
         Every choice of every shape goes through one :meth:`_brackets` call: a CPU-only pod leaves
-        the devices as they are, a whole-GPU pod turns ``count`` wholly free devices to 0 (which
-        ones does not matter), a sharing pod takes its share from one device.
+        the devices as they are, a sharing pod takes its share from one device, a whole-GPU pod
+        turns ``count`` wholly free devices to 0 (which ones does not matter).
         """
-        states = free.shape[0]
-        q3, fits = self._per_device(free)
-        q3, fits = q3.sum(axis=1), fits.sum(axis=1)
-        total = np.where(free > 0, free, 0).sum(axis=1)
-        count = self._whole[None, :, None]
-        # A wholly free device taken: its fragment term stays 0, it no longer fits any share.
-        parts = [
-            (q3[:, None], fits[:, None], total[:, None], np.ones((states, 1), dtype=bool)),
-            (np.repeat(q3[:, None], count.shape[1], axis=1), fits[:, None] - count, total[:, None] - MILLI * count[..., 0],
-             (free == MILLI).sum(axis=1)[:, None] >= count[..., 0]),
-        ]
-        devices = 0
-        if self._milli.size:
-            # Devices with equal free milli are equal choices: one state (the usual case) tries each amount once.
-            choices = np.unique(free[0], return_index=True)[1] if states == 1 else None
-            sharing = self._sharing(free, self._milli, choices)
-            devices = sharing[0].shape[2]
-            parts.append(tuple(a.reshape((states, -1) + a.shape[3:]) for a in sharing))
-        q3_all, fits_all, total_all, valid = (np.concatenate(p, axis=1) for p in zip(*parts))
-        frag = np.where(valid[..., None], self._brackets(q3_all, fits_all, total_all), np.inf)
-        single = frag[:, : 1 + self._whole.size]
-        if not devices:
-            return single.transpose(1, 0, 2)
-        shared = frag[:, 1 + self._whole.size :].reshape(states, self._milli.size, devices, -1).min(axis=2)
-        return np.concatenate([single[:, :1], shared, single[:, 1:]], axis=1).transpose(1, 0, 2)
+        states, columns, brackets = len(free), self._of_amount.shape[1], self.rest.size
+        sums = self._sums(free)
+        # Devices with equal free milli are equal choices: one state (the usual case) tries each amount that can take a share once.
+        amounts = np.array([sorted({a for a in free[0].tolist() if a > 0})], dtype=np.int64) if states == 1 else free
+        shared, fit = self._shared(sums, amounts, self._milli)
+        fit = fit.reshape(-1)
+        # Rows: the states as they are, every whole-GPU choice, and only the sharing choices that fit (half on openb).
+        frag = self._brackets(np.concatenate([sums, (sums[:, None] - self._whole_cost).reshape(-1, columns), shared.reshape(-1, columns)[fit]]))
+        end = states * (1 + self._whole.size)
+        whole = frag[states:end].reshape(states, self._whole.size, brackets)
+        whole[sums[:, self._whole_col, None] < self._whole] = np.inf
+        sharing = np.full((fit.size, brackets), np.inf)
+        sharing[fit] = frag[end:]
+        sharing_best = sharing.reshape(states, self._milli.size, amounts.shape[1], brackets).min(axis=2, initial=np.inf)
+        return np.concatenate([frag[None, :states], sharing_best.transpose(1, 0, 2), whole.transpose(1, 0, 2)])
 
     # -- the per-table state ------------------------------------------------------------
     def _layout(self) -> None:
         """Order the registered shapes (CPU-only, sharing, whole GPUs) and compute every live state for them.
 
-        Dead states are dropped first: every state is recomputed here, and the temporaries
-        grow with their number (an agent held ~10^2 dead states and spiked by 20 MiB).
+        Dead states are dropped first: every state is recomputed here, in chunks of :data:`CHUNK`,
+        so the temporaries stay small (an agent held ~10^2 dead states and spiked by 20 MiB).
         """
         self._compact_states()
         sharing = sorted(k for k in self._shapes if k != CPU_ONLY and k[0] < MILLI)
         whole = sorted(k for k in self._shapes if k != CPU_ONLY and k[0] >= MILLI)
         self._milli = np.array([m for m, _ in sharing], dtype=np.int64)
         self._whole = np.array([c for _, c in whole], dtype=np.int64)
+        self._whole_cost = self._whole[:, None] * self._whole_unit
         self._index = {key: i for i, key in enumerate([CPU_ONLY, *sharing, *whole])}
         # (shape, state, bracket): a new state's values are one contiguous run per shape, not a scatter.
         self._values = np.empty((len(self._index), 2 * len(self._states), self.rest.size))  # grows by doubling (an edge agent's one-row table has one state)
-        self._values[:, : len(self._states)] = self._compute(self._states)
+        for start in range(0, len(self._states), CHUNK):
+            chunk = self._states[start : start + CHUNK]
+            self._values[:, start : start + len(chunk)] = self._compute(chunk)
+        self._follow(slice(None))
 
     def _reset(self, table: NodeTable) -> None:
         """Map every row of a newly seen table to its device state (free milli per device, sorted) and compute them."""
@@ -160,10 +164,19 @@ class FragmentDrops:
         canonical = -np.sort(-table.gpu_free, axis=1)  # largest first; absent devices (-1) last
         self._states, sid = np.unique(canonical, axis=0, return_inverse=True)
         self._sid = sid.reshape(-1).astype(np.int64)
-        self._ids = {state.tobytes(): i for i, state in enumerate(self._states)}
-        # CPU bracket by free CPU + 1 (a gather, several times cheaper than a binary search per row); index 0 is "negative".
-        self._bracket_of = np.searchsorted(self.cpu_sorted, np.arange(-1, int(table.cpu_cap.max()) + 1), side="right").astype(np.int16)
+        self._ids = {state: i for i, state in enumerate(map(tuple, self._states.tolist()))}
+        self._offset = np.empty(len(table), dtype=np.int64)
+        self._cpu_index = np.empty(len(table), dtype=np.int64)
+        self._before = np.empty(len(table))
         self._layout()
+
+    def _follow(self, rows: np.ndarray | slice) -> None:
+        """Refresh what a decision reads per row and would otherwise redo for every row: where its state's
+        values start, its free CPU (+1, the bracket index), and its fragmentation as it stands."""
+        assert self._table is not None
+        self._offset[rows] = self._sid[rows] * self.rest.size
+        self._cpu_index[rows] = self._table.cpu_cap[rows] - self._table.cpu_used[rows] + 1
+        self._before[rows] = self._at(self._values[self._index[CPU_ONLY]], self._cpu_index[rows], self._offset[rows])
 
     def _sync(self, table: NodeTable) -> None:
         """Bring row -> state ids up to date with the rows the table changed (a placement: one row, at most one new state)."""
@@ -177,15 +190,16 @@ class FragmentDrops:
         if len(self._states) + rows.size > max(COMPACT_AT, 4 * len(self._sid)):
             self._compact()  # before new ids are handed out: compaction renumbers
         known = len(self._states)
-        fresh = []
-        for row in rows:
-            state = np.sort(table.gpu_free[row])[::-1].copy()  # largest first, like the canonical states
-            sid = self._ids.setdefault(state.tobytes(), len(self._ids))
+        fresh: list[tuple[int, ...]] = []
+        for row in rows.tolist():
+            state = tuple(sorted(table.gpu_free[row].tolist(), reverse=True))  # largest first, like the canonical states
+            sid = self._ids.setdefault(state, len(self._ids))
             if sid >= known + len(fresh):
                 fresh.append(state)
             self._sid[row] = sid
         if fresh:
-            self._add(np.array(fresh))
+            self._add(np.array(fresh, dtype=np.int64))
+        self._follow(rows)
 
     def _add(self, states: np.ndarray) -> None:
         """Append new device states and their values for every shape."""
@@ -201,12 +215,13 @@ class FragmentDrops:
         """Keep only the states some row holds now, and their values, renumbered in order."""
         live = self._compact_states()
         self._values[:, : live.size] = self._values[:, live]
+        self._follow(slice(None))
 
     def _compact_states(self) -> np.ndarray:
         """Drop the states no row holds; returns the kept states' old ids."""
         live, sid = np.unique(self._sid, return_inverse=True)
         self._states, self._sid = self._states[live], sid.reshape(-1).astype(np.int64)
-        self._ids = {state.tobytes(): i for i, state in enumerate(self._states)}
+        self._ids = {state: i for i, state in enumerate(map(tuple, self._states.tolist()))}
         return live
 
     def _shape(self, key: GpuKey) -> np.ndarray:
@@ -226,9 +241,9 @@ class FragmentDrops:
         if set(self._index) != self._shapes:
             self._layout()
 
-    def _at(self, values: np.ndarray, cpu_left_plus_one: np.ndarray, sids: np.ndarray) -> np.ndarray:
-        bracket = self._bracket_of.take(cpu_left_plus_one, mode="clip")
-        return values.ravel().take(sids * values.shape[1] + bracket)
+    def _at(self, values: np.ndarray, cpu_left_plus_one: np.ndarray, offset: np.ndarray) -> np.ndarray:
+        """One shape's value per row: the row's state (``offset`` into the flat table) at its CPU bracket."""
+        return values.ravel().take(offset + self._bracket_of.take(cpu_left_plus_one, mode="clip"))
 
     def drop(self, pod: Pod, table: NodeTable, rows: np.ndarray, whole: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(before - after, after) per row in milli-GPU; the drop is FGD's score before its sigmoid; after is inf where nothing fits.
@@ -238,16 +253,19 @@ class FragmentDrops:
         self._sync(table)
         values = self._shape(self.key(pod))  # first: a new shape lays the tables out again (and renumbers states)
         whole = all_rows(rows, len(table)) if whole is None else whole
-        sids = self._sid if whole else self._sid[rows]
-        cpu = (table.cpu_cap - table.cpu_used if whole else table.cpu_cap[rows] - table.cpu_used[rows]) + 1
-        before = self._at(self._shape(CPU_ONLY), cpu, sids)
-        after = self._at(values, cpu - pod.cpu_milli, sids)
+        if whole:
+            offset, cpu, before = self._offset, self._cpu_index, self._before
+        else:
+            offset, cpu, before = self._offset[rows], self._cpu_index[rows], self._before[rows]
+        after = self._at(values, cpu - pod.cpu_milli, offset)
         return before - after, after
 
     def best_device(self, pod: Pod, table: NodeTable, node: int) -> int:
         """The device of ``node`` whose use by a sharing ``pod`` leaves expected fragmentation lowest (FGD's pick)."""
         self._sync(table)
-        q3, fits, total, valid = self._sharing(table.gpu_free[node][None], np.array([pod.gpu.milli_each]))
-        frag = np.where(valid[..., None], self._brackets(q3, fits, total), np.inf)[0, 0]
+        free = table.gpu_free[node][None]
+        shared, fit = self._shared(self._sums(free), free, np.array([pod.gpu.milli_each]))
+        frag = self._brackets(shared[0, 0])
+        frag[~fit[0, 0]] = np.inf
         bracket = int(self._bracket_of.take(table.cpu_free[node] - pod.cpu_milli + 1, mode="clip"))
         return int(np.argmin(frag[:, bracket]))

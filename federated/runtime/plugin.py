@@ -21,7 +21,6 @@ from fedcore.scheduling.framework import Profile
 from fedcore.scheduling.profiles import ProfileContext
 from federated.runtime.scorer import PolicyRuntime, configured_model_dir
 
-
 SNAP = 1e-4
 """Score points: a model output this close below an integer counts as that integer (float error of a fit)."""
 

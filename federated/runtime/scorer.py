@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import platform
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
