@@ -13,6 +13,7 @@ Decoding never trusts the input: anything that is not exactly a known shape rais
 from __future__ import annotations
 
 import struct
+import sys
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -132,7 +133,11 @@ _FIELDS: dict[MsgType, tuple[type, ...]] = {
     MsgType.DELTA: (),
 }
 assert set(_FIELDS) == set(MsgType) == set(MESSAGE_CLASSES)
-_SPECS: dict[int, tuple[Any, tuple[type, ...]]] = {int(t): (MESSAGE_CLASSES[t], kinds) for t, kinds in _FIELDS.items()}
+_SPECS: dict[int, tuple[Any, tuple[type, ...], tuple[int, ...]]] = {
+    int(t): (MESSAGE_CLASSES[t], kinds, tuple(i + 1 for i, kind in enumerate(kinds) if kind is str))
+    for t, kinds in _FIELDS.items()
+}
+"""Per message type: its class, its field kinds, and where its names (str fields) sit in the array."""
 """Type number -> (class, exact field types): the decoder's hot lookup, no enum calls."""
 
 
@@ -171,8 +176,10 @@ def decode(body: bytes) -> list[Message]:
         spec = _SPECS.get(item[0])
         if spec is None:
             continue  # appended by a newer peer: ONLY APPEND keeps the rest readable
-        cls, kinds = spec
+        cls, kinds, names = spec
         if not _fields_ok(kinds, item):
             raise WireError(DropReason.UNDECODABLE, f"{cls.__name__} has malformed fields")
+        for i in names:  # member names and record keys recur in every packet: one string object each
+            item[i] = sys.intern(item[i])
         out.append(cls(*item[1:]))
     return out

@@ -154,3 +154,12 @@ def test_rejected_bytes_leave_a_replica_untouched() -> None:
         replica.merge(wire.decode_delta(bad))
     assert (replica.full_state(), replica.version()) == before
     assert VersionVector() == wire.decode_version(wire.encode_version(VersionVector()))
+
+
+def test_decoded_claims_share_their_name_strings() -> None:
+    """A replica keeps every live claim: pod, node and agent names are one string object each, not one per record."""
+    a = ClaimsReplica("agent-a" * 8, "node-a" * 8, Resources(4000, 8192))
+    claim = a.claim("pod-" + "p" * 40, 0, 0.5, Resources(1000, 1024))
+    assert isinstance(claim, ClaimDelta)
+    one, two = (wire.decode_delta(wire.encode_delta(claim)).claims[0] for _ in range(2))
+    assert one == claim.claims[0] and one.pod is two.pod and one.node is two.node and one.agent is two.agent

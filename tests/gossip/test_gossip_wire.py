@@ -68,6 +68,14 @@ def test_messages_round_trip(batch: list[Message]) -> None:
     assert wire.decode(wire.join([wire.encode(m) for m in batch])) == batch
 
 
+def test_decoded_names_are_one_object_per_name() -> None:
+    """A node holds thousands of records from a dozen owners: each decoded name is the one shared string."""
+    first, second = (wire.decode(wire.join([wire.encode(Record("edge-07", "claim/pod-" + "x" * 40, v, b"v"))]))[0]
+                     for v in (1, 2))
+    assert isinstance(first, Record) and isinstance(second, Record)
+    assert first.owner is second.owner and first.key is second.key
+
+
 @settings(max_examples=400)
 @given(st.binary(max_size=300))
 def test_garbage_body_is_refused_with_wire_error_only(data: bytes) -> None:
