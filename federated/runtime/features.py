@@ -76,8 +76,10 @@ REGION_RTT_MS = (1.0, 50.0)
 """Round trip inside a region and between regions (fedcore.topology's defaults)."""
 
 # Rows of the per-node cache (feature-major, one column per node); rows 0-5 are copied as one block into NODE_FEATURES[6:12].
-_UTIL, _INV, _HAS_GPU, _BESTFIT_BASE, _CPU_MINUS_MEM, _WHOLE = slice(0, 3), slice(6, 9), 9, 10, 11, 12
-_WIDTH = 13
+# _FREE is 1 - utilisation (0 for the GPU share of a node without GPUs): what is left after placement is one subtraction.
+_UTIL, _INV, _HAS_GPU, _BESTFIT_BASE, _CPU_MINUS_MEM, _WHOLE, _FREE = slice(0, 3), slice(6, 9), 9, 10, 11, 12, slice(13, 16)
+_WIDTH = 16
+_ONE = np.float32(1.0)
 
 
 def pod_features(pod: Pod) -> np.ndarray:
@@ -138,6 +140,8 @@ class _NodeCache:
             gpu = has_gpu - sum(f for f in free if f > 0) * float(v[8, row])  # 0 without GPUs (their inverse capacity is 0)
             v[4, row] = 0.0 if first else max(min((cpu - float(v[0, row])) * 10.0, 1.0), -1.0)
             v[0, row], v[1, row], v[2, row], v[3, row] = cpu, mem, gpu, t.slow[row]
+            v[13, row], v[14, row] = _ONE - v[0, row], _ONE - v[1, row]  # float32 arithmetic, as on the whole block
+            v[15, row] = _ONE - v[2, row] if has_gpu else 0.0
             v[_BESTFIT_BASE, row] = cpu + mem + (gpu if has_gpu else 1.0)
             v[_CPU_MINUS_MEM, row] = cpu - mem
             v[_WHOLE, row] = free.count(MILLI)
@@ -170,17 +174,15 @@ class FeatureBuilder:
         request = np.array([[pod.cpu_milli], [pod.memory_mib], [pod.gpu.total_milli]], dtype=np.float32)
         req = out[0:3]
         np.multiply(v[_INV], request, out=req)
-        np.subtract(1.0, v[_UTIL], out=out[3:6])
-        out[3:6] -= req
-        out[5] *= v[_HAS_GPU]
+        np.subtract(v[_FREE], req, out=out[3:6])
         out[6:12] = v[0:6]
         # The fragmentation columns in float64, in place (drop() returns fresh arrays), stored as float32 once.
+        # The drop is negated while scaled: the sigmoid wants -drop, and the clip to +-8 is symmetric.
         drop, after = self.drops.drop(pod, table, rows, whole)
-        drop *= 1.0 / MILLI
+        drop *= -1.0 / MILLI
         np.minimum(drop, 8.0, out=drop)
-        np.maximum(drop, -8.0, out=drop)  # -inf (no fit) becomes -8
-        out[12] = drop
-        np.negative(drop, out=drop)
+        np.maximum(drop, -8.0, out=drop)  # no fit (drop -inf) becomes 8 here, -8 in the feature
+        np.negative(drop, out=out[12])
         np.exp(drop, out=drop)
         drop += 1.0
         np.divide(1.0, drop, out=out[13])  # in float64, as FGD: float32 rounding would move scores across integer bins
@@ -199,7 +201,10 @@ class FeatureBuilder:
         np.subtract(1.0, balanced, out=balanced)
         taken = pod.gpu.count if pod.gpu.milli_each == MILLI else 0
         np.multiply(np.maximum(v[_WHOLE] - taken, 0.0) if taken else v[_WHOLE], 1.0 / 8.0, out=out[17])
-        out[18] = v[_HAS_GPU] if pod.gpu.count else -v[_HAS_GPU]
+        if pod.gpu.count:
+            out[18] = v[_HAS_GPU]
+        else:
+            np.negative(v[_HAS_GPU], out=out[18])
         out[19] = self._model_match(pod, table, rows)
         out[20] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
         out[21], out[22] = self._workload(pod, table, rows)

@@ -18,6 +18,7 @@ arranged for the learned policy's hot path. Three facts make it cheap:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import numpy as np
@@ -33,14 +34,26 @@ CPU_ONLY: GpuKey = (0, 0)
 COMPACT_AT = 64
 """States kept (beyond 4 per row) before those no row holds any more are dropped: a long replay
 visits many, and an edge agent's one-row table makes a new one at every placement."""
+ROOM = 1024
+"""New states the tables have room for when laid out, beyond the live ones: growing copies every state's values
+(milliseconds on openb, many decisions' worth), and a fleet meets a few hundred new states per thousand
+placements. Never more than the compaction bound (an edge agent's one-row table keeps at most 64)."""
 CHUNK = 64
 """States computed together when the tables are laid out: bounds the temporaries (~165 placement
 choices x 30 pod types per state on openb) however many states a fleet holds."""
 
 
+@functools.lru_cache(maxsize=4)
+def _in_order(n: int) -> bytes:
+    return np.arange(n, dtype=np.intp).tobytes()
+
+
 def all_rows(rows: np.ndarray, n: int) -> bool:
-    """True when ``rows`` is exactly 0..n-1 in order, so per-row arrays can be used without a gather."""
-    return rows.size == n and bool(rows[0] == 0) and bool(rows[-1] == n - 1) and bool((rows[1:] > rows[:-1]).all())
+    """True when ``rows`` is exactly 0..n-1 in order (as indices, np.intp), so per-row arrays can be used without a gather.
+
+    One byte comparison: a decision over the whole fleet asks this every time.
+    """
+    return rows.size == n and rows.dtype == np.intp and rows.tobytes() == _in_order(n)
 
 
 class FragmentDrops:
@@ -78,6 +91,9 @@ class FragmentDrops:
         # A wholly free device taken: it was never a fragment, and it no longer fits any share nor adds free milli.
         self._whole_unit = np.concatenate([np.zeros(m, dtype=np.int64), np.ones(m, dtype=np.int64), [MILLI, 1]])
         self._table: NodeTable | None = None
+        # Per table (set on first sight of it): the device states and their ids, each row's state id.
+        self._states: np.ndarray
+        self._sid: np.ndarray
 
     @staticmethod
     def key(pod: Pod) -> GpuKey:
@@ -86,7 +102,8 @@ class FragmentDrops:
     # -- the maths (any number of device states at once) ------------------------------
     def _sums(self, free: np.ndarray) -> np.ndarray:
         """Device sums (the table's columns) of each state: (..., devices) -> (..., columns)."""
-        return self._of_amount.take(free, axis=0).sum(axis=-2)
+        sums: np.ndarray = self._of_amount.take(free, axis=0).sum(axis=-2)
+        return sums
 
     def _shared(self, sums: np.ndarray, amounts: np.ndarray, milli: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sums after a share of each ``milli`` is taken from a device holding each of ``amounts``, and where it fits.
@@ -151,12 +168,17 @@ class FragmentDrops:
         self._whole = np.array([c for _, c in whole], dtype=np.int64)
         self._whole_cost = self._whole[:, None] * self._whole_unit
         self._index = {key: i for i, key in enumerate([CPU_ONLY, *sharing, *whole])}
-        # (shape, state, bracket): a new state's values are one contiguous run per shape, not a scatter.
-        self._values = np.empty((len(self._index), 2 * len(self._states), self.rest.size))  # grows by doubling (an edge agent's one-row table has one state)
+        # (shape, state, bracket): a new state's values are one contiguous run per shape, not a scatter. The states
+        # themselves live at the head of a buffer of the same capacity: adding one writes a row, it copies none.
+        capacity = min(self._bound(), 2 * len(self._states) + ROOM)
+        self._values = np.empty((len(self._index), capacity, self.rest.size))
+        self._room = np.empty((capacity, self._states.shape[1]), dtype=np.int64)
+        self._room[: len(self._states)] = self._states
+        self._states = self._room[: len(self._states)]
         for start in range(0, len(self._states), CHUNK):
             chunk = self._states[start : start + CHUNK]
             self._values[:, start : start + len(chunk)] = self._compute(chunk)
-        self._follow(slice(None))
+        self._follow(range(len(self._sid)))
 
     def _reset(self, table: NodeTable) -> None:
         """Map every row of a newly seen table to its device state (free milli per device, sorted) and compute them."""
@@ -170,13 +192,21 @@ class FragmentDrops:
         self._before = np.empty(len(table))
         self._layout()
 
-    def _follow(self, rows: np.ndarray | slice) -> None:
+    def _follow(self, rows: Iterable[int]) -> None:
         """Refresh what a decision reads per row and would otherwise redo for every row: where its state's
-        values start, its free CPU (+1, the bracket index), and its fragmentation as it stands."""
+        values start, its free CPU (+1, the bracket index), and its fragmentation as it stands.
+
+        Row by row in plain Python: a placement changes one row, where numpy calls cost more than the work.
+        """
         assert self._table is not None
-        self._offset[rows] = self._sid[rows] * self.rest.size
-        self._cpu_index[rows] = self._table.cpu_cap[rows] - self._table.cpu_used[rows] + 1
-        self._before[rows] = self._at(self._values[self._index[CPU_ONLY]], self._cpu_index[rows], self._offset[rows])
+        cpu_cap, cpu_used = self._table.cpu_cap, self._table.cpu_used
+        now = self._values[self._index[CPU_ONLY]].ravel()
+        last = self._bracket_of.size - 1
+        for row in rows:
+            offset = int(self._sid[row]) * self.rest.size
+            cpu = int(cpu_cap[row] - cpu_used[row]) + 1
+            self._offset[row], self._cpu_index[row] = offset, cpu
+            self._before[row] = now[offset + int(self._bracket_of[min(max(cpu, 0), last)])]
 
     def _sync(self, table: NodeTable) -> None:
         """Bring row -> state ids up to date with the rows the table changed (a placement: one row, at most one new state)."""
@@ -187,35 +217,46 @@ class FragmentDrops:
         if rows.size == 0:
             return
         self._changes = table.changes
-        if len(self._states) + rows.size > max(COMPACT_AT, 4 * len(self._sid)):
+        if len(self._states) + rows.size > self._bound():
             self._compact()  # before new ids are handed out: compaction renumbers
         known = len(self._states)
         fresh: list[tuple[int, ...]] = []
-        for row in rows.tolist():
+        changed = rows.tolist()
+        for row in changed:
             state = tuple(sorted(table.gpu_free[row].tolist(), reverse=True))  # largest first, like the canonical states
             sid = self._ids.setdefault(state, len(self._ids))
             if sid >= known + len(fresh):
                 fresh.append(state)
             self._sid[row] = sid
         if fresh:
-            self._add(np.array(fresh, dtype=np.int64))
-        self._follow(rows)
+            self._add(fresh)
+        self._follow(changed)
 
-    def _add(self, states: np.ndarray) -> None:
+    def _add(self, states: list[tuple[int, ...]]) -> None:
         """Append new device states and their values for every shape."""
         start, end = len(self._states), len(self._states) + len(states)
-        self._states = np.concatenate([self._states, states])
-        if end > self._values.shape[1]:
-            grown = np.empty((self._values.shape[0], 2 * end, self._values.shape[2]))
-            grown[:, :start] = self._values[:, :start]
-            self._values = grown
-        self._values[:, start:end] = self._compute(states)
+        if end > len(self._room):  # by doubling, up to the bound: compaction keeps the states within it
+            capacity = min(self._bound(), 2 * end)
+            values = np.empty((len(self._index), capacity, self.rest.size))
+            values[:, :start] = self._values[:, :start]
+            room = np.empty((capacity, self._room.shape[1]), dtype=np.int64)
+            room[:start] = self._states
+            self._values, self._room = values, room
+        self._room[start:end] = states
+        self._states = self._room[:end]
+        self._values[:, start:end] = self._compute(self._states[start:])
+
+    def _bound(self) -> int:
+        """States kept before those no row holds any more are dropped (:data:`COMPACT_AT`, or 4 per row)."""
+        return max(COMPACT_AT, 4 * len(self._sid))
 
     def _compact(self) -> None:
         """Keep only the states some row holds now, and their values, renumbered in order."""
         live = self._compact_states()
         self._values[:, : live.size] = self._values[:, live]
-        self._follow(slice(None))
+        self._room[: live.size] = self._states
+        self._states = self._room[: live.size]
+        self._follow(range(len(self._sid)))
 
     def _compact_states(self) -> np.ndarray:
         """Drop the states no row holds; returns the kept states' old ids."""
@@ -231,7 +272,8 @@ class FragmentDrops:
             self._shapes.add(key)
             self._layout()
             index = self._index[key]
-        return self._values[index]
+        values: np.ndarray = self._values[index]
+        return values
 
     # -- what callers use -----------------------------------------------------------
     def prepare(self, table: NodeTable, pods: Iterable[Pod]) -> None:
@@ -243,7 +285,8 @@ class FragmentDrops:
 
     def _at(self, values: np.ndarray, cpu_left_plus_one: np.ndarray, offset: np.ndarray) -> np.ndarray:
         """One shape's value per row: the row's state (``offset`` into the flat table) at its CPU bracket."""
-        return values.ravel().take(offset + self._bracket_of.take(cpu_left_plus_one, mode="clip"))
+        at: np.ndarray = values.ravel().take(offset + self._bracket_of.take(cpu_left_plus_one, mode="clip"))
+        return at
 
     def drop(self, pod: Pod, table: NodeTable, rows: np.ndarray, whole: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(before - after, after) per row in milli-GPU; the drop is FGD's score before its sigmoid; after is inf where nothing fits.
