@@ -200,7 +200,7 @@ class FeatureBuilder:
         balanced *= 0.5
         np.subtract(1.0, balanced, out=balanced)
         taken = pod.gpu.count if pod.gpu.milli_each == MILLI else 0
-        np.multiply(np.maximum(v[_WHOLE] - taken, 0.0) if taken else v[_WHOLE], 1.0 / 8.0, out=out[17])
+        np.multiply(np.maximum(v[_WHOLE] - taken, 0.0) if taken else v[_WHOLE], 1.0 / 8.0, out=out[17])  # max(x - 0, 0) is x
         if pod.gpu.count:
             out[18] = v[_HAS_GPU]
         else:

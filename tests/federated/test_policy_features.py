@@ -11,6 +11,7 @@ from fedcore.pods import Pod
 from fedcore.scheduling.filters import resources_fit
 from fedcore.scheduling.fragmentation import Fragmentation, FragmentationGradient, PodTypes
 from fedcore.scheduling.scores import BalancedAllocation, BestFit, LeastAllocated
+from federated.runtime import fragments
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION, FeatureBuilder, pod_features
 
 COL = {name: i for i, name in enumerate(NODE_FEATURES)}
@@ -56,6 +57,23 @@ def test_dropping_dead_device_states_keeps_drops_exact() -> None:
         expected_after = ref.after(pod, table, rows).min(axis=1)
         np.testing.assert_allclose(after, expected_after, rtol=0, atol=1e-6)
         np.testing.assert_allclose(drop, ref.of_rows(table, rows) - expected_after, rtol=0, atol=1e-6)
+
+
+def test_fragment_tables_that_grow_keep_exact_drops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Laid out with no room to spare, the tables grow as new device states come: values copied over stay exact."""
+    monkeypatch.setattr(fragments, "ROOM", 0)
+    all_pods = pods(300, 7)
+    types = PodTypes.from_pods(all_pods)
+    ref = Fragmentation(types)
+    builder = FeatureBuilder(types)
+    capacities = set()
+    for pod, table, rows in walk(7):
+        drop, after = builder.drops.drop(pod, table, rows)
+        capacities.add(len(builder.drops._room))
+        expected_after = ref.after(pod, table, rows).min(axis=1)
+        np.testing.assert_allclose(after, expected_after, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(drop, ref.of_rows(table, rows) - expected_after, rtol=0, atol=1e-6)
+    assert len(capacities) >= 2  # it did grow
 
 
 def test_warm_caches_equal_a_fresh_builder_and_row_subsets() -> None:
