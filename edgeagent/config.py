@@ -42,6 +42,7 @@ class GossipSection:
     pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")
     suspicion_mult: float = _opt(4.0, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
     reap_after: float = _opt(60.0, "seconds a dead peer and its records are kept before being forgotten")
+    tombstone_ttl: float = _opt(30.0, "seconds a withdrawn record's tombstone is kept (plus up to one push-pull interval); its owner withdraws again any version that outlives it")
     retransmit_mult: int = _opt(2, "each record change is relayed retransmit_mult * ceil(log10(N+1)) times by every member (anti-entropy repairs the rest)")
 
 
@@ -126,7 +127,7 @@ SECTIONS: dict[str, type] = {
 
 _POSITIVE = {
     "gossip.probe_interval", "gossip.gossip_interval", "gossip.pushpull_interval", "gossip.suspicion_mult",
-    "gossip.reap_after", "backend.timeout", "backend.status_interval", "placement.claim_window",
+    "gossip.reap_after", "gossip.tombstone_ttl", "backend.timeout", "backend.status_interval", "placement.claim_window",
     "placement.fallback_after", "placement.retry_interval", "probe.interval", "models.poll_interval",
     "federation.restart_after", "experience_max_mib", "gossip.retransmit_mult",
 }

@@ -373,7 +373,7 @@ class Agent:
         settings = GossipConfig(
             probe_interval=g.probe_interval, probe_timeout=g.probe_interval / 2, gossip_interval=g.gossip_interval,
             pushpull_interval=g.pushpull_interval, suspicion_mult=g.suspicion_mult, reap_after=g.reap_after,
-            retransmit_mult=g.retransmit_mult,
+            tombstone_ttl=g.tombstone_ttl, retransmit_mult=g.retransmit_mult,
         )
         keyring = Keyring.load(g.key_file) if g.key_file else None
         return UdpGossip(g.bind, g.seeds, keyring=keyring, config=settings)

@@ -50,6 +50,9 @@ class GossipConfig:
     """Every this many push-pull rounds, contact a seed we do not see alive (heals partitions)."""
     reap_after: float = 60.0
     """Dead or left members, and their records, are forgotten this long after they died."""
+    tombstone_ttl: float = 30.0
+    """A withdrawn record's tombstone is forgotten this long (at most one push-pull interval more)
+    after it arrived: by then broadcast and anti-entropy have carried it to every holder."""
     mtu: int = 1400
     """Largest UDP payload; anything larger goes over a stream."""
     max_stream_bytes: int = 16 * 1024 * 1024
@@ -68,5 +71,7 @@ class GossipConfig:
             raise ValueError("fanout and awareness_max must be >= 1, indirect_checks >= 0")
         if not 0 < self.digest_error_rate < 0.5:
             raise ValueError("digest_error_rate must be in (0, 0.5)")
+        if self.tombstone_ttl <= 0:
+            raise ValueError("tombstone_ttl must be > 0")
         if self.mtu < 256:
             raise ValueError("mtu below 256 bytes leaves no room for piggybacked broadcasts")

@@ -150,7 +150,7 @@ class GossipNode:
                 if state not in LIVE_STATES:
                     self._at(now + self.config.reap_after, self._reap, (name, now))
         for owner, key, version, value in records:
-            if self._records.apply(owner, key, version, value):
+            if self._records.apply(owner, key, version, value, now):
                 self._out.append(RecordEvent(owner, key, version, value))
                 if owner == self.name:
                     self._clock = max(self._clock, version)
@@ -158,10 +158,10 @@ class GossipNode:
 
     def publish(self, key: str, value: RecordValue, now: float) -> list[Effect]:
         """Publish (or, with None, withdraw) one of our records; raises ValueError if unencodable."""
-        self._publish(key, value)
+        self._publish(key, value, now)
         return self._flush(now)
 
-    def _publish(self, key: str, value: RecordValue) -> None:
+    def _publish(self, key: str, value: RecordValue, now: float) -> None:
         if not isinstance(key, str) or len(key.encode()) > wire.MAX_NAME_BYTES:
             raise ValueError(f"record keys are str of at most {wire.MAX_NAME_BYTES} bytes")
         self._clock += 1
@@ -171,7 +171,7 @@ class GossipNode:
         except (TypeError, ValueError, OverflowError) as exc:
             self._clock -= 1
             raise ValueError(f"record value is not msgpack-encodable: {exc}") from exc
-        self._records.apply(self.name, key, self._clock, value)
+        self._records.apply(self.name, key, self._clock, value, now)
         self._broadcast((self.name, key), record)
         self._out.append(RecordEvent(self.name, key, self._clock, value))
 
@@ -510,20 +510,22 @@ class GossipNode:
     def handle_record(self, sender: str, msg: Record, now: float) -> None:
         if msg.owner == self.name:
             if msg.version > self._clock:
-                self._reclaim(msg.key, msg.version)
+                self._reclaim(msg.key, msg.version, now)
+            elif msg.value is not None and self._records.get(self.name, msg.key) is None:
+                self._publish(msg.key, None, now)  # a version that outlived its reaped tombstone: withdraw it again
             return
         row = self._members.get(msg.owner)
         if row is None or row.state not in LIVE_STATES:
             return  # records live and die with their owner
-        if self._records.apply(msg.owner, msg.key, msg.version, msg.value):
+        if self._records.apply(msg.owner, msg.key, msg.version, msg.value, now):
             self._broadcast((msg.owner, msg.key), msg)
             self._out.append(RecordEvent(msg.owner, msg.key, msg.version, msg.value))
 
-    def _reclaim(self, key: str, version: int) -> None:
+    def _reclaim(self, key: str, version: int, now: float) -> None:
         """A past life of ours published newer versions: outbid them with what we hold now."""
         self._clock = version
         held = self._records.get(self.name, key)
-        self._publish(key, None if held is None else held[1])
+        self._publish(key, None if held is None else held[1], now)
 
     # ------------------------------------------------------------------ gossip and anti-entropy
 
@@ -539,6 +541,7 @@ class GossipNode:
     def _pushpull_round(self, _: None, now: float) -> None:
         cfg = self.config
         self._pushpull_rounds += 1
+        self._records.reap(now - cfg.tombstone_ttl)
         lonely = self._members.live_count() == 0
         # while we know nobody, keep retrying the seeds every few probe intervals
         self._at(now + (min(cfg.pushpull_interval, 5 * cfg.probe_interval) if lonely else cfg.pushpull_interval), self._pushpull_round, None)
