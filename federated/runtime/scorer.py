@@ -77,10 +77,11 @@ class OnnxScorer:
         except Exception as exc:  # onnxruntime raises its own untyped errors for unreadable models
             raise artifacts.ArtifactError(f"{model}: onnxruntime cannot load it ({exc})") from exc
         self.version = version
+        self._outputs = [output.name for output in self.session.get_outputs()]  # named once, not looked up per run
 
     def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
         # The model reads features feature-major: the builder's rows are a transposed view of exactly that buffer.
-        (scores,) = self.session.run(None, {"pod": pod_x, "nodes": np.ascontiguousarray(node_x.T)})
+        (scores,) = self.session.run(self._outputs, {"pod": pod_x, "nodes": np.ascontiguousarray(node_x.T)})
         return np.asarray(scores, dtype=np.float64)
 
 
