@@ -204,7 +204,7 @@ class AgentFleet:
     def _spawn(self, agent: _Agent) -> None:
         if agent.log is None:
             agent.log = open(agent.config.parent / "agent.log", "ab")  # noqa: SIM115 - closed in _terminate
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the agent pins its own BLAS threads and telemetry (edgeagent.entry)
         agent.process = subprocess.Popen(
             agent_argv(agent.config),
             stdout=agent.log, stderr=subprocess.STDOUT, env=env, cwd=agent.config.parent, start_new_session=True,

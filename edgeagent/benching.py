@@ -183,14 +183,14 @@ class _Run:
         ports = free_ports(2 * n)  # one call: no port handed out twice
         ports, https = ports[:n], ports[n:]
         seeds = ports[:3]
-        env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the agent pins its own BLAS threads and telemetry (edgeagent.entry)
         configs: list[Path] = []
         for i in range(n):
             data = self.workdir / f"edge-{i:02d}"
             data.mkdir()
             configs.append(data / "agent.yaml")
             configs[-1].write_text(_agent_config(data.name, ports[i], seeds, https[i], address, data, models, self.s.overrides))
-        precompile(configs[0], env)
+        await asyncio.to_thread(precompile, configs[0], env)  # this loop serves the twin link: keep it free
         for cfg, http in zip(configs, https):
             log = open(cfg.parent / "agent.log", "wb")
             proc = subprocess.Popen(agent_argv(cfg), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cfg.parent)
