@@ -7,11 +7,16 @@ without tombstones: removals live only in the (compacted) version vector.
 
 Mutator deltas are one key's dots and context: small. ``delta_since`` for a
 lagging peer ships the whole (tombstone-free) state: without tombstones, "we
-removed a dot you hold" cannot be told apart from "we did not send it", and a
-cheaper rule tried here (ship only new dots once the peer has seen every
-removal) was unsound — a peer can learn of a removing write's dot, as a
-superseded dot in a later write's context, without learning what it removed.
-The gossip tests found that case.
+removed a dot you hold" cannot be told apart from "we did not send it".
+
+A peer is lagging unless it has *applied* every mutation we have, and the
+context cannot say that: a write's delta puts the dots it supersedes in the
+context, so a peer that received only a later write learns the dot of an
+earlier one without learning what that earlier write removed. Hence the second
+vector, ``applied``: the dots of the mutations whose whole delta this state
+has joined. A state is the join of those deltas, so a peer whose ``applied``
+covers ours holds everything ours does. (Answering a peer's context instead
+was unsound; the law and gossip tests found it.)
 """
 
 from __future__ import annotations
@@ -33,23 +38,34 @@ class DotMap(Generic[K, V]):
 
     entries: dict[K, dict[Dot, V]] = field(default_factory=dict)
     context: VersionVector = field(default_factory=VersionVector)
+    """Every dot seen, superseded ones included: what :meth:`merge` tells a removal by."""
+    applied: VersionVector = field(default_factory=VersionVector)
+    """Dots of the mutations whose delta this state has joined (a subset of ``context``): its version."""
 
     def _write(self, key: K, value: V, replica: str) -> Self:
         """Replace every observed dot of ``key`` by one new dot carrying ``value``; returns the delta."""
-        dot = self.context.next_dot(replica)
+        dot = self._mint(replica)
         old = self.entries.get(key, {})
         self.entries[key] = {dot: value}
-        return type(self)({key: {dot: value}}, VersionVector(cloud=[dot, *old]))
+        return type(self)({key: {dot: value}}, VersionVector(cloud=[dot, *old]), VersionVector(cloud=[dot]))
 
     def _remove(self, key: K, replica: str) -> Self:
         """Drop every observed dot of ``key`` (a concurrent write elsewhere survives); returns the delta."""
         old = self.entries.pop(key, {})
         if not old:
             return type(self)()
+        dot = self._mint(replica)
+        return type(self)({}, VersionVector(cloud=[dot, *old]), VersionVector(cloud=[dot]))
+
+    def _mint(self, replica: str) -> Dot:
+        """The next dot of ``replica``: a local mutation is seen and applied at once."""
         dot = self.context.next_dot(replica)
-        return type(self)({}, VersionVector(cloud=[dot, *old]))
+        self.applied.add(dot)
+        return dot
 
     def validate(self, other: Self) -> None:
+        if not other.context.dominates(other.applied):
+            raise InvalidDelta("the delta claims mutations applied whose dots are missing from its context")
         for key, dots in other.entries.items():
             if not dots:
                 raise InvalidDelta(f"key {key!r} is present with no dots")
@@ -71,11 +87,15 @@ class DotMap(Generic[K, V]):
             else:
                 self.entries.pop(key, None)
         self.context.merge(other.context)
+        self.applied.merge(other.applied)
 
     def version(self) -> VersionVector:
-        return self.context.copy()
+        return self.applied.copy()
 
     def delta_since(self, seen: VersionVector) -> Self:
-        if seen.dominates(self.context):
+        """Nothing if ``seen`` (a peer's :meth:`version`) covers every mutation we applied, else the whole state."""
+        if seen.dominates(self.applied):
             return type(self)()
-        return type(self)({k: dict(dots) for k, dots in self.entries.items()}, self.context.copy())
+        return type(self)(
+            {k: dict(dots) for k, dots in self.entries.items()}, self.context.copy(), self.applied.copy()
+        )

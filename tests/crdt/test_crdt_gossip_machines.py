@@ -73,6 +73,23 @@ def test_lattice_replicas_converge(kit: Kit) -> None:
     case().runTest()
 
 
+def test_orset_peer_that_saw_a_write_only_as_superseded_still_gets_its_removal() -> None:
+    """Replays the machine's falsifying run (Hypothesis has no ``@example`` for state machines).
+
+    c adds 4 twice (dots c1, c2) after learning b's add (b1); only c2's delta reaches a, whose
+    context then covers c1 without a learning that c1 removed b1.
+    """
+    machine: Any = lattice_machine(next(k for k in KITS if k.name == "orset"))()  # rules are built per kit
+    machine.mutate(who=1, arg=19, to={0})
+    machine.drop(pick=0)
+    machine.anti_entropy(i=0, j=0)
+    machine.anti_entropy(i=2, j=1)
+    machine.mutate(who=2, arg=14, to=set())
+    machine.mutate(who=2, arg=4, to={0})
+    machine.deliver(pick=0, keep=False)
+    machine.teardown()
+
+
 CAPACITY = Resources(2000, 2048)
 PODS = ("p0", "p1", "p2", "p3")
 

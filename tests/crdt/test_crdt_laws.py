@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crdt.dots import VersionVector
+from crdt.errors import InvalidDelta
 from crdt.escrow import Escrow
 from crdt.lattices import apply, join
 from crdt.lww import LWWRegister, Marker
@@ -118,6 +119,9 @@ def test_merge_is_idempotent(kit: Kit, ops: list[tuple[int, int, set[int]]]) -> 
 @pytest.mark.parametrize("kit", KITS, ids=lambda k: k.name)
 @settings(max_examples=60, deadline=None)
 @given(ops=steps)
+# ormap: of a's put, put, remove of key 0 only the first and the last reach b, so b's context
+# covers the second put (a2) without b learning that it removed the first (a1)
+@example(ops=[(0, 4, {0, 1}), (0, 4, set()), (0, 0, {0, 1})])
 def test_delta_since_equals_full_state_merge(kit: Kit, ops: list[tuple[int, int, set[int]]]) -> None:
     a, b, _ = history(kit, ops)
     assert join(b, a.delta_since(b.version())) == join(b, a)
@@ -190,3 +194,12 @@ def test_ormap_keeps_concurrent_puts_and_reads_one_everywhere() -> None:
     assert b.values("k") == [3] and b.keys() == frozenset({"k"})
     apply(a, b.remove("k", "b"))
     assert a.get("k") is None and a.keys() == frozenset() and ORSet[str]().elements() == frozenset()
+
+
+def test_dotmap_delta_claiming_a_mutation_outside_its_context_is_rejected() -> None:
+    """``applied`` answers a peer's pull: a delta must not claim a mutation it carries no dot of."""
+    state = ORSet[int]()
+    bogus = ORSet[int]({}, VersionVector(cloud=[("a", 1)]), VersionVector(cloud=[("a", 2)]))
+    with pytest.raises(InvalidDelta, match="applied"):
+        apply(state, bogus)
+    assert state == ORSet[int]()
