@@ -95,13 +95,16 @@ class EpochMark(NamedTuple):
 class ClaimDelta:
     """A join of claim and epoch records; what replicas gossip and what a full state sync sends.
 
-    ``context`` is set on anti-entropy deltas: the sender's whole version vector,
-    valid because the delta holds every record the receiver lacked.
+    ``context`` and ``lamport`` are set on anti-entropy deltas (and so on a full
+    state): the sender's whole version vector, valid because the delta holds
+    every record the receiver lacked, and its Lamport high-water mark, which
+    compacted records no longer show but a restored replica must not go below.
     """
 
     claims: tuple[Claim, ...] = ()
     marks: tuple[EpochMark, ...] = ()
     context: VersionVector | None = None
+    lamport: int = 0
 
 
 class StatusCode(IntEnum):
@@ -183,6 +186,7 @@ def check_mark(mark: EpochMark) -> None:
 
 def check_delta(delta: ClaimDelta) -> None:
     """Checks a received delta on its own: fields, and no dot used twice for different records."""
+    _check_count(delta.lamport, "the delta's lamport", 0)
     seen: dict[tuple[str, int], object] = {}
     records: list[Claim | EpochMark] = [*delta.claims, *delta.marks]
     for record in records:

@@ -78,7 +78,7 @@ class ClaimsReplica:
         replica._state.finished.update(finished)
         if state.context is not None:  # first, so our own records count as written by us
             replica._state.context.merge(state.context)
-        replica._state.join(ClaimDelta(state.claims, state.marks))
+        replica._state.join(ClaimDelta(state.claims, state.marks, lamport=state.lamport))
         for record in state.claims:
             if record.agent != agent_id or record.flags & RELEASED:
                 continue
@@ -237,7 +237,7 @@ class ClaimsReplica:
         return tuple(changes)
 
     def state_delta_since(self, seen: VersionVector) -> ClaimDelta:
-        """Every current record whose dot ``seen`` lacks, with our context: a peer's catch-up."""
+        """Every current record whose dot ``seen`` lacks, with our context and Lamport time: a peer's catch-up."""
         return self._state.delta_since(seen)
 
     def full_state(self) -> ClaimDelta:

@@ -57,7 +57,7 @@ class ClaimsState:
         self.pods: dict[str, PodClaims] = {}
         self.context = VersionVector()
         self.lamport = 0
-        """Highest Lamport time seen in any claim."""
+        """Highest Lamport time seen in any claim, compacted ones included (deltas carry it for that)."""
         self.watched: set[str] = set()
         """Pods whose changes :meth:`join` reports back (the owner's winning claims)."""
         self.finished: set[str] = set()
@@ -86,7 +86,7 @@ class ClaimsState:
         Raises :class:`InvalidDelta` with the state untouched. A one-claim delta,
         what gossip carries almost always, takes a path with one lookup per index.
         """
-        if len(delta.claims) == 1 and not delta.marks and delta.context is None:
+        if len(delta.claims) == 1 and not delta.marks and delta.context is None and not delta.lamport:
             record = delta.claims[0]
             key, dot = (record.epoch, record.node), (record.agent, record.seq)
             pod = self.pods.get(record.pod)
@@ -108,6 +108,7 @@ class ClaimsState:
                 touched.append(mark.pod)
         if delta.context is not None:
             self.context.merge(delta.context)
+        self.lamport = max(self.lamport, delta.lamport)
         return tuple(touched)
 
     def merge(self, delta: ClaimDelta) -> None:
@@ -117,7 +118,7 @@ class ClaimsState:
         return self.context.copy()
 
     def delta_since(self, seen: VersionVector) -> ClaimDelta:
-        """Every current record whose dot ``seen`` lacks, with our context: a peer's catch-up."""
+        """Every current record whose dot ``seen`` lacks, with our context and Lamport time: a peer's catch-up."""
         claims: list[Claim] = []
         marks: list[EpochMark] = []
         for agent, seqs in self._seqs.items():
@@ -129,7 +130,7 @@ class ClaimsState:
                     claims.append(record)
                 else:
                     marks.append(record)
-        return ClaimDelta(tuple(claims), tuple(marks), self.context.copy())
+        return ClaimDelta(tuple(claims), tuple(marks), self.context.copy(), self.lamport)
 
     def compact(self, stable: VersionVector) -> int:
         """Forget completed pods whose records every replica has seen (``stable``: the meet of all versions).

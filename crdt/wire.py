@@ -4,6 +4,10 @@ A delta is ``[FORMAT, claims, marks, context]`` with each claim a flat array
 ``[pod, epoch, node, agent, score, lamport, cpu, mem, disk, gpu, flags, seq]``,
 each mark ``[pod, epoch, agent, seq]`` and the context ``nil`` or
 ``[[replica, base, [cloud seq, ...]], ...]``. A one-claim delta is ~100 bytes.
+An anti-entropy delta or full state appends the sender's Lamport time,
+``[FORMAT, claims, marks, context, lamport]``; it is left out when 0, so gossip
+records stay what they were (and an older decoder refuses a full state rather
+than lose it).
 
 Decoding is the trust boundary: anything malformed, oversized or internally
 inconsistent raises :class:`crdt.errors.InvalidDelta` and nothing else, before
@@ -34,19 +38,20 @@ def encode_delta(delta: ClaimDelta) -> bytes:
               for c in delta.claims]
     marks = [list(m) for m in delta.marks]
     context = None if delta.context is None else _version_rows(delta.context)
-    return msgpack.packb([FORMAT, claims, marks, context], use_bin_type=True)  # type: ignore[no-any-return]
+    lamport = [delta.lamport] if delta.lamport else []
+    return msgpack.packb([FORMAT, claims, marks, context, *lamport], use_bin_type=True)  # type: ignore[no-any-return]
 
 
 def decode_delta(data: bytes, max_bytes: int = MAX_RECORD_BYTES) -> ClaimDelta:
     """Parse and check a delta; raises :class:`InvalidDelta` on any defect."""
     top = _unpack(data, max_bytes)
-    if not isinstance(top, list) or len(top) != 4 or top[0] != FORMAT or type(top[0]) is not int:
-        raise InvalidDelta("not a claims delta (expected [1, claims, marks, context])")
-    _, raw_claims, raw_marks, raw_context = top
+    if not isinstance(top, list) or len(top) not in (4, 5) or top[0] != FORMAT or type(top[0]) is not int:
+        raise InvalidDelta("not a claims delta (expected [1, claims, marks, context] with an optional lamport after)")
+    _, raw_claims, raw_marks, raw_context, *lamport = top
     claims = tuple(_claim(item) for item in _array(raw_claims, "claims"))
     marks = tuple(_mark(item) for item in _array(raw_marks, "marks"))
     context = None if raw_context is None else _version(raw_context)
-    delta = ClaimDelta(claims, marks, context)
+    delta = ClaimDelta(claims, marks, context, *lamport)
     check_delta(delta)
     return delta
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import itertools
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from crdt.claims import ClaimDelta
@@ -94,6 +94,7 @@ def test_single_record_deltas_in_any_order_equal_full_state(steps: list[tuple[in
 
 @settings(max_examples=100, deadline=None)
 @given(ops)
+@example([(0, "claim", "p0", 0.0, set())] * 13 + [(0, op, "p2", 0.0, set()) for op in ("claim", "bind", "complete")])
 def test_restore_from_full_state_rebuilds_the_replica(steps: list[tuple[int, str, str, float, set[int]]]) -> None:
     for replica in history(steps):
         replica.compact(replica.version())

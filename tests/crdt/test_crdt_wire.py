@@ -37,7 +37,14 @@ def unique_dots(delta: ClaimDelta) -> bool:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.builds(ClaimDelta, st.lists(claims, max_size=5).map(tuple), st.lists(marks, max_size=3).map(tuple)))
+@given(
+    st.builds(
+        ClaimDelta,
+        st.lists(claims, max_size=5).map(tuple),
+        st.lists(marks, max_size=3).map(tuple),
+        lamport=st.integers(0, 2**63 - 1),
+    )
+)
 def test_round_trip(delta: ClaimDelta) -> None:
     if not unique_dots(delta):
         with pytest.raises(InvalidDelta):
@@ -55,6 +62,23 @@ def test_round_trip_with_context_and_size() -> None:
     state = replica.full_state()
     assert wire.decode_delta(wire.encode_delta(state)) == state
     assert wire.decode_version(wire.encode_version(replica.version())) == replica.version()
+
+
+def test_full_state_carries_the_lamport_time_compaction_dropped() -> None:
+    """A restored replica must not reissue Lamport times; gossip records keep the 4-field form older decoders read."""
+    replica = ClaimsReplica("agent-1", "node-1", Resources(8000, 16384))
+    gossip = replica.claim("kept", 0, 0.5, Resources(100, 100))
+    assert isinstance(gossip, ClaimDelta) and len(msgpack.unpackb(wire.encode_delta(gossip))) == 4
+    replica.claim("done", 0, 0.5, Resources(100, 100))
+    replica.bind("done")
+    replica.complete("done")
+    assert replica.compact(replica.version()) == 1 and replica.lamport == 2
+    state = wire.decode_delta(wire.encode_delta(replica.full_state()), max_bytes=2**20)
+    assert state.lamport == 2 and max(c.lamport for c in state.claims) == 1
+    again = ClaimsReplica.restore("agent-1", "node-1", Resources(8000, 16384), state, replica.finished_pods())
+    assert again.lamport == 2
+    fresh = again.claim("next", 0, 0.5, Resources(100, 100))
+    assert isinstance(fresh, ClaimDelta) and fresh.claims[0].lamport == 3
 
 
 @settings(max_examples=500, deadline=None)
@@ -75,7 +99,7 @@ json_like = st.recursive(
 
 
 @settings(max_examples=500, deadline=None)
-@given(st.lists(json_like, min_size=4, max_size=4).map(lambda v: [1, *v[1:]]) | json_like)
+@given(st.lists(json_like, min_size=4, max_size=5).map(lambda v: [1, *v[1:]]) | json_like)
 def test_well_formed_msgpack_of_the_wrong_shape_raises_only_invalid_delta(value: object) -> None:
     try:
         wire.decode_delta(msgpack.packb(value))
@@ -143,6 +167,17 @@ def test_inconsistent_and_oversized_deltas_are_rejected() -> None:
     with pytest.raises(InvalidDelta, match="expected"):
         wire.decode_delta(msgpack.packb([2, [], [], None]))
     assert wire.decode_delta(encoded(GOOD)).claims[0].pod == "p"
+
+
+@pytest.mark.parametrize("lamport", [-1, 2**63, True, 1.5, "7", None, [3]])
+def test_a_bad_lamport_is_rejected_and_a_missing_one_is_zero(lamport: object) -> None:
+    fields = [f.decode() if isinstance(f, bytes) else f for f in GOOD]
+    with pytest.raises(InvalidDelta, match="lamport"):
+        wire.decode_delta(msgpack.packb([1, [fields], [], None, lamport]))
+    with pytest.raises(InvalidDelta, match="expected"):
+        wire.decode_delta(msgpack.packb([1, [fields], [], None, 3, lamport]))
+    assert wire.decode_delta(msgpack.packb([1, [fields], [], None])).lamport == 0
+    assert wire.decode_delta(msgpack.packb([1, [fields], [], None, 3])).lamport == 3
 
 
 def test_rejected_bytes_leave_a_replica_untouched() -> None:
