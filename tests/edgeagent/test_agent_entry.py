@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,14 @@ def test_check_names_the_loaded_model_under_the_agents_own_interpreter_flags(tmp
     sha = json.loads((models / "v0001" / "manifest.json").read_text())["files"]["model.int8.onnx"]["sha256"]
     assert done.stdout.strip() == f"{config}: ok; policy model {sha[:12]}-int8"
     precompile(config)  # the same run, as the bench and the fleets do it first: no error
+
+
+def test_precompile_writes_the_optimised_bytecode_even_where_bytecode_writing_is_off(tmp_path: Path) -> None:
+    """Agents read ``.opt-2.pyc`` files; ``PYTHONDONTWRITEBYTECODE`` (set on many CI hosts) must not stop the install step."""
+    cache = tmp_path / "pyc"
+    precompile(_config(tmp_path), {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": str(cache)})
+    written = {p.name.split(".")[0] for p in cache.rglob("*.opt-2.pyc") if p.parent.name in ("edgeagent", "gossip")}
+    assert {"daemon", "placing", "entry", "udp", "node"} <= written
 
 
 def test_bad_configuration_and_help_go_through_click(tmp_path: Path) -> None:
