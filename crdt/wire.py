@@ -85,17 +85,20 @@ def _array(value: Any, what: str, length: int | None = None) -> list[Any]:
 
 def _claim(item: Any) -> Claim:
     f = _array(item, "a claim", CLAIM_FIELDS)
-    return Claim(_name(f[0]), f[1], _name(f[2]), _name(f[3]), f[4], f[5], (f[6], f[7], f[8], f[9]), f[10], f[11])
+    return Claim(f[0], f[1], _name(f[2]), _name(f[3]), f[4], f[5], (f[6], f[7], f[8], f[9]), f[10], f[11])
 
 
 def _mark(item: Any) -> EpochMark:
     f = _array(item, "an epoch mark", MARK_FIELDS)
-    return EpochMark(_name(f[0]), f[1], _name(f[2]), f[3])
+    return EpochMark(f[0], f[1], _name(f[2]), f[3])
 
 
 def _name(value: Any) -> Any:
-    """Pod, node and agent names recur in every record a replica keeps: one string object each.
-    Anything else passes through for :func:`crdt.claims.check_delta` to reject."""
+    """Node and agent names recur in every record a replica keeps: one string object each.
+
+    Pod names are not interned: each is new, and interning a stream of transient names
+    grows the interpreter's interned-string table (a 64K-slot table is 0.9 MiB that never
+    shrinks back). Anything else passes through for :func:`crdt.claims.check_delta` to reject."""
     return sys.intern(value) if type(value) is str else value
 
 

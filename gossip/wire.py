@@ -133,12 +133,15 @@ _FIELDS: dict[MsgType, tuple[type, ...]] = {
     MsgType.DELTA: (),
 }
 assert set(_FIELDS) == set(MsgType) == set(MESSAGE_CLASSES)
+_RECORD_KEY = (MsgType.RECORD, 1)
 _SPECS: dict[int, tuple[Any, tuple[type, ...], tuple[int, ...]]] = {
-    int(t): (MESSAGE_CLASSES[t], kinds, tuple(i + 1 for i, kind in enumerate(kinds) if kind is str))
+    int(t): (MESSAGE_CLASSES[t], kinds,
+             tuple(i + 1 for i, kind in enumerate(kinds) if kind is str and (t, i) != _RECORD_KEY))
     for t, kinds in _FIELDS.items()
 }
-"""Per message type: its class, its field kinds, and where its names (str fields) sit in the array."""
-"""Type number -> (class, exact field types): the decoder's hot lookup, no enum calls."""
+"""Per message type: its class, its field kinds, and where its member names sit in the array (a record's
+owner, not its key: keys are transient, and interning a stream of them grows the interpreter's
+interned-string table, which never shrinks). The decoder's hot lookup: no enum calls."""
 
 
 def _fields_ok(kinds: tuple[type, ...], item: list[Any]) -> bool:
@@ -179,7 +182,7 @@ def decode(body: bytes) -> list[Message]:
         cls, kinds, names = spec
         if not _fields_ok(kinds, item):
             raise WireError(DropReason.UNDECODABLE, f"{cls.__name__} has malformed fields")
-        for i in names:  # member names and record keys recur in every packet: one string object each
+        for i in names:  # member names recur in every packet: one string object each
             item[i] = sys.intern(item[i])
         out.append(cls(*item[1:]))
     return out
