@@ -126,8 +126,10 @@ class ClaimsReplica:
         ]
 
     def pending_releases(self) -> list[str]:
-        """Pods whose claim of ours lost (or was evicted) and still holds escrow: call :meth:`release`."""
-        return [uid for uid in self._reserved if uid not in self._winning]
+        """Pods whose claim of ours lost (or was evicted) and still holds escrow: call :meth:`release`.
+
+        Sorted, so the answer depends on the state, not on the order it was reached in."""
+        return sorted(uid for uid in self._reserved if uid not in self._winning)
 
     def free(self) -> Resources:
         """Our node's capacity not reserved by an unreleased claim of ours."""

@@ -95,6 +95,8 @@ def test_single_record_deltas_in_any_order_equal_full_state(steps: list[tuple[in
 @settings(max_examples=100, deadline=None)
 @given(ops)
 @example([(0, "claim", "p0", 0.0, set())] * 13 + [(0, op, "p2", 0.0, set()) for op in ("claim", "bind", "complete")])
+@example([(0, "claim", "p1", 0.0, set())] + [(0, "claim", "p0", 0.0, set())] * 3
+         + [(0, "bind", "p1", 0.0, set()), (0, "bump", "p1", 0.0, set()), (1, "claim", "p0", 0.0, {0})])
 def test_restore_from_full_state_rebuilds_the_replica(steps: list[tuple[int, str, str, float, set[int]]]) -> None:
     for replica in history(steps):
         replica.compact(replica.version())
