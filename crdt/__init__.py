@@ -33,7 +33,7 @@ The edge agent's API (all pure and deterministic; no clock, no I/O)::
     replica.version() -> VersionVector;  replica.has_news_for(seen) -> bool
     replica.state_delta_since(seen: VersionVector) -> ClaimDelta;  replica.full_state() -> ClaimDelta
     replica.compact(stable: VersionVector) -> int              # stable = VersionVector.meet(all members' versions)
-    replica.finished_pods() -> frozenset[str];  replica.is_finished(pod_uid) -> bool
+    replica.finished_pods() -> tuple[str, ...];  replica.is_finished(pod_uid) -> bool
     ClaimsReplica.restore(agent_id, node, capacity, state: ClaimDelta, finished=()) -> ClaimsReplica
                                                                # state = full_state(): restart without a journal
     wire.encode_delta(delta) -> bytes;  wire.decode_delta(data, max_bytes=wire.MAX_RECORD_BYTES) -> ClaimDelta

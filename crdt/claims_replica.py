@@ -75,7 +75,8 @@ class ClaimsReplica:
         raises :class:`crdt.errors.InvalidDelta` if they no longer fit ``capacity``.
         """
         replica = cls(agent_id, node, capacity)
-        replica._state.finished.update(finished)
+        for uid in finished:
+            replica._state.add_finished(uid)
         if state.context is not None:  # first, so our own records count as written by us
             replica._state.context.merge(state.context)
         replica._state.join(ClaimDelta(state.claims, state.marks, lamport=state.lamport))
@@ -109,9 +110,10 @@ class ClaimsReplica:
         """Uids of the pods held in full (not yet compacted away)."""
         return iter(self._state.pods)
 
-    def finished_pods(self) -> frozenset[str]:
-        """Uids compacted away after completing; persist them with :meth:`full_state` for :meth:`restore`."""
-        return frozenset(self._state.finished)
+    def finished_pods(self) -> tuple[str, ...]:
+        """Uids compacted away after completing, oldest first (the newest ``FINISHED_KEEP``); persist
+        them with :meth:`full_state` for :meth:`restore`."""
+        return tuple(self._state.finished)
 
     def is_finished(self, pod_uid: str) -> bool:
         """True once the pod completed and :meth:`compact` dropped its records."""

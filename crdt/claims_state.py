@@ -20,6 +20,13 @@ from crdt.dots import Dot, VersionVector
 from crdt.errors import InvalidDelta
 
 NOTHING: tuple[str, ...] = ()
+FINISHED_KEEP = 8192
+"""Compacted pods remembered. A daemon compacts pods for months: an unbounded set grows by
+one string per pod (~100 B with its slot), so only the newest are kept — at 10 pods/s, the
+last ~14 minutes. A record of an older compacted pod arriving later (a peer back from a long
+partition with an old version) recreates that pod's entry: inert, since the back end holds
+the pod finished and nobody binds it; it goes again at a compaction if it reads completed and
+released, else it stays (one entry per such straggler, not one per pod)."""
 
 
 class PodClaims:
@@ -60,8 +67,9 @@ class ClaimsState:
         """Highest Lamport time seen in any claim, compacted ones included (deltas carry it for that)."""
         self.watched: set[str] = set()
         """Pods whose changes :meth:`join` reports back (the owner's winning claims)."""
-        self.finished: set[str] = set()
-        """Uids of pods dropped by :meth:`compact`: a 1-string tombstone each, so late records stay out."""
+        self.finished: dict[str, None] = {}
+        """Uids of pods dropped by :meth:`compact`, oldest first: a 1-string tombstone each, so late
+        records stay out. Only the newest :data:`FINISHED_KEEP` are kept (:meth:`add_finished`)."""
         self._completed: set[str] = set()
         """Pods that completed: the only candidates for :meth:`compact`."""
         self._live: dict[Dot, Claim | EpochMark] = {}
@@ -153,7 +161,7 @@ class ClaimsState:
                 continue
             del self.pods[uid]
             self._completed.discard(uid)
-            self.finished.add(uid)
+            self.add_finished(uid)
             dropped += 1
             for record in records:
                 del self._live[(record.agent, record.seq)]
@@ -163,6 +171,12 @@ class ClaimsState:
         if dropped:
             self.context.fold_stable(stable)
         return dropped
+
+    def add_finished(self, uid: str) -> None:
+        """Tombstone a compacted pod, forgetting the oldest tombstone beyond :data:`FINISHED_KEEP`."""
+        self.finished[uid] = None
+        if len(self.finished) > FINISHED_KEEP:
+            del self.finished[next(iter(self.finished))]
 
     # ---- local writes (the owner's own new records) -------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crdt.claims import BOUND, ChangeKind, Claim, ClaimDelta, EpochMark, Status, StatusCode
+from crdt import claims_state
 from crdt.claims_replica import ClaimsReplica
 from crdt.dots import VersionVector
 from crdt.errors import InvalidDelta
@@ -158,6 +159,22 @@ def test_compacting_with_a_bound_folds_the_gaps_of_versions_never_received() -> 
     assert b.compact(everything) == 1
     assert b.version().base("agent-0") == 3 and not list(b.version().cloud())
     assert b.merge(deltas[0]) == () and b.is_finished("p") and list(b.pods()) == []
+
+
+def test_only_the_newest_compacted_pods_are_remembered_and_restore_keeps_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon compacts pods for months: the tombstones of compacted pods are bounded, oldest forgotten first."""
+    monkeypatch.setattr(claims_state, "FINISHED_KEEP", 3)
+    (a,) = agents(1)
+    everything = VersionVector({"agent-0": 2**62})
+    for pod in ("p0", "p1", "p2", "p3", "p4"):
+        ok(a.claim(pod, 0, 0.5, REQ))
+        ok(a.bind(pod))
+        ok(a.complete(pod))
+        assert a.compact(everything) == 1
+    assert a.finished_pods() == ("p2", "p3", "p4") and not a.is_finished("p1") and a.is_finished("p4")
+    again = ClaimsReplica.restore("agent-0", "node-0", CAP, a.full_state(), ("p0", *a.finished_pods()))
+    assert again.finished_pods() == ("p2", "p3", "p4")
+    assert code(again.claim("p4", 0, 0.5, REQ)) is StatusCode.COMPLETED
 
 
 def test_delta_since_ships_only_what_the_peer_lacks() -> None:
