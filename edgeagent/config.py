@@ -99,6 +99,7 @@ class AgentConfig:
     data_dir: str = _opt("/var/lib/fedplane-agent", "the only directory the agent writes: journal, experience, models")
     log_level: Literal["debug", "info", "warning", "error"] = _opt("info", "logging threshold")
     experience_max_mib: int = _opt(64, "experience log size before it rotates (one older file is kept)")
+    journal_max_mib: float = _opt(4.0, "claims journal size before it is rewritten as one snapshot of the ledger")
     gossip: GossipSection = field(default_factory=GossipSection)
     backend: BackendSection = field(default_factory=BackendSection)
     placement: PlacementSection = field(default_factory=PlacementSection)
@@ -129,7 +130,7 @@ _POSITIVE = {
     "gossip.probe_interval", "gossip.gossip_interval", "gossip.pushpull_interval", "gossip.suspicion_mult",
     "gossip.reap_after", "gossip.tombstone_ttl", "backend.timeout", "backend.status_interval", "placement.claim_window",
     "placement.fallback_after", "placement.retry_interval", "probe.interval", "models.poll_interval",
-    "federation.restart_after", "experience_max_mib", "gossip.retransmit_mult",
+    "federation.restart_after", "experience_max_mib", "journal_max_mib", "gossip.retransmit_mult",
 }
 _ADDRESSES = {"gossip.bind", "backend.address", "federation.superlink"}
 

@@ -208,9 +208,13 @@ class Agent:
 
     def _commit(self) -> list[Effect]:
         """Append the ledger's new operations to the journal; returns the queued effects."""
-        ops = self.placer_.ledger.take_ops()
+        ledger = self.placer_.ledger
+        ops = ledger.take_ops()
         if ops and self._journal is not None:
-            self._journal.append(ops)
+            if self._journal.size() > self.config.journal_max_mib * 2**20 and not self._syncing:
+                self._journal.replace([[ledger.snapshot()]])  # durable on return; no fsync thread holds the old file
+            else:
+                self._journal.append(ops)
         effects, self._queue = self._queue, []
         rows = [e.row for e in effects if isinstance(e, Experience)]
         if rows and self._experience is not None:

@@ -39,8 +39,7 @@ class FrameLog:
 
     def append(self, payload: Any) -> None:
         """Buffer one frame; :meth:`flush` hands the buffer to the OS, :meth:`fsync` makes it durable."""
-        data = msgpack.packb(payload, use_bin_type=True)
-        self._file.write(len(data).to_bytes(4, "big") + zlib.crc32(data).to_bytes(4, "big") + data)
+        self._file.write(_frame(payload))
         self.dirty = True
 
     def flush(self) -> None:
@@ -79,8 +78,35 @@ class FrameLog:
             yield msgpack.unpackb(body, raw=False, strict_map_key=False)
             offset += _HEADER + size
 
+    def replace(self, payloads: list[Any]) -> None:
+        """Make ``payloads`` the whole file, durably, then keep appending after them.
+
+        Written to a temporary file, fsynced and renamed over the log (and the directory
+        fsynced): a crash leaves either the old log or the new one, never a mix.
+        """
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            for payload in payloads:
+                f.write(_frame(payload))
+            f.flush()
+            os.fsync(f.fileno())
+        self._file.close()
+        os.replace(tmp, self.path)
+        directory = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        self._file = open(self.path, "ab")
+        self.dirty = False
+
     def rotate(self, keep: Path) -> None:
         """Move the current file to ``keep`` (replacing it) and start an empty one; both steps are renames."""
         self._file.close()
         os.replace(self.path, keep)
         self._file = open(self.path, "ab")
+
+
+def _frame(payload: Any) -> bytes:
+    data = msgpack.packb(payload, use_bin_type=True)
+    return len(data).to_bytes(4, "big") + zlib.crc32(data).to_bytes(4, "big") + data

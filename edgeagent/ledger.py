@@ -5,9 +5,10 @@ same inputs in the same order rebuilds the same state — same Lamport times, sa
 sequence numbers, same reservations. That is how the agent survives a restart: every
 state-changing call is appended to :attr:`Ledger.ops`, the daemon writes them to the
 journal (fsync) *before* any effect of the call leaves the process, and on start
-:meth:`Ledger.replay` feeds the journal back in. (A snapshot/restore API on the
-replica would let the journal be truncated; until the crdt package offers one, the
-journal only grows — see the README.)
+:meth:`Ledger.replay` feeds the journal back in. To keep the journal from growing
+for ever, :meth:`Ledger.snapshot` is one operation that stands for all before it (the
+replica's full state, its compacted pods and the agents it knows): the daemon rewrites
+the journal as that one frame once it passes ``journal_max_mib``.
 
 The own-record index answers "what do I publish for pod P": the current version of
 each of my claims on P and the epoch mark I wrote, if any.
@@ -116,6 +117,11 @@ class Ledger:
                 if not claim.flags & RELEASED:
                     yield claim
 
+    def snapshot(self) -> Op:
+        """One operation whose replay rebuilds this ledger as it is now (it stands for every earlier one)."""
+        state = self.replica.full_state()
+        return ["restore", wire.encode_delta(state), list(self.replica.finished_pods()), sorted(self._agents)]
+
     def take_ops(self) -> list[Op]:
         ops, self.ops = self.ops, []
         return ops
@@ -134,6 +140,7 @@ class Ledger:
             "bump": lambda a: ledger.bump_epoch(a[0]),
             "merge": lambda a: ledger.merge(a[0]),
             "compact": lambda a: ledger.compact(),
+            "restore": lambda a: ledger._restore(a[0], a[1], a[2]),
         }
         for op in ops:
             step = apply.get(op[0]) if isinstance(op, list) and op and isinstance(op[0], str) else None
@@ -145,12 +152,24 @@ class Ledger:
 
     # ---- internals -------------------------------------------------------------------------------
 
+    def _restore(self, data: bytes, finished: list[str], agents: list[str]) -> None:
+        """Become what :meth:`snapshot` saved (a journal is trusted local data: no record-size bound)."""
+        state = wire.decode_delta(data, max_bytes=len(data))
+        replica = self.replica
+        self.replica = ClaimsReplica.restore(replica.agent_id, replica.node, replica.capacity, state, finished)
+        self._own, self._marks, self._agents = {}, {}, {self.agent_id, *agents}
+        self._index([c for c in state.claims if c.agent == self.agent_id], [m for m in state.marks if m.agent == self.agent_id])
+
     def _record(self, out: ClaimDelta | Status, op: Op) -> ClaimDelta | Status:
         if isinstance(out, Status):
             return out
-        for claim in out.claims:
-            self._own.setdefault(claim.pod, {})[claim.epoch] = claim
-        for mark in out.marks:
-            self._marks[mark.pod] = mark
+        self._index(out.claims, out.marks)
         self.ops.append(op)
         return out
+
+    def _index(self, claims: Iterable[Claim], marks: Iterable[EpochMark]) -> None:
+        """Note our own records' current versions: what our gossip record for each pod carries."""
+        for claim in claims:
+            self._own.setdefault(claim.pod, {})[claim.epoch] = claim
+        for mark in marks:
+            self._marks[mark.pod] = mark

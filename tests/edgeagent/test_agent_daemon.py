@@ -17,6 +17,7 @@ from fedcore.pods import Pod
 from edgeagent import config, twinwire
 from edgeagent.clusters import Phase
 from edgeagent.daemon import NODE_FILE, Agent
+from edgeagent.journals import FrameLog
 from edgeagent.memcluster import InMemoryCluster
 from edgeagent.twinharness import TwinHarness
 
@@ -38,7 +39,9 @@ async def until(predicate: object, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal_max_mib", [4.0, 0.0005], ids=["journal", "snapshots"])
+def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path, journal_max_mib: float) -> None:
+    """With a tiny ``journal_max_mib`` the journal is rewritten as a snapshot at nearly every commit."""
     names = ["a0", "a1", "a2"]
     cluster = InMemoryCluster([Node(n, 8000, 16384, gpus=1) for n in names])
     ports = {n: free_port() for n in names}
@@ -48,7 +51,7 @@ def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path) -> None:
             "node": name, "data_dir": str(tmp_path / name), "log_level": "warning",
             "gossip": {"bind": f"127.0.0.1:{ports[name]}", "seeds": [f"127.0.0.1:{ports[n]}" for n in names if n != name]},
             "backend": {"kind": "twin", "address": address},
-            "probe": {"kind": "twin"}, "http": {"bind": "127.0.0.1:0"},
+            "probe": {"kind": "twin"}, "http": {"bind": "127.0.0.1:0"}, "journal_max_mib": journal_max_mib,
         })
 
     def running() -> dict[str, str]:
@@ -92,7 +95,10 @@ def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path) -> None:
         await harness.stop()
 
     asyncio.run(scenario())
-    assert (tmp_path / "a1" / "claims.journal").stat().st_size > 0
+    journal = tmp_path / "a1" / "claims.journal"
+    assert journal.stat().st_size > 0
+    first = next(FrameLog(journal).read())
+    assert (first[0][0] == "restore") is (journal_max_mib < 1), "a small limit rewrites the journal as a snapshot"
     assert sorted(p.name for p in (tmp_path / "a0").iterdir()) == ["claims.journal", "experience.log", "node.msgpack"]
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from fedcore.nodes import Node
 from fedcore.pods import Pod
+from fedcore.resources import Resources
 
 from edgeagent.clusters import Phase
 from edgeagent.experience import ExperienceLog
@@ -34,6 +35,49 @@ def test_journal_replay_rebuilds_the_same_ledger(tmp_path: Path) -> None:
     assert replayed.replica.lamport == original.replica.lamport
     for uid in original.own_pods():
         assert replayed.own_delta(uid) == original.own_delta(uid)
+
+
+def test_a_snapshot_replays_to_the_same_ledger_and_it_goes_on_alike(tmp_path: Path) -> None:
+    """The journal is rewritten as one snapshot op: replaying it must be indistinguishable from the full history."""
+    sim = PlacementSim(nodes(3), seed=11)
+    for i in range(12):
+        sim.cluster.submit(Pod(f"p{i}", 2000, 2048))
+    sim.run(3.0)
+    for uid in ("p0", "p1", "p2", "p3"):
+        sim.cluster.finish(uid)
+    sim.run(40.0)  # past compaction
+    original = sim.agents["n0"].ledger
+    assert original.replica.finished_pods() and any(True for _ in original.own_pods())
+    log = FrameLog(tmp_path / "claims.journal")
+    log.append(sim.journals["n0"])
+    log.replace([[original.snapshot()]])
+    log.close()
+    frames = list(FrameLog(tmp_path / "claims.journal").read())
+    assert [[op[0] for op in batch] for batch in frames] == [["restore"]]
+    again = Ledger.replay("n0", "n0", nodes(3)[0].capacity, (op for batch in frames for op in batch))
+    assert again.replica.full_state() == original.replica.full_state()
+    assert again.replica.finished_pods() == original.replica.finished_pods()
+    assert again.replica.free() == original.replica.free() and again.replica.lamport == original.replica.lamport
+    assert sorted(again.own_pods()) == sorted(original.own_pods())
+    assert all(again.own_delta(uid) == original.own_delta(uid) for uid in original.own_pods())
+    assert list(again.reservations()) == list(original.reservations())
+    assert again.snapshot() == original.snapshot() and not again.ops
+    request = Resources(1000, 1024)
+    assert again.claim("fresh", 0, 0.5, request) == original.claim("fresh", 0, 0.5, request)
+    assert again.compact() == original.compact()
+
+
+def test_replacing_the_journal_leaves_one_file_and_appends_after_the_snapshot(tmp_path: Path) -> None:
+    path = tmp_path / "claims.journal"
+    log = FrameLog(path)
+    log.append([["bind", "a"]])
+    log.append([["bind", "b"]])
+    log.replace([[["restore", b"state", [], []]]])
+    assert not log.dirty and log.size() == path.stat().st_size
+    log.append([["bind", "c"]])
+    log.close()
+    assert list(FrameLog(path).read()) == [[["restore", b"state", [], []]], [["bind", "c"]]]
+    assert [p.name for p in tmp_path.iterdir()] == ["claims.journal"]
 
 
 def test_torn_tail_is_cut_and_committed_frames_kept(tmp_path: Path) -> None:
