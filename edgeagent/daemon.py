@@ -126,6 +126,8 @@ class Agent:
         self._awaiting: list[Effect] = []
         """Effects waiting for the fsync that makes their journal operations durable."""
         self._syncing = False
+        self._snapshot_bytes = 0
+        """Size of the last journal snapshot: the journal is rewritten again only once it has doubled."""
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._binds = asyncio.Semaphore(MAX_BINDS_IN_FLIGHT)
@@ -211,8 +213,10 @@ class Agent:
         ledger = self.placer_.ledger
         ops = ledger.take_ops()
         if ops and self._journal is not None:
-            if self._journal.size() > self.config.journal_max_mib * 2**20 and not self._syncing:
+            size = self._journal.size()
+            if size > max(self.config.journal_max_mib * 2**20, 2 * self._snapshot_bytes) and not self._syncing:
                 self._journal.replace([[ledger.snapshot()]])  # durable on return; no fsync thread holds the old file
+                self._snapshot_bytes = self._journal.size()
             else:
                 self._journal.append(ops)
         effects, self._queue = self._queue, []
