@@ -108,5 +108,5 @@ class FrameLog:
 
 
 def _frame(payload: Any) -> bytes:
-    data = msgpack.packb(payload, use_bin_type=True)
+    data: bytes = msgpack.packb(payload, use_bin_type=True)
     return len(data).to_bytes(4, "big") + zlib.crc32(data).to_bytes(4, "big") + data
