@@ -215,9 +215,13 @@ class Agent:
         if ops and self._journal is not None:
             size = self._journal.size()
             if size > max(self.config.journal_max_mib * 2**20, 2 * self._snapshot_bytes) and not self._syncing:
-                self._journal.replace([[ledger.snapshot()]])  # durable on return; no fsync thread holds the old file
-                self._snapshot_bytes = self._journal.size()
-            else:
+                try:
+                    self._journal.replace([[ledger.snapshot()]])  # durable on return; no fsync thread holds the old file
+                    self._snapshot_bytes, ops = self._journal.size(), []
+                except OSError as exc:
+                    self._snapshot_bytes = size  # next try once the journal doubled again
+                    log.warning("journal snapshot failed, appending instead: %s", exc)
+            if ops:
                 self._journal.append(ops)
         effects, self._queue = self._queue, []
         rows = [e.row for e in effects if isinstance(e, Experience)]

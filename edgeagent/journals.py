@@ -90,13 +90,13 @@ class FrameLog:
                 f.write(_frame(payload))
             f.flush()
             os.fsync(f.fileno())
-        self._file.close()
-        os.replace(tmp, self.path)
+        os.replace(tmp, self.path)  # on failure the old log stays open and in use
         directory = os.open(self.path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
         finally:
             os.close(directory)
+        self._file.close()  # the replaced file's buffered frames are covered by the payloads
         self._file = open(self.path, "ab")
         self.dirty = False
 

@@ -39,9 +39,18 @@ async def until(predicate: object, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-@pytest.mark.parametrize("journal_max_mib", [4.0, 0.0005], ids=["journal", "snapshots"])
-def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path, journal_max_mib: float) -> None:
-    """With a tiny ``journal_max_mib`` the journal is rewritten as a snapshot at nearly every commit."""
+@pytest.mark.parametrize(("journal_max_mib", "snapshots_fail"), [(4.0, False), (0.0005, False), (0.0005, True)],
+                         ids=["journal", "snapshots", "failing-snapshots"])
+def test_three_agents_place_restart_and_keep_their_pods(
+    tmp_path: Path, journal_max_mib: float, snapshots_fail: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a tiny ``journal_max_mib`` the journal is rewritten as a snapshot at nearly every commit; when that
+    rewrite fails (a full disk), the operations are appended as before and nothing is lost."""
+    if snapshots_fail:
+        def refuse(self: FrameLog, payloads: list[object]) -> None:
+            raise OSError(28, "No space left on device")
+
+        monkeypatch.setattr(FrameLog, "replace", refuse)
     names = ["a0", "a1", "a2"]
     cluster = InMemoryCluster([Node(n, 8000, 16384, gpus=1) for n in names])
     ports = {n: free_port() for n in names}
@@ -98,7 +107,7 @@ def test_three_agents_place_restart_and_keep_their_pods(tmp_path: Path, journal_
     journal = tmp_path / "a1" / "claims.journal"
     assert journal.stat().st_size > 0
     first = next(FrameLog(journal).read())
-    assert (first[0][0] == "restore") is (journal_max_mib < 1), "a small limit rewrites the journal as a snapshot"
+    assert (first[0][0] == "restore") is (journal_max_mib < 1 and not snapshots_fail), "rewritten as a snapshot"
     assert sorted(p.name for p in (tmp_path / "a0").iterdir()) == ["claims.journal", "experience.log", "node.msgpack"]
 
 

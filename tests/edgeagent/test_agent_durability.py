@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.resources import Resources
 
 from edgeagent.clusters import Phase
 from edgeagent.experience import ExperienceLog
+from edgeagent import journals
 from edgeagent.journals import FrameLog
 from edgeagent.ledger import Ledger
 from edgeagent.simulating import PlacementSim
@@ -78,6 +81,23 @@ def test_replacing_the_journal_leaves_one_file_and_appends_after_the_snapshot(tm
     log.close()
     assert list(FrameLog(path).read()) == [[["restore", b"state", [], []]], [["bind", "c"]]]
     assert [p.name for p in tmp_path.iterdir()] == ["claims.journal"]
+
+
+def test_a_failed_replace_leaves_the_journal_as_it_was_and_in_use(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "claims.journal"
+    log = FrameLog(path)
+    log.append([["bind", "a"]])
+    log.sync()
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(journals.os, "replace", refuse)
+    with pytest.raises(OSError):
+        log.replace([[["restore", b"state", [], []]]])
+    log.append([["bind", "b"]])
+    log.close()
+    assert list(FrameLog(path).read()) == [[["bind", "a"]], [["bind", "b"]]]
 
 
 def test_torn_tail_is_cut_and_committed_frames_kept(tmp_path: Path) -> None:
