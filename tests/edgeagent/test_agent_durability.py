@@ -10,9 +10,9 @@ from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.resources import Resources
 
+from edgeagent import journals
 from edgeagent.clusters import Phase
 from edgeagent.experience import ExperienceLog
-from edgeagent import journals
 from edgeagent.journals import FrameLog
 from edgeagent.ledger import Ledger
 from edgeagent.simulating import PlacementSim
