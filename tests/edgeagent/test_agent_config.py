@@ -30,6 +30,8 @@ README = Path(__file__).resolve().parents[2] / "edgeagent" / "README.md"
     ({"http": {"bind": "9464"}}, "http.bind"),
     ({"models": []}, "models"),
     ({"data_dir": ""}, "data_dir"),
+    ({"journal_max_mib": 0}, "journal_max_mib"),
+    ({"journal_max_mib": "big"}, "journal_max_mib"),
 ])
 def test_bad_values_name_their_field(raw: dict[str, object], field: str) -> None:
     with pytest.raises(config.ConfigError) as caught:

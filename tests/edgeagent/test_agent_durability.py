@@ -10,6 +10,8 @@ from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.resources import Resources
 
+from crdt.errors import InvalidDelta
+
 from edgeagent import journals
 from edgeagent.clusters import Phase
 from edgeagent.experience import ExperienceLog
@@ -68,6 +70,12 @@ def test_a_snapshot_replays_to_the_same_ledger_and_it_goes_on_alike(tmp_path: Pa
     request = Resources(1000, 1024)
     assert again.claim("fresh", 0, 0.5, request) == original.claim("fresh", 0, 0.5, request)
     assert again.compact() == original.compact()
+
+
+def test_a_garbled_snapshot_in_the_journal_is_a_clear_error() -> None:
+    """A snapshot frame that passed its checksum but holds no claims state stops the replay with InvalidDelta."""
+    with pytest.raises(InvalidDelta, match="not a claims delta"):
+        Ledger.replay("n0", "n0", nodes(1)[0].capacity, [["restore", b"\x93\x01\x02\x03", [], []]])
 
 
 def test_replacing_the_journal_leaves_one_file_and_appends_after_the_snapshot(tmp_path: Path) -> None:
