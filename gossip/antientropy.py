@@ -7,6 +7,8 @@ records in every list, because a receiver accepts records only of owners it know
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from gossip import digests
 from gossip.members import MemberState, Members
 from gossip.messages import Alive, Dead, Record, StateMessage, Suspect
@@ -25,17 +27,19 @@ def member_message(name: str, incarnation: int, state: MemberState, vouched_by: 
     return Dead(name, incarnation, name if state == MemberState.LEFT else vouched_by)
 
 
-def digest_entries(me: str, incarnation: int, members: Members, records: RecordStore, salt: int) -> tuple[list[str], list[Ref]]:
-    """Digest keys of everything we hold, with a parallel list saying what each key stands for."""
-    keys = [digests.member_key(salt, me, incarnation, MemberState.ALIVE)]
-    refs: list[Ref] = [(me, None)]
+def digest_entries(me: str, incarnation: int, members: Members, records: RecordStore, salt: int) -> Iterator[tuple[str, Ref]]:
+    """The digest key of everything we hold, each with what it stands for; lazily, so an
+    exchange never holds every key at once (there are :func:`entry_count` of them)."""
+    yield digests.member_key(salt, me, incarnation, MemberState.ALIVE), (me, None)
     for row in members:
-        keys.append(digests.member_key(salt, row.name, row.incarnation, row.state))
-        refs.append((row.name, None))
+        yield digests.member_key(salt, row.name, row.incarnation, row.state), (row.name, None)
     for owner, key, version, _ in records.entries():
-        keys.append(digests.record_key(salt, owner, key, version))
-        refs.append((owner, key))
-    return keys, refs
+        yield digests.record_key(salt, owner, key, version), (owner, key)
+
+
+def entry_count(members: Members, records: RecordStore) -> int:
+    """How many entries :func:`digest_entries` yields."""
+    return 1 + len(members) + len(records)
 
 
 def state_messages(me: str, incarnation: int, members: Members, records: RecordStore, refs: list[Ref]) -> list[StateMessage]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import logging
 import random
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -564,28 +564,34 @@ class GossipNode:
             self._send_frame(peer, [me, PushPull(False), *state[1:]])
             return
         salt = self._salt(now)
-        keys, _ = antientropy.digest_entries(self.name, self.incarnation, self._members, self._records, salt)
-        self._send_frame(peer, [me, DigestRequest(salt, digests.build(keys, self.config.digest_error_rate))])
+        self._send_frame(peer, [me, DigestRequest(salt, self._digest(salt))])
 
-    def _missing_from(self, bloom: bytes, salt: int) -> tuple[list[str], list[Message]]:
-        """Our digest keys, and state messages for every entry the peer's digest does not cover."""
+    def _entries(self, salt: int) -> Iterator[tuple[str, antientropy.Ref]]:
+        return antientropy.digest_entries(self.name, self.incarnation, self._members, self._records, salt)
+
+    def _digest(self, salt: int) -> bytes:
+        """Our Bloom digest under this salt (hashed a chunk at a time: see :mod:`gossip.digests`)."""
+        keys = (key for key, _ in self._entries(salt))
+        return digests.build(keys, antientropy.entry_count(self._members, self._records), self.config.digest_error_rate)
+
+    def _missing_from(self, bloom: bytes, salt: int) -> list[Message]:
+        """State messages for every entry the peer's digest does not cover."""
         theirs = digests.parse(bloom, self.config.max_digest_capacity)
-        keys, refs = antientropy.digest_entries(self.name, self.incarnation, self._members, self._records, salt)
-        lacking = [refs[i] for i in digests.uncovered(theirs, keys)]
-        return keys, list(antientropy.state_messages(self.name, self.incarnation, self._members, self._records, lacking))
+        lacking = digests.missing(theirs, self._entries(salt))
+        return list(antientropy.state_messages(self.name, self.incarnation, self._members, self._records, lacking))
 
     def handle_digest_request(self, sender: str, msg: DigestRequest, now: float) -> None:
         try:
-            keys, lacking = self._missing_from(msg.bloom, msg.salt)
+            lacking = self._missing_from(msg.bloom, msg.salt)
         except WireError as exc:
             self._drop(sender, exc)
             return
-        reply = DigestReply(msg.salt, digests.build(keys, self.config.digest_error_rate))
+        reply = DigestReply(msg.salt, self._digest(msg.salt))
         self._send_frame(sender, [Alive(self.name, self.incarnation), reply, *lacking])
 
     def handle_digest_reply(self, sender: str, msg: DigestReply, now: float) -> None:
         try:
-            _, lacking = self._missing_from(msg.bloom, msg.salt)
+            lacking = self._missing_from(msg.bloom, msg.salt)
         except WireError as exc:
             self._drop(sender, exc)
             return

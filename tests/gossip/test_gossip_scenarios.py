@@ -164,8 +164,8 @@ def test_rotating_salt_redraws_false_positives() -> None:
     missing = [f"n{i}|k|2" for i in range(400)]
     hidden_under: list[set[int]] = []
     for salt in range(6):
-        bloom = digests.parse(digests.build([f"{salt}|{k}" for k in held], 0.2), 1 << 16)
-        shown = set(digests.uncovered(bloom, [f"{salt}|{k}" for k in missing]))
+        bloom = digests.parse(digests.build([f"{salt}|{k}" for k in held], len(held), 0.2), 1 << 16)
+        shown = set(digests.missing(bloom, [(f"{salt}|{k}", i) for i, k in enumerate(missing)]))
         hidden_under.append(set(range(len(missing))) - shown)
     assert all(hidden_under), "a 20% error rate hides some entries under every salt"
     assert set.intersection(*hidden_under) == set(), "no entry stays hidden across salts"

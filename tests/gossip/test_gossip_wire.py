@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 import msgpack
 import pytest
@@ -194,14 +195,20 @@ def test_garbage_digest_is_refused_with_wire_error_only(data: bytes) -> None:
         pass
 
 
+def _uncovered(bloom: object, keys: list[str]) -> list[int]:
+    """Indexes of the keys the filter certainly lacks."""
+    return digests.missing(bloom, [(key, i) for i, key in enumerate(keys)])  # type: ignore[arg-type]
+
+
 def test_digest_reports_exactly_the_uncovered_keys_modulo_false_positives() -> None:
     held = [digests.record_key(1, f"n{i}", "k", 3) for i in range(2000)]
     newer = [digests.record_key(1, f"n{i}", "k", 4) for i in range(2000)]
-    bloom = digests.parse(digests.build(held, 0.01), 1 << 20)
-    assert digests.uncovered(bloom, held) == []
-    missed = len(newer) - len(digests.uncovered(bloom, newer))
+    bloom = digests.parse(digests.build(held, len(held), 0.01), 1 << 20)
+    assert _uncovered(bloom, held) == []
+    missed = len(newer) - len(_uncovered(bloom, newer))
     assert missed < 0.03 * len(newer), f"{missed} false positives at a 1% rate"
     assert all(key in bloom for key in held), "positions agree with pybloom's own lookup"
+    assert bloom.count == len(held)
 
 
 @pytest.mark.parametrize("capacity,error", [(128, 0.01), (4096, 0.001), (100_000, 1e-5), (128, 0.3)])
@@ -213,28 +220,60 @@ def test_digest_positions_match_pybloom_in_every_geometry(capacity: int, error: 
     reference = BloomFilter(capacity, error)
     for key in keys[:100]:
         reference.add(key)
-    assert digests.uncovered(reference, keys[:100]) == []
-    assert digests.uncovered(reference, keys[100:]) == [i for i, key in enumerate(keys[100:]) if key not in reference]
+    assert _uncovered(reference, keys[:100]) == []
+    assert _uncovered(reference, keys[100:]) == [i for i, key in enumerate(keys[100:]) if key not in reference]
     if capacity == digests.capacity_for(100):
-        assert digests.parse(digests.build(keys[:100], error), 1 << 20).bitarray == reference.bitarray
+        assert digests.parse(digests.build(keys[:100], 100, error), 1 << 20).bitarray == reference.bitarray
+
+
+def test_digests_of_a_generator_equal_digests_of_a_list_across_chunk_edges() -> None:
+    """Keys are hashed a chunk at a time: a stream that ends mid-chunk, or on its edge, builds the same filter."""
+    for n in (1, digests.CHUNK - 1, digests.CHUNK, digests.CHUNK + 1, 3 * digests.CHUNK + 7):
+        keys = [digests.record_key(5, f"n{i % 16}", f"c/pod-{i}", i) for i in range(n)]
+        assert digests.build((k for k in keys), n, 0.01) == digests.build(keys, n, 0.01)
+        bloom = digests.parse(digests.build(keys[::2], len(keys[::2]), 0.01), 1 << 20)
+        found = digests.missing(bloom, ((k, k) for k in keys))
+        assert set(keys[1::2]) - set(found) == {k for k in keys[1::2] if k in bloom}, "only false positives hide keys"
+        assert not set(found) & set(keys[::2])
 
 
 def test_building_digests_retains_no_memory() -> None:
     """Positions are computed per exchange, not memoised: salts rotate, so a memo only grew (25 MiB per agent)."""
     import tracemalloc
 
-    digests.build(["warm"], 0.01)
+    digests.build(["warm"], 1, 0.01)
     tracemalloc.start()
     try:
         for salt in range(3):
             keys = [digests.record_key(salt, f"n{i % 16}", f"c/pod-{i}", i) for i in range(20_000)]
-            bloom = digests.parse(digests.build(keys, 0.01), 1 << 20)
-            assert digests.uncovered(bloom, keys) == []
+            bloom = digests.parse(digests.build(keys, len(keys), 0.01), 1 << 20)
+            assert _uncovered(bloom, keys) == []
             del keys, bloom
         retained, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     assert retained < 256 * 1024, f"{retained} bytes kept after three exchanges"
+
+
+def test_a_digest_exchange_over_a_large_store_holds_a_chunk_at_a_time() -> None:
+    """Building and checking a digest of 20,000 streamed keys peaks at tens of KiB over the filter itself,
+    not at every key, digest and position at once (which was ~10 MiB here, ~1.4 MiB per agent push-pull)."""
+    import tracemalloc
+
+    def stream(salt: int) -> Iterator[str]:
+        return (digests.record_key(salt, f"n{i % 16}", f"c/pod-{i}", i) for i in range(20_000))
+
+    theirs = digests.parse(digests.build(stream(1), 20_000, 0.01), 1 << 20)
+    filter_bytes = len(theirs.bitarray) // 8
+    tracemalloc.start()
+    try:
+        ours = digests.build(stream(2), 20_000, 0.01)
+        lacking = digests.missing(theirs, ((key, None) for key in stream(2)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(ours) > filter_bytes and len(lacking) > 19_000, "salt 2's keys are all news to a salt-1 digest"
+    assert peak < 12 * filter_bytes + 512 * 1024, f"peak {peak} bytes for a {filter_bytes}-byte filter"
 
 
 def test_a_member_without_keys_never_imports_cryptography() -> None:
