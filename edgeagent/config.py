@@ -240,7 +240,7 @@ def _coerce(hint: Any, value: Any, path: str) -> Any:
 
 
 def _check_ranges(config: AgentConfig) -> None:
-    from gossip.udp import split_addr
+    from gossip.config import split_addr
 
     for name, _, _ in options():
         value = _get(config, name)

@@ -37,11 +37,11 @@ from edgeagent.placing import Placer
 from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.serving import StatusServer
-from gossip.config import GossipConfig
+from gossip.config import GossipConfig, split_addr
 from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring
 from gossip.members import MemberState
-from gossip.udp import Event, UdpGossip, split_addr
+from gossip.udp import Event, UdpGossip
 
 log = logging.getLogger("edgeagent")
 

@@ -36,10 +36,27 @@ with one, which is how a join works); anything else it sends is dropped and coun
 ``unknown_sender``. With a keyring, every packet must authenticate first.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from gossip.config import GossipConfig
 from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring, KeyringError
 from gossip.members import MemberState, MemberView
-from gossip.udp import UdpGossip
+
+if TYPE_CHECKING:
+    from gossip.udp import UdpGossip
+
+
+def __getattr__(name: str) -> object:
+    """``UdpGossip`` on first use: importing any part of the package must not load asyncio (an edge
+    agent decides whether asyncio may load ``ssl`` after reading its config, which imports gossip)."""
+    if name == "UdpGossip":
+        from gossip.udp import UdpGossip
+
+        return UdpGossip
+    raise AttributeError(f"module 'gossip' has no attribute {name!r}")
+
 
 __all__ = ["GossipConfig", "Keyring", "KeyringError", "MemberEvent", "MemberState", "MemberView", "RecordEvent", "UdpGossip"]

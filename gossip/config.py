@@ -75,3 +75,11 @@ class GossipConfig:
             raise ValueError("tombstone_ttl must be > 0")
         if self.mtu < 256:
             raise ValueError("mtu below 256 bytes leaves no room for piggybacked broadcasts")
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """``host:port`` to a socket address; raises ValueError for anything else."""
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"expected host:port, got {addr!r}")
+    return host.strip("[]"), int(port)

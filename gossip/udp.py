@@ -16,7 +16,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 
-from gossip.config import GossipConfig
+from gossip.config import GossipConfig, split_addr
 from gossip.effects import Effect, MemberEvent, RecordEvent, Send, SendStream
 from gossip.keyring import Keyring
 from gossip.members import MemberView
@@ -31,14 +31,6 @@ Event = MemberEvent | RecordEvent
 _LENGTH = 4
 _STREAM_TIMEOUT = 5.0
 """Seconds a peer may take to deliver one stream frame before we hang up."""
-
-
-def split_addr(addr: str) -> tuple[str, int]:
-    """``host:port`` to a socket address; raises ValueError for anything else."""
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ValueError(f"expected host:port, got {addr!r}")
-    return host.strip("[]"), int(port)
 
 
 class _Datagrams(asyncio.DatagramProtocol):

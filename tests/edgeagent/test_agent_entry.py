@@ -20,15 +20,28 @@ def _config(tmp_path: Path, body: str = "node: edge-a\n") -> Path:
     return path
 
 
-def test_the_daemon_path_loads_the_policy_without_click(tmp_path: Path) -> None:
-    """``--check`` goes the daemon's way: configuration, daemon modules, model; click never loads."""
-    probe = ("import sys; sys.argv = ['fedplane', 'agent', '--config', sys.argv[1], '--check']; "
-             "from fedplane.entry import main; main(); "
-             "print(sorted(m for m in ('click', 'numpy', 'edgeagent.daemon') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", probe, str(_config(tmp_path))], capture_output=True, text=True,
+_PROBE = ("import sys; sys.argv = ['fedplane', 'agent', '--config', sys.argv[1], '--check']; "
+          "from fedplane.entry import main; main(); "
+          "print(sorted(m for m in ('click', 'numpy', 'edgeagent.daemon', 'ssl', 'hashlib') if sys.modules.get(m))); "
+          "print(sorted({l.split('/')[-1].split('.')[0] for l in open('/proc/self/maps') if 'libssl' in l or 'libcrypto' in l}))")
+
+
+def test_the_daemon_path_loads_the_policy_without_click_or_openssl(tmp_path: Path) -> None:
+    """``--check`` goes the daemon's way: configuration, daemon modules, model; click never loads, nor (twin
+    back end) OpenSSL, while hashlib still works from CPython's own hashes."""
+    out = subprocess.run([sys.executable, "-c", _PROBE, str(_config(tmp_path))], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out[0].endswith(": ok; no usable model in " + str(tmp_path / "data" / "models") + ": heuristic scoring")
-    assert out[1] == "['edgeagent.daemon', 'numpy']"
+    assert out[1] == "['edgeagent.daemon', 'hashlib', 'numpy']"
+    assert out[2] == "[]"
+
+
+def test_the_kubernetes_back_end_keeps_openssl(tmp_path: Path) -> None:
+    config = _config(tmp_path, "node: edge-a\nbackend:\n  kind: kubernetes\n")
+    out = subprocess.run([sys.executable, "-c", _PROBE, str(config)], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[1] == "['edgeagent.daemon', 'hashlib', 'numpy', 'ssl']"
+    assert out[2] == "['libcrypto', 'libssl']"
 
 
 def test_check_names_the_loaded_model_under_the_agents_own_interpreter_flags(tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ import socket
 
 import pytest
 
-from gossip.config import GossipConfig
+from gossip.config import GossipConfig, split_addr
 from gossip.keyring import Keyring
 from gossip.members import MemberState
-from gossip.udp import UdpGossip, split_addr
+from gossip.udp import UdpGossip
 from gossip.wire import DropReason
 
 pytestmark = pytest.mark.asyncio
