@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,14 +21,9 @@ import pytest
 
 from cp_kmock import DEPLOYMENTS, NODES, KubeDouble, kube_double
 from fedapi import client, controlplane_pb2 as cp
+from fedcore.loopback import free_ports
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -69,7 +63,7 @@ def serve(db: Path, kubeconfig: Path, port: int) -> subprocess.Popen[bytes]:
 
 def test_sigkill_mid_migration_then_restart_resumes_exactly_once(kube: tuple[KubeDouble, Path], tmp_path: Path) -> None:
     double, kubeconfig = kube
-    port = free_port()
+    (port,) = free_ports(1)
     db = tmp_path / "cp.db"
     proc = serve(db, kubeconfig, port)
     conn = client.connect(f"127.0.0.1:{port}")

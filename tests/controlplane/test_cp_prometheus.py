@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -19,17 +18,13 @@ from typing import Any
 
 import pytest
 
+from fedcore.loopback import free_ports
+
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.skipif(PROMETHEUS is None, reason="prometheus binary not installed (apt-get install -y prometheus)"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def get_json(url: str) -> Any:
@@ -53,7 +48,7 @@ def wait_for(check: Any, timeout: float, what: str) -> Any:
 
 @pytest.fixture
 def processes(tmp_path: Path) -> Iterator[tuple[int, int]]:
-    grpc_port, metrics_port, prom_port = free_port(), free_port(), free_port()
+    grpc_port, metrics_port, prom_port = free_ports(3)
     serve = subprocess.Popen(
         [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve", "--twin-clusters", "2", "--port", str(grpc_port),
          "--metrics-port", str(metrics_port), "--db", str(tmp_path / "cp.db")],

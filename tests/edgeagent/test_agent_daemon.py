@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from fedapi import twinlink
+from fedcore.loopback import free_ports
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 
@@ -22,12 +22,6 @@ from edgeagent.memcluster import InMemoryCluster
 from edgeagent.twinharness import TwinHarness
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def until(predicate: object, timeout: float, what: str) -> None:
@@ -53,7 +47,7 @@ def test_three_agents_place_restart_and_keep_their_pods(
         monkeypatch.setattr(FrameLog, "replace", refuse)
     names = ["a0", "a1", "a2"]
     cluster = InMemoryCluster([Node(n, 8000, 16384, gpus=1) for n in names])
-    ports = {n: free_port() for n in names}
+    ports = dict(zip(names, free_ports(len(names)), strict=True))  # free for TCP too, outside the ephemeral range
 
     def settings(name: str, address: str) -> config.AgentConfig:
         return config.parse({
@@ -113,12 +107,12 @@ def test_three_agents_place_restart_and_keep_their_pods(
 
 def test_offline_start_uses_the_saved_node_description_and_refuses_a_corrupt_one(tmp_path: Path) -> None:
     """The cluster is unreachable: a readable node.msgpack lets the agent start offline; garbage is logged, not trusted."""
-    dead = free_port()  # nothing listens here
+    dead, gossip_port = free_ports(2)  # nothing listens on dead
 
     def settings(data: Path) -> config.AgentConfig:
         return config.parse({
             "node": "a0", "data_dir": str(data), "log_level": "warning",
-            "gossip": {"bind": f"127.0.0.1:{free_port()}"}, "backend": {"kind": "twin", "address": f"127.0.0.1:{dead}"},
+            "gossip": {"bind": f"127.0.0.1:{gossip_port}"}, "backend": {"kind": "twin", "address": f"127.0.0.1:{dead}"},
             "probe": {"kind": "twin"}, "http": {"bind": "127.0.0.1:0"},
         })
 
