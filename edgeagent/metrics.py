@@ -82,8 +82,8 @@ class AgentMetrics:
                [f'fedplane_agent_model_info{{version="{_label(self.placer.scorer.version)}"}} 1'])
         family("fedplane_agent_decision_seconds", "histogram", "From seeing a pod pending to binding it here",
                self.decisions.samples("fedplane_agent_decision_seconds"))
-        for name, kind, doc, value in self._process():
-            family(name.removesuffix("_total"), kind, doc, [f"{name} {_number(value)}"])
+        for name, kind, doc, reading in self._process():
+            family(name.removesuffix("_total"), kind, doc, [f"{name} {_number(reading)}"])
         return ("\n".join(lines) + "\n").encode()
 
     def _process(self) -> list[tuple[str, str, str, float]]:

@@ -16,6 +16,7 @@ import heapq
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from gossip.config import GossipConfig
 from gossip.effects import Effect, MemberEvent, RecordEvent, Send, SendStream
@@ -166,7 +167,7 @@ class InMemoryNetwork:
         heapq.heappush(self._events, (when, self._seq, kind, name, payload))
 
     def _deliver(self, kind: int, name: str, payload: object) -> None:
-        src, data = payload  # type: ignore[misc]
+        src, data = cast(tuple[str, bytes], payload)
         node = self.nodes[name]
         effects = node.on_packet(src, data, self.now) if kind == _PACKET else node.on_stream(src, data, self.now)
         self._apply(name, effects)

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probe-interval", type=float, default=0.2)
     parser.add_argument("--pushpull-interval", type=float, default=5.0)
     parser.add_argument("--reap-after", type=float, default=60.0)
-    parser.add_argument("--suspicion-mult", type=float, default=GossipConfig.suspicion_mult)
+    parser.add_argument("--suspicion-mult", type=float, default=GossipConfig().suspicion_mult)
     parser.add_argument("--report-every", type=float, default=0.5)
     asyncio.run(_main(parser.parse_args(argv)))
 

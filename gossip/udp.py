@@ -37,7 +37,7 @@ class _Datagrams(asyncio.DatagramProtocol):
     def __init__(self, owner: UdpGossip) -> None:
         self.owner = owner
 
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:
         self.owner._on_packet(f"{addr[0]}:{addr[1]}", data)
 
     def error_received(self, exc: Exception) -> None:

@@ -99,7 +99,8 @@ _packer = msgpack.Packer(use_bin_type=True)
 
 def encode(message: Message) -> bytes:
     """One message as a msgpack array; raises TypeError/ValueError for unencodable record values."""
-    return _packer.pack([message.TYPE, *[getattr(message, f) for f in message.__match_args__]])
+    data: bytes = _packer.pack([message.TYPE, *[getattr(message, f) for f in message.__match_args__]])
+    return data
 
 
 def array_header(count: int) -> bytes:
@@ -147,6 +148,7 @@ interned-string table, which never shrinks). The decoder's hot lookup: no enum c
 def _fields_ok(kinds: tuple[type, ...], item: list[Any]) -> bool:
     if len(item) != len(kinds) + 1:
         return False
+    value: Any
     for kind, value in zip(kinds, item[1:]):
         if kind is _ANY:
             continue

@@ -31,7 +31,7 @@ def load_nodes(path: Path | str, scale: int = 1, clusters: int = 1, regions: int
         )
     if not base:
         raise TraceError(f"{path}: no nodes")
-    nodes = []
+    nodes: list[Node] = []
     for copy in range(scale):
         for name, cpu, mem, gpus, model in base:
             i = len(nodes)

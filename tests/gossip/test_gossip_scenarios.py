@@ -47,6 +47,11 @@ def deaths(net: InMemoryNetwork) -> list[tuple[str, str, float]]:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1))
 def test_members_that_keep_answering_are_never_declared_dead_at_10pct_loss(seed: int) -> None:
+    """SWIM gives this with high probability, not always: 1 run in 500 random seeds (24 members, 20 s)
+    had a false death. With seed 7795381 one member's refutation
+    (167 receipts across the other 22) never reached n10 and its stream exchanges were lost too, so n10
+    declared n3 dead at the suspicion timeout's maximum; push-pull brought n3 back 3.1 s later
+    (``test_a_false_death_heals``). CI runs derandomized examples (tests/conftest.py)."""
     note(f"seed={seed}")
     net = cluster(24, seed)
     net.run_until(5.0)
@@ -206,3 +211,17 @@ def test_an_idle_member_wakes_only_for_its_probe_rounds() -> None:
     assert converged(net)
     rounds = 20.0 / config.probe_interval
     assert all(rounds - 2 <= n <= rounds + 2 for n in ticks.values()), ticks  # one wake-up per probe round, none per timeout
+
+
+def test_a_false_death_heals() -> None:
+    """A live member declared dead by one peer (a lost refutation, see above) is alive everywhere again
+    once anti-entropy carries its newer incarnation, with the loss still on."""
+    net = cluster(24, 7795381)
+    net.run_until(5.0)
+    net.link = LinkModel(loss=0.10, duplicate=0.05)
+    dead = deaths(net)
+    net.run_for(20.0)
+    assert dead and dead[0][:2] == ("n10", "n3"), f"seed 7795381 no longer loses a refutation ({dead}); pin another"
+    net.run_for(10.0)
+    assert all(n.members()["n3"].state == MemberState.ALIVE for n in net.nodes.values())
+    assert net.nodes["n10"].members()["n3"].incarnation >= 1
