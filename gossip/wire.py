@@ -148,7 +148,6 @@ interned-string table, which never shrinks). The decoder's hot lookup: no enum c
 def _fields_ok(kinds: tuple[type, ...], item: list[Any]) -> bool:
     if len(item) != len(kinds) + 1:
         return False
-    value: Any
     for kind, value in zip(kinds, item[1:]):
         if kind is _ANY:
             continue

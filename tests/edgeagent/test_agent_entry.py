@@ -28,7 +28,7 @@ _PROBE = ("import sys; sys.argv = ['fedplane', 'agent', '--config', sys.argv[1],
 
 def test_the_daemon_path_loads_the_policy_without_click_or_openssl(tmp_path: Path) -> None:
     """``--check`` goes the daemon's way: configuration, daemon modules, model; click never loads, nor (twin
-    back end) OpenSSL, while hashlib still works from CPython's own hashes."""
+    back end) OpenSSL, while hashlib still imports (on CPython's own hashes)."""
     out = subprocess.run([sys.executable, "-c", _PROBE, str(_config(tmp_path))], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out[0].endswith(": ok; no usable model in " + str(tmp_path / "data" / "models") + ": heuristic scoring")
