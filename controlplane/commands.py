@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -107,6 +108,7 @@ def serve(
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
     from controlplane import drills, server
+    from controlplane.db import DatabaseInUse
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec
     from controlplane.runtime import Backends, ControlPlane
@@ -131,7 +133,7 @@ def serve(
                              PlannerConfig(learned_profile=score_profile, return_after_s=return_after))
         for spec in specs:
             plane.register_cluster(spec)
-    except (ValueError, errors.BackendError) as exc:
+    except (ValueError, errors.BackendError, DatabaseInUse) as exc:
         fail(str(exc))
 
     def run_drill(scenario: str, runs: int, seed: int) -> dict[str, Any]:
@@ -218,11 +220,12 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @click.option("--max-per-cluster", default=0, show_default=True, type=click.IntRange(0))
 @click.option("--home-region", default="", help="Prefer clusters near this region.")
 @click.option("--dry-run", is_flag=True, help="Say where it would go and why, without acting.")
+@click.option("--request-id", default="", help="Idempotency key: a retried submit with the same id returns the first answer (default: a fresh one).")
 @client_options
 def submit(
     name: str, replicas: int, cpu_milli: int, memory_mib: int, gpus: int, gpu_model: str, archs: Sequence[str], spread: str,
     only_clusters: Sequence[str], only_regions: Sequence[str], avoid: Sequence[str], tolerations: Sequence[str], pinned: bool,
-    max_per_cluster: int, home_region: str, dry_run: bool, target: str, as_json: bool,
+    max_per_cluster: int, home_region: str, dry_run: bool, request_id: str, target: str, as_json: bool,
     tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Submit a workload with its placement policy (or --dry-run: explain the placement only)."""
@@ -233,7 +236,7 @@ def submit(
         policy=cp.PlacementPolicy(spread=SPREADS[spread], clusters=only_clusters, regions=only_regions, avoid_clusters=avoid,
                                   movable=not pinned, max_per_cluster=max_per_cluster, home_region=home_region),
     )
-    decision = call(target, tls_files(tls_cert, tls_key, tls_ca), "SubmitWorkload", cp.SubmitWorkloadRequest(workload=spec, dry_run=dry_run))
+    decision = call(target, tls_files(tls_cert, tls_key, tls_ca), "SubmitWorkload", cp.SubmitWorkloadRequest(workload=spec, dry_run=dry_run, request_id=request_id or uuid.uuid4().hex))
     emit(as_json, decision, f"{name}: {'accepted' if decision.accepted else 'NOT placed'}{' (dry run)' if dry_run else ''}",
          lambda d: [{"cluster": p["cluster"], "replicas": p.get("replicas", 0)} for p in d.get("placements", [])]
          + [{"cluster": "why", "replicas": r["message"]} for r in d.get("reasons", [])])
@@ -258,14 +261,15 @@ def placements(workload: str, target: str, as_json: bool, tls_cert: str | None, 
 @click.option("--workload", help="Workload to move.")
 @click.option("--source", help="Cluster to move it from.")
 @click.option("--to", "target_cluster", default="", help="Target cluster (default: the planner chooses).")
+@click.option("--force", is_flag=True, help="Move even to a cluster the workload's placement policy forbids (recorded as forced).")
 @click.option("--cancel", "cancel_id", help="Cancel this migration instead.")
 @click.option("--list", "list_all", is_flag=True, help="List migrations instead.")
 @client_options
 def migrate(
-    workload: str | None, source: str | None, target_cluster: str, cancel_id: str | None, list_all: bool, target: str, as_json: bool,
-    tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    workload: str | None, source: str | None, target_cluster: str, force: bool, cancel_id: str | None, list_all: bool, target: str,
+    as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
-    """Start a make-before-break migration, cancel one, or list them."""
+    """Start a make-before-break migration (within the workload's placement policy unless --force), cancel one, or list them."""
     tls = tls_files(tls_cert, tls_key, tls_ca)
 
     def rows(d: dict[str, Any]) -> list[dict[str, Any]]:
@@ -279,10 +283,20 @@ def migrate(
     elif cancel_id:
         emit(as_json, call(target, tls, "CancelMigration", cp.CancelMigrationRequest(id=cancel_id)), "cancelled", rows)
     elif workload and source:
-        req = cp.StartMigrationRequest(workload=workload, source=source, target=target_cluster)
+        req = cp.StartMigrationRequest(workload=workload, source=source, target=target_cluster, force=force)
         emit(as_json, call(target, tls, "StartMigration", req), "migration started", rows)
     else:
         fail("give --workload and --source to start a migration, --cancel ID, or --list")
+
+
+@controlplane.command()
+@click.argument("name")
+@client_options
+def delete(name: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
+    """Delete a workload from every cluster and the registry (its migrations are cancelled; the name is free again)."""
+    found = call(target, tls_files(tls_cert, tls_key, tls_ca), "DeleteWorkload", cp.DeleteWorkloadRequest(workload=name))
+    emit(as_json, found, f"{name}: deleted", lambda d: [{"cluster": c, "removed": "now"} for c in d.get("removed_from", [])]
+         + [{"cluster": c, "removed": "when it answers again"} for c in d.get("pending", [])])
 
 
 @controlplane.command()

@@ -3,10 +3,16 @@
 Registry and journal share one file so a migration step and the placement it changes commit
 together. Connections are shared across the reconcile thread and gRPC handlers, so every use
 goes through :meth:`Database.tx` (a lock plus a transaction).
+
+One process owns the file: an exclusive ``flock`` on ``<file>.lock`` is taken before the file
+is opened and held until :meth:`Database.close`, so a second control plane on the same file
+refuses to start (:class:`DatabaseInUse`) instead of resetting the first one's state.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -33,12 +39,32 @@ CREATE TABLE IF NOT EXISTS homes (
 CREATE TABLE IF NOT EXISTS decisions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, kind TEXT NOT NULL, workload TEXT NOT NULL,
     source TEXT NOT NULL, target TEXT NOT NULL, reasons TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS requests (id TEXT PRIMARY KEY, workload TEXT NOT NULL, answer TEXT NOT NULL);
 """
+
+
+class DatabaseInUse(RuntimeError):
+    """Another process holds the database: start this one on another file (or stop the other)."""
+
+
+def _lock(path: str) -> int:
+    """Hold ``path``.lock exclusively for this process; raise :class:`DatabaseInUse` when another has it."""
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise DatabaseInUse(f"database {path} is in use by another control plane (pid {holder}); stop it or pass another --db") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 class Database:
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        self._lock_fd = -1 if self.path == ":memory:" else _lock(self.path)
         self.conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self.conn.row_factory = sqlite3.Row
         self.conn.execute("PRAGMA journal_mode=WAL")
@@ -64,3 +90,6 @@ class Database:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = -1

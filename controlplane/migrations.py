@@ -70,6 +70,10 @@ class Executor:
         note = self._rollback(m, now)
         return self._save(m.moved(state=MigrationState.CANCELLED, error=f"cancelled; {note}"), now, "cancel")
 
+    def close(self, m: Migration, state: MigrationState, error: str, now: float) -> Migration:
+        """End a migration without touching any cluster (its workload is being deleted)."""
+        return self._save(m.moved(state=state, error=error), now, state.value)
+
     def advance(self, now: float) -> list[Migration]:
         """Move every due migration as far as it can go now; returns them in their new state."""
         return [self.run(m, now) for m in self.journal.active() if m.next_at <= now]
@@ -111,7 +115,14 @@ class Executor:
         return self._save(m.moved(state=MigrationState.TARGET_CREATED), now, "create-target")
 
     def _await_ready(self, m: Migration, now: float) -> Migration | None:
-        ready = self.backends(m.target).get_workload(m.workload).ready_replicas
+        try:
+            found = self.backends(m.target).get_workload(m.workload)
+        except errors.NotFound:
+            found = None
+        if found is None or found.spec.replicas < m.target_total:
+            # the target lost what create-target made (an embedded twin rebuilt after a restart): make it again
+            return self._save(m.moved(state=MigrationState.PLANNED), now, "target-lost")
+        ready = found.ready_replicas
         if ready < m.target_total:
             if now - m.updated > self.retry.ready_timeout_s:
                 raise errors.PermanentError(m.target, f"{ready}/{m.target_total} ready after {self.retry.ready_timeout_s:.0f}s")

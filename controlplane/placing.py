@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from controlplane.workloads import Spread, Workload
+from controlplane.workloads import Policy, Spread, Workload
 from fedcore.nodes import Arch, Node, Taint, TaintEffect
 from fedcore.nodetable import NodeTable, OvercommitError
 from fedcore.pods import Pod
@@ -60,13 +60,28 @@ class ClusterPolicy:
         self.policy = workload.policy
 
     def filter(self, pod: Pod, table: NodeTable) -> np.ndarray:
-        p = self.policy
-        mask: np.ndarray = np.array([
-            (not p.clusters or n.cluster in p.clusters) and (not p.regions or n.region in p.regions)
-            and n.cluster not in p.avoid_clusters
-            for n in table.nodes
-        ], dtype=bool)
+        mask: np.ndarray = np.array([not _breaks(self.policy, n.cluster, n.region) for n in table.nodes], dtype=bool)
         return mask
+
+
+def _breaks(p: Policy, cluster: str, region: str) -> list[str]:
+    """Which of the policy's cluster and region rules ``cluster`` breaks (empty: allowed)."""
+    broken = []
+    if p.clusters and cluster not in p.clusters:
+        broken.append(f"only clusters {', '.join(p.clusters)} are allowed")
+    if p.regions and region not in p.regions:
+        broken.append(f"region {region} is not one of {', '.join(p.regions)}")
+    if cluster in p.avoid_clusters:
+        broken.append(f"{cluster} is avoided")
+    return broken
+
+
+def policy_violations(workload: Workload, view: ClusterView) -> list[str]:
+    """Why the workload's placement policy forbids ``view`` (manual migrations check it too)."""
+    p = workload.policy
+    broken = _breaks(p, view.name, view.region)
+    broken += [f"cluster label {k}={v} is required" for k, v in sorted(p.cluster_labels.items()) if view.labels.get(k) != v]
+    return broken
 
 
 class SpreadScore:

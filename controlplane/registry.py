@@ -163,10 +163,29 @@ class Registry:
         with self.db.tx() as c:
             c.execute("DELETE FROM homes WHERE workload = ? AND home = ? AND away = ?", (h.workload, h.home, h.away))
 
+    def drop_homes(self, workload: str) -> None:
+        with self.db.tx() as c:
+            c.execute("DELETE FROM homes WHERE workload = ?", (workload,))
+
     def homes(self) -> list[Home]:
         with self.db.tx() as c:
             rows = c.execute("SELECT * FROM homes ORDER BY workload, home, away").fetchall()
         return [Home(r["workload"], r["home"], r["away"], r["replicas"]) for r in rows]
+
+    # -- submit requests (idempotency) -------------------------------------------------------------
+    def remember_request(self, request_id: str, workload: str, answer: dict[str, Any]) -> None:
+        """The answer a submit gave; a retry with the same id gets it again."""
+        with self.db.tx() as c:
+            c.execute("INSERT OR REPLACE INTO requests VALUES (?, ?, ?)", (request_id, workload, json.dumps(answer)))
+
+    def answered(self, request_id: str) -> dict[str, Any] | None:
+        with self.db.tx() as c:
+            row = c.execute("SELECT answer FROM requests WHERE id = ?", (request_id,)).fetchone()
+        return dict(json.loads(row["answer"])) if row else None
+
+    def forget_requests(self, workload: str) -> None:
+        with self.db.tx() as c:
+            c.execute("DELETE FROM requests WHERE workload = ?", (workload,))
 
     # -- decisions -------------------------------------------------------------------------------
     def record_decision(self, d: DecisionRecord) -> None:

@@ -17,7 +17,7 @@ from controlplane import placing
 from controlplane.db import Database
 from controlplane.evidence import AgentReport, EvidenceBook
 from controlplane.forecast import LoadForecast
-from controlplane.journal import Journal, Kind, Migration, new_id
+from controlplane.journal import Journal, Kind, Migration, MigrationState, new_id
 from controlplane.metrics import Metrics
 from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
@@ -99,6 +99,7 @@ class ControlPlane:
         self.lock = threading.RLock()
         for spec in self.registry.clusters():
             self._attach(spec)
+        self.restore(clock())
 
     def close(self) -> None:
         self.db.close()
@@ -115,18 +116,33 @@ class ControlPlane:
         self.metrics.reports.labels(str(ok).lower()).inc()
         return ok
 
-    def submit(self, workload: Workload, dry_run: bool) -> placing.Choice:
-        """Choose clusters for a new workload and (unless ``dry_run``) create it there."""
+    def submit(self, workload: Workload, dry_run: bool, request_id: str = "") -> placing.Choice:
+        """Choose clusters for a new workload and (unless ``dry_run``) create it there.
+
+        The workload's record, its placements, the decision and the request id commit in one
+        transaction before any cluster is touched: after a crash the workload is either wholly
+        recorded (and :meth:`restore` creates what is missing) or not at all. A retry carrying
+        the same ``request_id`` gets the first answer back instead of ALREADY_EXISTS.
+        """
         with self.lock:
+            if request_id and not dry_run:
+                first = self.registry.answered(request_id)
+                if first is not None:
+                    return placing.Choice(dict(first["counts"]), tuple(first["reasons"]))
             if not dry_run and self.registry.workload(workload.name) is not None:
                 raise ValueError(f"workload {workload.name} already exists")
-            choice = placing.choose(workload, self.views(), self.planner.topology, learned=self.planner.config.learned_profile)
+            leftovers = {p.cluster for p in self.registry.placements(workload.name)}  # a deleted copy not yet removed
+            choice = placing.choose(workload, self.views(), self.planner.topology, exclude=leftovers,
+                                    learned=self.planner.config.learned_profile)
             if dry_run or not choice.ok:
                 return choice
-            self.registry.put_workload(workload)
-            for cluster, count in sorted(choice.counts.items()):
-                self.registry.set_placement(Placement(workload.name, cluster, count, 1))
-            self._record(DecisionRecord(self.clock(), "place", workload.name, "", ",".join(sorted(choice.counts)), choice.reasons))
+            with self.db.tx():
+                self.registry.put_workload(workload)
+                for cluster, count in sorted(choice.counts.items()):
+                    self.registry.set_placement(Placement(workload.name, cluster, count, 1))
+                self._record(DecisionRecord(self.clock(), "place", workload.name, "", ",".join(sorted(choice.counts)), choice.reasons))
+                if request_id:
+                    self.registry.remember_request(request_id, workload.name, {"counts": choice.counts, "reasons": list(choice.reasons)})
             created: list[str] = []
             try:
                 for cluster, count in sorted(choice.counts.items()):
@@ -147,11 +163,84 @@ class ControlPlane:
                 self.backends(cluster).delete_workload(name)
             except errors.BackendError:
                 pass
-        for p in self.registry.placements(name):
-            self.registry.drop_placement(name, p.cluster)
-        self.registry.drop_workload(name)
+        with self.db.tx():
+            for p in self.registry.placements(name):
+                self.registry.drop_placement(name, p.cluster)
+            self.registry.drop_workload(name)
+            self.registry.forget_requests(name)
 
-    def start_migration(self, workload: str, source: str, target: str, now: float) -> Migration:
+    def delete_workload(self, name: str, now: float) -> tuple[list[str], list[str]]:
+        """Remove a workload everywhere; returns (clusters it was removed from, unreachable ones).
+
+        Its migrations are cancelled; an unreachable cluster keeps a ``stale`` placement of 0
+        replicas, which cleanup deletes once the cluster answers. The name can be submitted again.
+        """
+        with self.lock:
+            if self.registry.workload(name) is None:
+                raise KeyError(f"unknown workload {name!r}")
+            moving = [m for m in self.journal.active() if m.workload == name]
+            where = {p.cluster: p for p in self.registry.placements(name)}
+            clusters = sorted(set(where) | {m.target for m in moving} | {m.source for m in moving})
+            removed, pending = [], []
+            for cluster in clusters:
+                try:
+                    self.backends(cluster).delete_workload(name)
+                except errors.NotFound:
+                    pass
+                except errors.BackendError:
+                    pending.append(cluster)
+                    continue
+                removed.append(cluster)
+            with self.db.tx():
+                for m in moving:
+                    self.executor.close(m, MigrationState.CANCELLED, "workload deleted", now)
+                for cluster in clusters:
+                    self.registry.drop_placement(name, cluster)
+                for cluster in pending:
+                    self.registry.set_placement(Placement(name, cluster, 0, where[cluster].epoch if cluster in where else 0, PlacementState.STALE))
+                self.registry.drop_homes(name)
+                self.registry.drop_workload(name)
+                self.registry.forget_requests(name)
+                reasons = ("deleted by operator",) + ((f"still on unreachable {', '.join(pending)}: removed when it answers",) if pending else ())
+                self._record(DecisionRecord(now, "delete", name, ",".join(removed), "", reasons))
+            return removed, pending
+
+    def restore(self, now: float) -> list[str]:
+        """Make the clusters hold what the store says they should (on start and on takeover).
+
+        Every placed replica count is created where it is missing (an embedded twin starts
+        empty after a restart; a member cluster may have lost a Deployment) or scaled up where
+        short; nothing is scaled down here, so a migration in flight (resumed from the journal
+        by the executor) is never undone. An unreachable cluster is left to failover. Returns
+        what was repaired, also recorded as a decision.
+        """
+        repaired: list[str] = []
+        with self.lock:
+            workloads = {w.name: w for w in self.registry.workloads()}
+            for p in self.registry.placements():
+                w = workloads.get(p.workload)
+                if w is None or p.state is not PlacementState.PLACED or not p.replicas:
+                    continue
+                try:
+                    backend = self.backends(p.cluster)
+                    try:
+                        have = backend.get_workload(p.workload).spec.replicas
+                    except errors.NotFound:
+                        backend.create_workload(w.spec(p.replicas, p.epoch))
+                        repaired.append(f"{p.workload}: {p.replicas} replicas re-created on {p.cluster} (epoch {p.epoch})")
+                        continue
+                    if have < p.replicas:
+                        backend.scale_workload(p.workload, p.replicas)
+                        repaired.append(f"{p.workload}: scaled {have} -> {p.replicas} on {p.cluster}")
+                except errors.BackendError as exc:
+                    repaired.append(f"{p.workload}: {p.cluster} not restored now ({exc})")
+            if repaired:
+                self._record(DecisionRecord(now, "restore", "", "", "", tuple(repaired)))
+        return repaired
+
+    def start_migration(self, workload: str, source: str, target: str, now: float, force: bool = False) -> Migration:
+        """An operator's migration. A named target must satisfy the workload's placement policy
+        unless ``force`` is given (then the decision records what policy it overrode)."""
         with self.lock:
             w = self.registry.workload(workload)
             if w is None:
@@ -159,6 +248,7 @@ class ControlPlane:
             here = {p.cluster: p for p in self.registry.placements(workload) if p.state is PlacementState.PLACED}
             if source not in here:
                 raise ValueError(f"workload {workload} has no replicas on {source!r} (it runs on {', '.join(sorted(here)) or 'nothing'})")
+            reasons: tuple[str, ...] = ("requested by operator",)
             if not target:
                 failed = {c for c, (v, _) in self.verdicts.items() if v.health.failed}
                 already = {c: p.replicas for c, p in here.items() if c != source}
@@ -169,8 +259,14 @@ class ControlPlane:
             if target == source:
                 raise ValueError("source and target are the same cluster")
             self.backends(target)
+            view = next((v for v in self.views() if v.name == target), None)
+            broken = placing.policy_violations(w, view) if view is not None else []
+            if broken and not force:
+                raise ValueError(f"{target} breaks {workload}'s placement policy ({'; '.join(broken)}); pass --force to move it anyway")
+            if broken:
+                reasons += (f"forced past the placement policy: {'; '.join(broken)}",)
             plan = Plan(Kind.MANUAL, workload, source, target, here[source].replicas,
-                        (here[target].replicas if target in here else 0) + here[source].replicas, ("requested by operator",))
+                        (here[target].replicas if target in here else 0) + here[source].replicas, reasons)
             return self._start(plan, now)
 
     def cancel_migration(self, mid: str, now: float) -> Migration:

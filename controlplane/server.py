@@ -83,7 +83,9 @@ async def start(
 
     Returns the bound ports and a stop handle.
     """
-    server = grpc.aio.server(maximum_concurrent_rpcs=512)
+    # gRPC turns SO_REUSEPORT on by default: a second control plane could then listen on the same
+    # port and clients would alternate between two databases. One port, one process.
+    server = grpc.aio.server(maximum_concurrent_rpcs=512, options=[("grpc.so_reuseport", 0)])
     twin = TwinClusterService(plane)
     controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills), server)  # type: ignore[no-untyped-call]
     twincluster_pb2_grpc.add_TwinClusterServicer_to_server(twin, server)  # type: ignore[no-untyped-call]
@@ -93,7 +95,10 @@ async def start(
         await health.set(name, health_pb2.HealthCheckResponse.SERVING)
     reflection.enable_server_reflection((*SERVICES, reflection.SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name), server)
     address = f"{host}:{port}"
-    bound = server.add_secure_port(address, server_credentials(tls)) if tls else server.add_insecure_port(address)
+    try:
+        bound = server.add_secure_port(address, server_credentials(tls)) if tls else server.add_insecure_port(address)
+    except RuntimeError as exc:  # grpc's "Failed to bind": the port is taken (no sharing, see above)
+        raise OSError(f"address in use or unavailable ({exc})") from None
     if bound == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()

@@ -81,7 +81,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
             workload = convert.workload(request.workload)
         except ValueError as exc:
             await _abort(context, exc)
-        choice = await _run(context, self.plane.submit, workload, request.dry_run)
+        choice = await _run(context, self.plane.submit, workload, request.dry_run, request.request_id)
         return cp.PlacementDecision(
             workload=workload.name, accepted=choice.ok, dry_run=request.dry_run,
             placements=[cp.ClusterPlacement(cluster=c, replicas=n, epoch=1, state="planned" if request.dry_run else "placed")
@@ -112,8 +112,15 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         return cp.GetPlacementsResponse(workloads=out)
 
     async def StartMigration(self, request: cp.StartMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:
-        m = await _run(context, self.plane.start_migration, request.workload, request.source, request.target, self.plane.clock())
+        m = await _run(context, self.plane.start_migration, request.workload, request.source, request.target, self.plane.clock(), request.force)
         return convert.migration(m)
+
+    async def DeleteWorkload(self, request: cp.DeleteWorkloadRequest, context: grpc.aio.ServicerContext) -> cp.DeleteWorkloadResponse:
+        removed, pending = await _run(context, self.plane.delete_workload, request.workload, self.plane.clock())
+        return cp.DeleteWorkloadResponse(workload=request.workload, removed_from=removed, pending=pending)
+
+    async def GetLeader(self, request: cp.GetLeaderRequest, context: grpc.aio.ServicerContext) -> cp.LeaderInfo:
+        return cp.LeaderInfo(is_leader=True)  # single-node mode: this process is the only member
 
     async def CancelMigration(self, request: cp.CancelMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:
         m = await _run(context, self.plane.cancel_migration, request.id, self.plane.clock())

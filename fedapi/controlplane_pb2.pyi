@@ -276,12 +276,14 @@ class WorkloadSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., pod: _Optional[_Union[PodTemplate, _Mapping]] = ..., policy: _Optional[_Union[PlacementPolicy, _Mapping]] = ...) -> None: ...
 
 class SubmitWorkloadRequest(_message.Message):
-    __slots__ = ("workload", "dry_run")
+    __slots__ = ("workload", "dry_run", "request_id")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     workload: WorkloadSpec
     dry_run: bool
-    def __init__(self, workload: _Optional[_Union[WorkloadSpec, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    request_id: str
+    def __init__(self, workload: _Optional[_Union[WorkloadSpec, _Mapping]] = ..., dry_run: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ClusterPlacement(_message.Message):
     __slots__ = ("cluster", "replicas", "epoch", "ready", "state")
@@ -350,14 +352,16 @@ class Migration(_message.Message):
     def __init__(self, id: _Optional[str] = ..., workload: _Optional[str] = ..., source: _Optional[str] = ..., target: _Optional[str] = ..., replicas: _Optional[int] = ..., epoch: _Optional[int] = ..., state: _Optional[_Union[MigrationState, str]] = ..., kind: _Optional[str] = ..., reasons: _Optional[_Iterable[_Union[_common_pb2.Reason, _Mapping]]] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ...) -> None: ...
 
 class StartMigrationRequest(_message.Message):
-    __slots__ = ("workload", "source", "target")
+    __slots__ = ("workload", "source", "target", "force")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     workload: str
     source: str
     target: str
-    def __init__(self, workload: _Optional[str] = ..., source: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
+    force: bool
+    def __init__(self, workload: _Optional[str] = ..., source: _Optional[str] = ..., target: _Optional[str] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class CancelMigrationRequest(_message.Message):
     __slots__ = ("id",)
@@ -436,3 +440,35 @@ class DrillReport(_message.Message):
     pods_duplicated: int
     json: str
     def __init__(self, scenario: _Optional[str] = ..., runs: _Optional[int] = ..., detect_s_median: _Optional[float] = ..., recovery_s_p50: _Optional[float] = ..., recovery_s_p99: _Optional[float] = ..., success_rate: _Optional[float] = ..., pods_lost: _Optional[int] = ..., pods_duplicated: _Optional[int] = ..., json: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkloadRequest(_message.Message):
+    __slots__ = ("workload",)
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    workload: str
+    def __init__(self, workload: _Optional[str] = ...) -> None: ...
+
+class DeleteWorkloadResponse(_message.Message):
+    __slots__ = ("workload", "removed_from", "pending")
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FROM_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    workload: str
+    removed_from: _containers.RepeatedScalarFieldContainer[str]
+    pending: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, workload: _Optional[str] = ..., removed_from: _Optional[_Iterable[str]] = ..., pending: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class GetLeaderRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class LeaderInfo(_message.Message):
+    __slots__ = ("is_leader", "leader", "fencing_token", "member")
+    IS_LEADER_FIELD_NUMBER: _ClassVar[int]
+    LEADER_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MEMBER_FIELD_NUMBER: _ClassVar[int]
+    is_leader: bool
+    leader: str
+    fencing_token: int
+    member: str
+    def __init__(self, is_leader: _Optional[bool] = ..., leader: _Optional[str] = ..., fencing_token: _Optional[int] = ..., member: _Optional[str] = ...) -> None: ...

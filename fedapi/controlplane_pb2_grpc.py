@@ -85,6 +85,16 @@ class ControlPlaneStub:
                 request_serializer=controlplane__pb2.RunDrillRequest.SerializeToString,
                 response_deserializer=controlplane__pb2.DrillReport.FromString,
                 _registered_method=True)
+        self.DeleteWorkload = channel.unary_unary(
+                '/fedplane.v1.ControlPlane/DeleteWorkload',
+                request_serializer=controlplane__pb2.DeleteWorkloadRequest.SerializeToString,
+                response_deserializer=controlplane__pb2.DeleteWorkloadResponse.FromString,
+                _registered_method=True)
+        self.GetLeader = channel.unary_unary(
+                '/fedplane.v1.ControlPlane/GetLeader',
+                request_serializer=controlplane__pb2.GetLeaderRequest.SerializeToString,
+                response_deserializer=controlplane__pb2.LeaderInfo.FromString,
+                _registered_method=True)
 
 
 class ControlPlaneServicer:
@@ -153,6 +163,20 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeleteWorkload(self, request, context):
+        """Removes a workload from every cluster and the registry (its name can then be submitted again).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetLeader(self, request, context):
+        """Who leads: any member answers (standbys serve reads and point writers at the leader).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlPlaneServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -205,6 +229,16 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.RunDrill,
                     request_deserializer=controlplane__pb2.RunDrillRequest.FromString,
                     response_serializer=controlplane__pb2.DrillReport.SerializeToString,
+            ),
+            'DeleteWorkload': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteWorkload,
+                    request_deserializer=controlplane__pb2.DeleteWorkloadRequest.FromString,
+                    response_serializer=controlplane__pb2.DeleteWorkloadResponse.SerializeToString,
+            ),
+            'GetLeader': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetLeader,
+                    request_deserializer=controlplane__pb2.GetLeaderRequest.FromString,
+                    response_serializer=controlplane__pb2.LeaderInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -477,6 +511,60 @@ class ControlPlane:
             '/fedplane.v1.ControlPlane/RunDrill',
             controlplane__pb2.RunDrillRequest.SerializeToString,
             controlplane__pb2.DrillReport.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteWorkload(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedplane.v1.ControlPlane/DeleteWorkload',
+            controlplane__pb2.DeleteWorkloadRequest.SerializeToString,
+            controlplane__pb2.DeleteWorkloadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetLeader(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedplane.v1.ControlPlane/GetLeader',
+            controlplane__pb2.GetLeaderRequest.SerializeToString,
+            controlplane__pb2.LeaderInfo.FromString,
             options,
             channel_credentials,
             insecure,

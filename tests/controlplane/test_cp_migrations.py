@@ -66,7 +66,7 @@ def twin(backends: Backends, name: str) -> TwinCluster:
 def test_make_before_break_removes_the_source_only_after_the_target_is_ready(world: tuple[Path, Backends, Clock]) -> None:
     db, backends, clock = world
     plane = make_plane(db, backends, clock)
-    m = plane.start_migration("web", "a", "b", clock.t)
+    m = plane.start_migration("web", "a", "b", clock.t, force=True)
     seen: list[tuple[str, int, int]] = []
 
     def done() -> bool:
@@ -103,7 +103,7 @@ def test_crash_at_any_step_resumes_with_nothing_lost_or_doubled(world: tuple[Pat
             raise SimulatedCrash(f"{s}/{w}")
 
     first = make_plane(db, backends, clock, crash)
-    m = first.start_migration("web", "a", "b", clock.t)
+    m = first.start_migration("web", "a", "b", clock.t, force=True)
     with pytest.raises(SimulatedCrash):
         run_until(first, clock, lambda: False)
     first.close()  # the process is gone; only SQLite and the clusters remain
@@ -140,7 +140,7 @@ def mark_ready(double: KubeDouble, name: str) -> None:
 def test_api_server_failing_mid_migration_is_retried_with_backoff(kube: tuple[ControlPlane, KubeDouble, Clock]) -> None:
     plane, double, clock = kube
     double.fail(3, 503, method="POST")  # creates fail; probes (GET) still answer
-    m = plane.start_migration("web", "a", "k", clock.t)
+    m = plane.start_migration("web", "a", "k", clock.t, force=True)
     run_until(plane, clock, lambda: plane.journal.get(m.id).state is MigrationState.TARGET_CREATED, step=0.05)  # type: ignore[union-attr]
     retries = [e for e in plane.journal.entries(m.id) if e.step == "retry"]
     assert len(retries) == 3 and "503" in retries[0].detail
@@ -159,7 +159,7 @@ def backends_workloads(plane: ControlPlane, cluster: str) -> dict[str, int]:
 def test_permanent_error_fails_clearly_and_leaves_the_workload_where_it_was(kube: tuple[ControlPlane, KubeDouble, Clock]) -> None:
     plane, double, clock = kube
     double.fail(1, 422, method="POST")
-    m = plane.start_migration("web", "a", "k", clock.t)
+    m = plane.start_migration("web", "a", "k", clock.t, force=True)
     run_until(plane, clock, lambda: plane.journal.get(m.id).state.terminal)  # type: ignore[union-attr]
     failed = plane.journal.get(m.id)
     assert failed is not None and failed.state is MigrationState.FAILED
@@ -171,7 +171,7 @@ def test_permanent_error_fails_clearly_and_leaves_the_workload_where_it_was(kube
 def test_giving_up_after_repeated_5xx_reports_it(kube: tuple[ControlPlane, KubeDouble, Clock]) -> None:
     plane, double, clock = kube
     double.fail(10_000, 500, method="POST")
-    m = plane.start_migration("web", "a", "k", clock.t)
+    m = plane.start_migration("web", "a", "k", clock.t, force=True)
     run_until(plane, clock, lambda: plane.journal.get(m.id).state.terminal)  # type: ignore[union-attr]
     failed = plane.journal.get(m.id)
     assert failed is not None and failed.state is MigrationState.FAILED
@@ -185,7 +185,7 @@ def test_target_never_ready_times_out_and_rolls_back(world: tuple[Path, Backends
     backends.by_name["tiny"] = TwinCluster("tiny", make_nodes("tiny", "r1", 1, 100, 128), clock, 1.0)
     plane = make_plane(db, backends, clock)
     plane.registry.add_cluster(ClusterSpec("tiny", "r1"))
-    m = plane.start_migration("web", "a", "tiny", clock.t)
+    m = plane.start_migration("web", "a", "tiny", clock.t, force=True)
     run_until(plane, clock, lambda: plane.journal.get(m.id).state.terminal)  # type: ignore[union-attr]
     failed = plane.journal.get(m.id)
     assert failed is not None and failed.state is MigrationState.FAILED and "0/3 ready" in failed.error
@@ -196,13 +196,13 @@ def test_target_never_ready_times_out_and_rolls_back(world: tuple[Path, Backends
 def test_cancel_rolls_back_until_the_target_serves(world: tuple[Path, Backends, Clock]) -> None:
     db, backends, clock = world
     plane = make_plane(db, backends, clock)
-    m = plane.start_migration("web", "a", "b", clock.t)
+    m = plane.start_migration("web", "a", "b", clock.t, force=True)
     clock.t += 0.1
     plane.tick(clock.t)
     assert plane.journal.get(m.id).state is MigrationState.TARGET_CREATED  # type: ignore[union-attr]
     cancelled = plane.cancel_migration(m.id, clock.t)
     assert cancelled.state is MigrationState.CANCELLED and backends_workloads(plane, "b") == {}
-    m2 = plane.start_migration("web", "a", "b", clock.t)
+    m2 = plane.start_migration("web", "a", "b", clock.t, force=True)
     run_until(plane, clock, lambda: plane.journal.get(m2.id).state is MigrationState.DONE)  # type: ignore[union-attr]
     assert plane.cancel_migration(m2.id, clock.t).state is MigrationState.DONE  # terminal: nothing to do
     with pytest.raises(KeyError):
@@ -223,7 +223,11 @@ def test_manual_migration_input_errors_are_clear(world: tuple[Path, Backends, Cl
     plane.tick(clock.t)
     with pytest.raises(ValueError, match="ClusterPolicy"):
         plane.start_migration("web", "a", "", clock.t)  # the workload's policy allows only a
-    assert plane.start_migration("web", "a", "b", clock.t).kind is Kind.MANUAL  # an operator may override it
+    with pytest.raises(ValueError, match=r"b breaks web's placement policy \(only clusters a are allowed\); pass --force"):
+        plane.start_migration("web", "a", "b", clock.t)
+    forced = plane.start_migration("web", "a", "b", clock.t, force=True)  # an operator may override it, on the record
+    assert forced.kind is Kind.MANUAL and "forced past the placement policy: only clusters a are allowed" in forced.reasons
+    assert plane.registry.decisions(1)[0].reasons == forced.reasons
 
 
 def test_failed_over_replicas_return_home_after_a_healthy_hold(tmp_path: Path) -> None:

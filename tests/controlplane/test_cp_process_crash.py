@@ -74,7 +74,7 @@ def test_sigkill_mid_migration_then_restart_resumes_exactly_once(kube: tuple[Kub
                                policy=cp.PlacementPolicy(clusters=["east"]))
         assert conn.control.SubmitWorkload(cp.SubmitWorkloadRequest(workload=spec)).accepted
         assert double.get(DEPLOYMENTS, "east", "web") is not None
-        conn.control.StartMigration(cp.StartMigrationRequest(workload="web", source="east", target="west"))
+        conn.control.StartMigration(cp.StartMigrationRequest(workload="web", source="east", target="west", force=True))
         # kmock runs no controllers: the target never becomes ready on its own, so the migration waits
         # in TARGET_CREATED, where the process dies.
         until(lambda: double.get(DEPLOYMENTS, "west", "web"), 20, "target created")

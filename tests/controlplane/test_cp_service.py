@@ -141,6 +141,37 @@ async def test_bad_requests_get_clear_codes(api: Api) -> None:
 
 
 @pytest.mark.asyncio
+async def test_delete_removes_a_workload_everywhere_and_frees_its_name(api: Api) -> None:
+    await register(api, "c0", "r0")
+    await register(api, "c1", "r1")
+
+    async def healthy() -> bool:
+        found = await api.control.ListClusters(cp.ListClustersRequest())
+        return sum(c.verdict.health == cp.HEALTH_HEALTHY for c in found.clusters) >= 2
+
+    await eventually(healthy)
+    assert (await api.control.SubmitWorkload(cp.SubmitWorkloadRequest(workload=web(spread=cp.SPREAD_REGIONS, clusters=["c0", "c1"])))).accepted
+    twins = api.running.plane.backends.twins()
+    partitioned = twins["c1"]
+    partitioned.partition()  # c1 cannot be reached: its copy is removed once it answers again
+    gone = await api.control.DeleteWorkload(cp.DeleteWorkloadRequest(workload="web"))
+    assert list(gone.removed_from) == ["c0"] and list(gone.pending) == ["c1"]
+    assert not twins["c0"].snapshot("web") and partitioned.snapshot("web")
+    assert await codes(api.control.GetPlacements(cp.GetPlacementsRequest(workload="web"))) == grpc.StatusCode.NOT_FOUND
+    assert await codes(api.control.DeleteWorkload(cp.DeleteWorkloadRequest(workload="web"))) == grpc.StatusCode.NOT_FOUND
+    again = await api.control.SubmitWorkload(cp.SubmitWorkloadRequest(workload=web(replicas=1, clusters=["c0", "c1"])))
+    assert again.accepted and [p.cluster for p in again.placements] == ["c0"]  # not onto the copy still waiting for removal
+    partitioned.heal()
+
+    async def cleaned() -> bool:
+        return not partitioned.snapshot("web")
+
+    await eventually(cleaned)
+    kinds = [d.kind for d in (await api.control.ListDecisions(cp.ListDecisionsRequest(limit=20))).decisions]
+    assert "delete" in kinds and "cleanup" in kinds
+
+
+@pytest.mark.asyncio
 async def test_agent_reports_are_sequenced_and_counted_as_evidence(api: Api) -> None:
     await api.control.RegisterCluster(cp.RegisterClusterRequest(cluster=cp.ClusterSpec(name="edge", region="r1")))
     report = cp.AgentReport(cluster="edge", node="edge-n0", agent_id="a1", sequence=7,
