@@ -54,6 +54,7 @@ class BackendSection:
     scheduler_name: str = _opt("fedplane", "kubernetes: place only pods whose spec.schedulerName is this")
     timeout: float = _opt(5.0, "seconds before a back-end call counts as failed (retried with backoff)")
     status_interval: float = _opt(10.0, "seconds between node-status reports to the back end")
+    relist_interval: float = _opt(60.0, "seconds between full relists of the cluster's pods (a missed watch event strands nothing)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +65,8 @@ class PlacementSection:
     retry_interval: float = _opt(1.0, "seconds between re-examinations of pods nobody could take")
     compact_after: float = _opt(30.0, "seconds a finished pod's claim record stays in gossip before withdrawal")
     leave_grace: float = _opt(30.0, "seconds a peer that left gracefully (restart, upgrade) has to return before its pods are re-placed")
+    quorum_settle: float = _opt(10.0, "seconds quorum must hold before peers that died while this agent lacked it are re-placed")
+    max_awareness: int = _opt(2, "highest own Lifeguard health score (0 = healthy) at which this agent still acts for dead peers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,7 @@ SECTIONS: dict[str, type] = {
 
 _POSITIVE = {
     "gossip.probe_interval", "gossip.gossip_interval", "gossip.pushpull_interval", "gossip.suspicion_mult",
-    "gossip.reap_after", "gossip.tombstone_ttl", "backend.timeout", "backend.status_interval", "placement.claim_window",
+    "gossip.reap_after", "gossip.tombstone_ttl", "backend.timeout", "backend.status_interval", "backend.relist_interval", "placement.claim_window",
     "placement.fallback_after", "placement.retry_interval", "probe.interval", "models.poll_interval",
     "federation.restart_after", "experience_max_mib", "journal_max_mib", "gossip.retransmit_mult",
 }
@@ -263,7 +266,9 @@ def _check_ranges(config: AgentConfig) -> None:
             raise ConfigError("http.bind", str(exc)) from None
     if config.placement.candidates < 0:
         raise ConfigError("placement.candidates", f"must be >= 0, got {config.placement.candidates}")
-    for name in ("compact_after", "leave_grace"):
+    if config.placement.max_awareness < 0:
+        raise ConfigError("placement.max_awareness", f"must be >= 0, got {config.placement.max_awareness}")
+    for name in ("compact_after", "leave_grace", "quorum_settle"):
         if getattr(config.placement, name) < 0:
             raise ConfigError(f"placement.{name}", "must be >= 0")
     if config.probe.arch and config.probe.arch not in ("amd64", "arm64", "armv7"):

@@ -116,7 +116,8 @@ class Agent:
         self.name = config.node_name
         self.data = config.data_path
         self.cluster = cluster or make_cluster(config)
-        self.backend_up = False
+        self.backend_error: str | None = "not connected yet"
+        """Why the back end is not usable now (the last call to it failed), or None."""
         self.placer: Placer | None = None
         self.gossip: UdpGossip | None = None
         self._stop = asyncio.Event()
@@ -164,6 +165,8 @@ class Agent:
         self._spawn(self._watch_loop())
         self._spawn(self._every(self.config.probe.interval, lambda: self._apply(self.placer_.set_load(probe.load(), loop.time()))))
         self._spawn(self._status_loop())
+        self._spawn(self._every(self.config.gossip.probe_interval,
+                                lambda: self._apply(self.placer_.set_awareness(self.gossip_.awareness, loop.time()))))
         self._spawn(self._every(self.config.models.poll_interval, lambda: self._swap_model(models)))
         if self.config.federation.enabled:
             self._spawn(federation.supervise(self.config.federation, self.data))
@@ -295,20 +298,29 @@ class Agent:
         elif isinstance(event, MemberEvent):
             if event.state in (MemberState.DEAD, MemberState.LEFT):
                 self._apply(placer.member_dead(event.name, now, graceful=event.state is MemberState.LEFT))
+            elif event.state is MemberState.SUSPECT:
+                self._apply(placer.member_suspect(event.name, now))
             elif event.state is MemberState.ALIVE:
                 self._apply(placer.member_alive(event.name, now))
 
     async def _watch_loop(self) -> None:
+        """Follow the cluster's pods; every ``backend.relist_interval`` the watch is reopened, which lists every
+        pod again, so an event the watch missed (a dropped connection, a back end that forgot one) strands nothing."""
         loop = asyncio.get_running_loop()
         backoff = 0.1
         while True:
             try:
-                async for update in self.cluster.watch():
-                    self.backend_up, backoff = True, 0.1
-                    self._apply(self.placer_.pod_update(update, loop.time()))
+                async with asyncio.timeout(self.config.backend.relist_interval):
+                    async for update in self.cluster.watch():
+                        self.backend_error, backoff = None, 0.1
+                        self._apply(self.placer_.pod_update(update, loop.time()))
+            except TimeoutError:
+                continue  # a relist, not a failure: reopen at once
             except ClusterUnavailable as exc:
                 log.warning("cluster watch: %s (retrying in %.1fs)", exc, backoff)
-            self.backend_up = False
+                self.backend_error = f"pod watch: {exc}"
+            else:
+                self.backend_error = "pod watch ended"
             await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
             backoff = min(BACKOFF_MAX, backoff * 2)
 
@@ -317,8 +329,10 @@ class Agent:
         async with self._binds:
             try:
                 result = await self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus)
+                self.backend_error = None
             except ClusterUnavailable as exc:
                 log.warning("bind %s: %s", effect.pod, exc)
+                self.backend_error = f"bind: {exc}"
                 result = None
         self._apply(self.placer_.bind_done(effect.pod, result, asyncio.get_running_loop().time()))
 
@@ -327,11 +341,13 @@ class Agent:
         for _ in range(attempts):
             try:
                 freed = await self.cluster.report_node(node, ready)
+                self.backend_error = None
                 if not ready:
                     log.info("reported node %s not ready: the cluster freed %d pods", node, freed)
                 return
             except ClusterUnavailable as exc:
                 log.warning("report node %s: %s", node, exc)
+                self.backend_error = f"node status: {exc}"
             await asyncio.sleep(backoff)
             backoff = min(BACKOFF_MAX, backoff * 2)
 
@@ -394,7 +410,7 @@ class Agent:
         placer = self.placer_
         self.metrics = AgentMetrics(
             placer, lambda: sum(1 for m in self.gossip_.members().values() if m.state is MemberState.ALIVE) - 1,
-            lambda: self.backend_up, lambda: self._journal.size() if self._journal else 0)
+            lambda: self.backend_error is None, lambda: self._journal.size() if self._journal else 0)
         if not self.config.http.bind:
             return
         host, port = split_addr(self.config.http.bind)
@@ -402,10 +418,17 @@ class Agent:
         self.http_port = await self._http.start(host, port)
 
     def _health(self) -> str | None:
-        if self.gossip is None:
+        """Why this agent is not fit to act, or None: ``/healthz`` answers 503 with the reason."""
+        if self.gossip is None or self.placer is None:
             return "gossip not started"
         if self.gossip.internal_errors:
             return f"gossip had {self.gossip.internal_errors} internal errors"
+        if self.backend_error is not None:
+            return f"cut off from the back end: {self.backend_error}"
+        if not self.placer.has_quorum():
+            alive, total = self.placer.cluster_view()
+            return (f"cut off from peers: sees {alive} of {total} agents alive (own health score "
+                    f"{self.placer.awareness}); no quorum, not acting for dead peers")
         return None
 
     def _swap_model(self, models: ModelWatcher) -> None:

@@ -25,6 +25,14 @@ Rules, in the order a reader needs them:
   CRDT epoch of the peer's pods (so the peer, should it return, is told to evict)
   and reports the node not-ready (so the back end unbinds and bumps them too).
   Every agent then claims at the new epoch and the usual winner rule decides.
+* Quorum: an agent acts for dead peers only while it sees a majority of its cluster's
+  agents alive (suspects count against it; an even split goes to the half holding the
+  lowest-named agent, Corosync's tie-breaker) and its own Lifeguard health score is
+  below ``placement.max_awareness``. An agent cut off from its peers sees them all die
+  but holds no quorum, so it re-places nothing and reports nothing. A death seen
+  without quorum is not trusted: it is acted on only after quorum has held for
+  ``placement.quorum_settle`` seconds and the peer is still dead, so the order of
+  "alive" news after a heal never gets a healthy node's pods evicted.
 """
 
 from __future__ import annotations
@@ -97,6 +105,10 @@ class _Peer:
     alive: bool = True
     grace_until: float | None = None
     """Set when the peer left gracefully: re-place its pods only if it is not back by then."""
+    suspect: bool = False
+    """Gossip suspects it: not counted alive for quorum, not yet dead."""
+    owed_since: float | None = None
+    """Dead, and its pods not re-placed by us yet (we lacked quorum or health when it died)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +132,8 @@ class Counters:
     evictions: int = 0
     refused_binds: int = 0
     replaced: int = 0
+    deferred_replacements: int = 0
+    """Dead peers whose re-placement waited because we lacked quorum or health."""
     completed: int = 0
     bad_records: int = 0
     decisions: list[float] = field(default_factory=list)
@@ -157,6 +171,10 @@ class Placer:
         self._published: records.NodeState | None = None
         """The node state peers last heard from us: they rank us by it."""
         self._compact_at = now + COMPACT_EVERY
+        self.awareness = 0
+        """Our own Lifeguard health score (0 = healthy): high means we, not our peers, are the problem."""
+        self._quorum_since: float | None = now
+        """Since when we have held quorum and health without a break (None: not now)."""
         self._out: list[Effect] = []
         self._restore_reservations()
 
@@ -209,16 +227,71 @@ class Placer:
         peer = self._peers.get(member)
         if peer is None or not peer.alive:
             return self._flush()
-        peer.alive = False
+        trusted = self._has_quorum()  # judged before this death counts: suspects already count against us
+        peer.alive, peer.suspect = False, False
         self._view = None
+        self._quorum_changed(now)
         if graceful:
             peer.grace_until = now + self.settings.leave_grace
             return self._flush()
-        self._replace(peer, now)
+        if trusted and self._has_quorum():
+            self._replace(peer, now)
+        else:
+            self.counters.deferred_replacements += 1
+            peer.owed_since = now
         return self._flush()
 
+    def member_suspect(self, member: str, now: float) -> list[Effect]:
+        """Gossip suspects a peer: it no longer counts as alive for quorum."""
+        peer = self._peers.get(member)
+        if peer is not None and peer.alive:
+            peer.suspect = True
+            self._quorum_changed(now)
+        return self._flush()
+
+    def set_awareness(self, score: int, now: float) -> list[Effect]:
+        """Our own Lifeguard health score, sampled by the shell."""
+        self.awareness = score
+        self._quorum_changed(now)
+        return self._flush()
+
+    def has_quorum(self) -> bool:
+        """Whether we may act for dead peers now (see the module docstring)."""
+        return self._has_quorum()
+
+    def cluster_view(self) -> tuple[int, int]:
+        """(agents we see alive, counting us; agents of the cluster we know of, counting us)."""
+        alive = 1 + sum(1 for p in self._peers.values() if p.alive and not p.suspect)
+        return alive, 1 + len(self._peers)
+
+    def _has_quorum(self) -> bool:
+        if self.awareness > self.settings.max_awareness:
+            return False
+        alive, total = self.cluster_view()
+        if 2 * alive != total:
+            return 2 * alive > total
+        lowest = min([self.node.name, *(p.node for p in self._peers.values())])
+        return lowest == self.node.name or any(p.node == lowest and p.alive and not p.suspect for p in self._peers.values())
+
+    def _quorum_changed(self, now: float) -> None:
+        if not self._has_quorum():
+            self._quorum_since = None
+        elif self._quorum_since is None:
+            self._quorum_since = now
+
+    def _settle_owed(self, now: float) -> None:
+        """Re-place peers that died while we lacked quorum, once quorum has held long enough and they are still dead."""
+        if self._quorum_since is None or now < self._quorum_since + self.settings.quorum_settle:
+            return
+        for peer in self._peers.values():
+            if peer.owed_since is not None and not peer.alive:
+                self._replace(peer, now)
+
     def _replace(self, peer: _Peer, now: float) -> None:
-        peer.grace_until = None
+        peer.grace_until = peer.owed_since = None
+        if not self._has_quorum():
+            peer.owed_since = now
+            return
         if self._replacer() != self.node.name:
             return
         self._out.append(ReportNode(peer.node, False))
@@ -233,8 +306,9 @@ class Placer:
     def member_alive(self, member: str, now: float) -> list[Effect]:
         peer = self._peers.get(member)
         if peer is not None:
-            peer.alive, peer.grace_until = True, None
+            peer.alive, peer.suspect, peer.grace_until, peer.owed_since = True, False, None, None
             self._view = None
+            self._quorum_changed(now)
         return self._flush()
 
     def bind_done(self, uid: str, result: BindResult | None, now: float) -> list[Effect]:
@@ -302,6 +376,7 @@ class Placer:
         for peer in self._peers.values():
             if peer.grace_until is not None and peer.grace_until <= now:
                 self._replace(peer, now)
+        self._settle_owed(now)
         return self._flush()
 
     def next_deadline(self) -> float:
@@ -312,6 +387,8 @@ class Placer:
         if self._state_dirty:
             times.append(self._state_at + STATE_EVERY)
         times.extend(p.grace_until for p in self._peers.values() if p.grace_until is not None)
+        if self._quorum_since is not None and any(p.owed_since is not None and not p.alive for p in self._peers.values()):
+            times.append(self._quorum_since + self.settings.quorum_settle)
         return min(times)
 
     def announce(self, now: float) -> list[Effect]:

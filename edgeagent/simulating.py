@@ -54,7 +54,11 @@ class PlacementSim:
         self.journals: dict[str, list[Op]] = {n.name: [] for n in nodes}
         self.agents: dict[str, Placer] = {}
         self.down: set[str] = set()
+        self.cut: set[str] = set()
+        """Agents whose host link is cut: no gossip, no back end, until healed."""
         self.evictions: list[tuple[str, str]] = []
+        self.reports: list[tuple[str, str, bool]] = []
+        """(reporting agent, node, ready) node-status reports the cluster accepted."""
         self.experience: list[dict[str, Any]] = []
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
@@ -91,6 +95,40 @@ class PlacementSim:
             if other != name:
                 self.at(self.now + self.detect, functools.partial(self._call, other, lambda p: p.member_dead(name, self.now)))
 
+    def cut_off(self, name: str) -> None:
+        """Cut the agent's host link: each side suspects the other half a ``detect`` in and declares it dead
+        one ``detect`` in (the cut agent, one peer at a time); the cut agent's own probes go unanswered."""
+        self.cut.add(name)
+        others = sorted(o for o in self.agents if o != name and o not in self.down)
+        for other in others:
+            self.at(self.now + self.detect / 2, functools.partial(self._call, other, lambda p: p.member_suspect(name, self.now)))
+            self.at(self.now + self.detect, functools.partial(self._call, other, lambda p: p.member_dead(name, self.now)))
+        self.at(self.now + self.detect / 4, functools.partial(self._call, name, lambda p: p.set_awareness(8, self.now)))
+        for i, other in enumerate(others):
+            self.at(self.now + self.detect / 2, functools.partial(self._call, name, lambda p, o=other: p.member_suspect(o, self.now)))
+            self.at(self.now + self.detect + 0.2 * i, functools.partial(self._call, name, lambda p, o=other: p.member_dead(o, self.now)))
+
+    def heal(self, name: str, stagger: float = 0.5) -> None:
+        """Restore the link: "alive" news reaches the healed agent one peer every ``stagger`` seconds (in that
+        order the first ones may restore its quorum while the others still look dead), records are
+        exchanged again and its watch relists."""
+        self.cut.discard(name)
+        others = sorted(o for o in self.agents if o != name and o not in self.down)
+        self._call(name, lambda p: p.set_awareness(0, self.now))
+        for i, other in enumerate(others):
+            self._call(other, lambda p: p.member_alive(name, self.now))
+            self.at(self.now + stagger * i, functools.partial(self._call, name, lambda p, o=other: p.member_alive(o, self.now)))
+        for source, placer in self.agents.items():
+            for uid in list(placer.ledger.own_pods()):
+                delta = placer.ledger.own_delta(uid)
+                if delta is None:
+                    continue
+                for target in ([o for o in others] if source == name else [name]):
+                    self._deliver(source, target, f"c/{uid}", wire.encode_delta(delta))
+        for held in list(self.cluster.pods.values()):
+            update = PodUpdate(held.pod, held.epoch, held.phase, self.cluster.bound_node(held.pod.uid))
+            self._call(name, functools.partial(self._pod_update, update))
+
     def revive(self, name: str) -> None:
         """Restart the agent from its journal; peers see it alive and it relearns their records."""
         self.down.discard(name)
@@ -120,6 +158,8 @@ class PlacementSim:
 
     def _on_update(self, update: PodUpdate) -> None:
         for name in self.agents:
+            if name in self.cut:
+                continue
             self.at(self.now + self.rng.uniform(*self.delay),
                     functools.partial(self._call, name, functools.partial(self._pod_update, update)))
 
@@ -127,7 +167,7 @@ class PlacementSim:
         return placer.pod_update(update, self.now)
 
     def _deliver(self, source: str, target: str, key: str, value: object) -> None:
-        if self.rng.random() < self.loss:
+        if self.rng.random() < self.loss or source in self.cut or target in self.cut:
             return
         self.at(self.now + self.rng.uniform(*self.delay),
                 lambda: None if source in self.down else self._call(target, lambda p: p.record(source, key, value, self.now)))
@@ -142,23 +182,28 @@ class PlacementSim:
             elif isinstance(effect, Bind):
                 self.at(self.now + BIND_DELAY, functools.partial(self._bind, name, effect))
             elif isinstance(effect, ReportNode):
-                self._report(effect)
+                self._report(effect, name)
             elif isinstance(effect, Evict):
                 self.evictions.append((name, effect.pod))
             elif isinstance(effect, Experience):
                 self.experience.append(effect.row)
 
-    def _report(self, effect: ReportNode) -> None:
-        """As the daemon: retried every half second while the cluster is unreachable."""
+    def _report(self, effect: ReportNode, sender: str = "") -> None:
+        """As the daemon: retried every half second while the cluster is unreachable (or the sender cut off)."""
         try:
+            if sender in self.cut:
+                raise ClusterUnavailable("host link cut")
             run_now(self.cluster.report_node(effect.node, effect.ready))
+            self.reports.append((sender, effect.node, effect.ready))
         except ClusterUnavailable:
-            self.at(self.now + 0.5, lambda: self._report(effect))
+            self.at(self.now + 0.5, lambda: self._report(effect, sender))
 
     def _bind(self, name: str, effect: Bind) -> None:
         if name in self.down:
             return
         try:
+            if name in self.cut:
+                raise ClusterUnavailable("host link cut")
             result: BindResult | None = run_now(self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus))
         except ClusterUnavailable:
             result = None

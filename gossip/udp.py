@@ -138,6 +138,11 @@ class UdpGossip:
     def members(self) -> dict[str, MemberView]:
         return self._core.members()
 
+    @property
+    def awareness(self) -> int:
+        """Lifeguard local-health score: 0 is healthy; it rises while our own probes go unanswered."""
+        return self._core.awareness
+
     def records(self) -> dict[str, dict[str, tuple[int, RecordValue]]]:
         """owner -> key -> (version, value)."""
         return self._core.records()

@@ -114,7 +114,9 @@ class TwinCluster:
         self.reachable = False
         self.running = False
         for p in self.pods.values():
-            self._unbind(p)
+            if p.placement is not None:
+                self._unbind(p)
+                self._emit(EventKind.MODIFIED, p)  # kept for watchers that return after the outage
 
     @_locked
     def partition(self) -> None:
@@ -250,6 +252,7 @@ class TwinCluster:
                     self._unbind(p)
                     p.epoch += 1
                     moved += 1
+                    self._emit(EventKind.MODIFIED, p)  # watchers (agents) learn it is pending at a new epoch
         self._advance()
         return moved
 

@@ -70,9 +70,12 @@ def test_lost_node_frees_its_pods_with_a_bumped_epoch_and_fences_the_old_bind() 
     t, _ = twin(Binder.EXTERNAL)
     t.create_workload(WorkloadSpec("web", 1, 500, 512, epoch=4))
     assert t.bind_pod("web-0", "t1-n0", 4).outcome is BindOutcome.BOUND
+    cursor = t.cursor()
     assert t.mark_node("t1-n0", ready=False) == 1
     pod = t.list_pods("web")[0]
     assert (pod.epoch, pod.node, pod.phase) == (5, "", Phase.PENDING)
+    events, _ = t.events_since(cursor)
+    assert [(e.pod.name, e.pod.epoch, e.pod.phase) for e in events] == [("web-0", 5, Phase.PENDING)], "watchers hear of the unbind"
     assert t.bind_pod("web-0", "t1-n0", 4).outcome is BindOutcome.STALE_EPOCH  # the returning node cannot run it
     assert t.bind_pod("web-0", "t1-n0", 5).outcome is BindOutcome.REJECTED      # node not ready
     assert t.bind_pod("web-0", "t1-n1", 5).outcome is BindOutcome.BOUND

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -116,6 +117,15 @@ def test_offline_start_uses_the_saved_node_description_and_refuses_a_corrupt_one
             "probe": {"kind": "twin"}, "http": {"bind": "127.0.0.1:0"},
         })
 
+    health: list[tuple[int, bytes]] = []
+
+    def healthz(port: int) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz") as reply:
+                return reply.status, reply.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
     async def scenario(data: Path, saved: bytes) -> tuple[Agent, bool]:
         data.mkdir()
         (data / NODE_FILE).write_bytes(saved)
@@ -123,6 +133,8 @@ def test_offline_start_uses_the_saved_node_description_and_refuses_a_corrupt_one
         task = asyncio.create_task(agent.run())
         await asyncio.sleep(1.5)
         alive = not task.done()  # a crash would end the task: the agent must still be up (running or retrying)
+        if agent.http_port:
+            health.append(await asyncio.to_thread(healthz, agent.http_port))
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         return agent, alive
@@ -130,6 +142,8 @@ def test_offline_start_uses_the_saved_node_description_and_refuses_a_corrupt_one
     node = Node("a0", 4000, 8192, gpus=2, gpu_model="T4")
     good, alive = asyncio.run(scenario(tmp_path / "good", twinlink.encode(twinwire.node_to_wire(node))))
     assert alive and good.placer is not None and good.placer.node == node
+    (status, body), = health
+    assert status == 503 and b"cut off from the back end" in body, "running offline is not healthy"
     corrupt, alive = asyncio.run(scenario(tmp_path / "corrupt", b"\xc1 not msgpack"))
     assert alive and corrupt.placer is None  # still waiting for the cluster, not running on a made-up node
     assert (tmp_path / "corrupt" / NODE_FILE).read_bytes() == b"\xc1 not msgpack"  # nothing overwritten or lost
