@@ -108,7 +108,7 @@ def serve(
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
     from controlplane import drills, server
-    from controlplane.db import DatabaseInUse
+    from controlplane.store import StoreError
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec
     from controlplane.runtime import Backends, ControlPlane
@@ -133,7 +133,7 @@ def serve(
                              PlannerConfig(learned_profile=score_profile, return_after_s=return_after))
         for spec in specs:
             plane.register_cluster(spec)
-    except (ValueError, errors.BackendError, DatabaseInUse) as exc:
+    except (ValueError, errors.BackendError, StoreError) as exc:
         fail(str(exc))
 
     def run_drill(scenario: str, runs: int, seed: int) -> dict[str, Any]:

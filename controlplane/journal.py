@@ -1,6 +1,6 @@
 """The migration journal: every migration's state, and an append-only log of each step's intent and result.
 
-A step is written as ``intent`` before the executor acts and ``done`` after, in SQLite (WAL), so
+A step is written as ``intent`` before the executor acts and ``done`` after, in the store, so
 after a crash the executor knows the last completed step of every migration and re-runs the
 next one (steps are idempotent, so a step that did act before the crash is not doubled).
 """
@@ -8,11 +8,11 @@ next one (steps are idempotent, so a step that did act before the crash is not d
 from __future__ import annotations
 
 import enum
-import json
 import uuid
 from dataclasses import dataclass, replace
+from typing import Any
 
-from controlplane.db import Database
+from controlplane.store import Store, next_seq, seq_key
 
 
 class MigrationState(enum.Enum):
@@ -70,48 +70,52 @@ class Entry:
     at: float
 
 
+JOURNAL_KEEP = 100_000  # the newest step entries kept
+
+
 class Journal:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    """Migrations (``migrations/<id>``) and their step log (``journal/<seq>``) in the store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     def save(self, m: Migration) -> None:
         """Insert or update one migration."""
-        with self.db.tx() as c:
-            c.execute(
-                "INSERT OR REPLACE INTO migrations (id, workload, source, target, replicas, epoch, kind, state, target_total,"
-                " attempts, next_at, error, reasons, created, updated) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (m.id, m.workload, m.source, m.target, m.replicas, m.epoch, m.kind.value, m.state.value,
-                 m.target_total, m.attempts, m.next_at, m.error, json.dumps(list(m.reasons)), m.created, m.updated),
-            )
+        with self.store.tx() as t:
+            t.put(f"migrations/{m.id}", {
+                "workload": m.workload, "source": m.source, "target": m.target, "replicas": m.replicas, "target_total": m.target_total,
+                "epoch": m.epoch, "kind": m.kind.value, "state": m.state.value, "attempts": m.attempts, "next_at": m.next_at,
+                "error": m.error, "reasons": list(m.reasons), "created": m.created, "updated": m.updated,
+            })
 
     def log(self, migration: str, step: str, phase: str, at: float, detail: str = "") -> None:
-        with self.db.tx() as c:
-            c.execute("INSERT INTO journal (migration, step, phase, detail, at) VALUES (?,?,?,?,?)", (migration, step, phase, detail, at))
+        with self.store.tx() as t:
+            seq = next_seq(t, "journal")
+            t.put(seq_key("journal/", seq), {"migration": migration, "step": step, "phase": phase, "detail": detail, "at": at})
+            if seq > JOURNAL_KEEP:
+                t.delete(seq_key("journal/", seq - JOURNAL_KEEP))
 
     def entries(self, migration: str | None = None) -> list[Entry]:
-        query, args = "SELECT * FROM journal", ()  # type: tuple[str, tuple[str, ...]]
-        if migration:
-            query, args = query + " WHERE migration = ?", (migration,)
-        with self.db.tx() as c:
-            rows = c.execute(query + " ORDER BY seq", args).fetchall()
-        return [Entry(r["migration"], r["step"], r["phase"], r["detail"], r["at"]) for r in rows]
+        with self.store.tx() as t:
+            rows = t.scan("journal/")
+        return [Entry(d["migration"], d["step"], d["phase"], d["detail"], d["at"]) for _, d in rows
+                if not migration or d["migration"] == migration]
 
     def get(self, mid: str) -> Migration | None:
-        found = self._select("WHERE id = ?", (mid,))
-        return found[0] if found else None
+        with self.store.tx() as t:
+            d = t.get(f"migrations/{mid}")
+        return _migration(mid, d) if d else None
 
     def active(self) -> list[Migration]:
-        return self._select("WHERE state NOT IN ('done', 'failed', 'cancelled')", ())
+        return [m for m in self.all() if not m.state.terminal]
 
     def all(self) -> list[Migration]:
-        return self._select("", ())
+        with self.store.tx() as t:
+            rows = t.scan("migrations/")
+        return sorted((_migration(key.split("/", 1)[1], d) for key, d in rows), key=lambda m: (m.created, m.id))
 
-    def _select(self, where: str, args: tuple[str, ...]) -> list[Migration]:
-        with self.db.tx() as c:
-            rows = c.execute(f"SELECT * FROM migrations {where} ORDER BY created, id", args).fetchall()
-        return [
-            Migration(r["id"], r["workload"], r["source"], r["target"], r["replicas"], r["target_total"],
-                      r["epoch"], Kind(r["kind"]), MigrationState(r["state"]), r["attempts"], r["next_at"], r["error"],
-                      tuple(json.loads(r["reasons"])), r["created"], r["updated"])
-            for r in rows
-        ]
+
+def _migration(mid: str, d: dict[str, Any]) -> Migration:
+    return Migration(mid, d["workload"], d["source"], d["target"], int(d["replicas"]), int(d["target_total"]), int(d["epoch"]),
+                     Kind(d["kind"]), MigrationState(d["state"]), int(d["attempts"]), float(d["next_at"]), d["error"],
+                     tuple(d["reasons"]), float(d["created"]), float(d["updated"]))

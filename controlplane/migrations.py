@@ -128,7 +128,7 @@ class Executor:
                 raise errors.PermanentError(m.target, f"{ready}/{m.target_total} ready after {self.retry.ready_timeout_s:.0f}s")
             return None
         self._intent(m, "await-ready", now)
-        with self.registry.db.tx():
+        with self.registry.store.tx():
             here = {p.cluster: p.replicas for p in self.registry.placements(m.workload) if p.state is PlacementState.PLACED}
             total = max(m.target_total, here.get(m.target, 0))
             self.registry.set_placement(Placement(m.workload, m.target, total, m.epoch))
@@ -149,13 +149,13 @@ class Executor:
         except errors.TemporaryError as exc:
             if m.kind is not Kind.FAILOVER:
                 raise
-            with self.registry.db.tx():
+            with self.registry.store.tx():
                 if current is not None:
                     self.registry.set_placement(Placement(m.workload, m.source, remaining, current.epoch, PlacementState.STALE))
                 self.registry.add_home(Home(m.workload, m.source, m.target, m.replicas))
                 return self._save(m.moved(state=MigrationState.DONE, error=f"source left stale until it returns: {exc}"), now, "remove-source")
         self.crash("remove-source", "after")
-        with self.registry.db.tx():
+        with self.registry.store.tx():
             if remaining and current is not None:
                 self.registry.set_placement(Placement(m.workload, m.source, remaining, current.epoch))
             else:
@@ -171,7 +171,7 @@ class Executor:
 
     def _save(self, m: Migration, now: float, step: str) -> Migration:
         m = m.moved(updated=now, attempts=0, next_at=0.0)
-        with self.registry.db.tx():
+        with self.registry.store.tx():
             self.journal.save(m)
             self.journal.log(m.id, step, "done", now, m.error)
         self.observe(m)

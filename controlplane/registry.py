@@ -1,4 +1,4 @@
-"""The registry: clusters, workloads (desired state), placements and planner decisions, in SQLite.
+"""The registry: clusters, workloads (desired state), placements and planner decisions, in the store.
 
 Placements say how many replicas of a workload a cluster should run, at which fencing epoch,
 and in which state (``placed``, ``stale`` = left on a failed cluster, to remove when it returns).
@@ -11,7 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from controlplane.db import Database
+from controlplane.store import Store, next_seq, seq_key
 from controlplane.workloads import Workload
 from fedcore.backends.model import check_name
 
@@ -88,114 +88,122 @@ class DecisionRecord:
     reasons: tuple[str, ...]
 
 
+DECISIONS_KEEP = 20_000  # the newest decisions kept (a planner noting an unplaceable workload every tick adds ~5/s)
+
+
 class Registry:
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    """Desired state and its history as documents in a :class:`~controlplane.store.Store`.
+
+    Keys: ``clusters/<name>``, ``workloads/<name>`` (spec and fencing epoch), ``placements/<workload>/<cluster>``,
+    ``homes/<workload>/<home>/<away>``, ``requests/<request id>``, ``decisions/<seq>``.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
     # -- clusters --------------------------------------------------------------------------
     def add_cluster(self, spec: ClusterSpec) -> None:
-        with self.db.tx() as c:
-            c.execute("INSERT OR REPLACE INTO clusters VALUES (?, ?)", (spec.name, spec.to_json()))
+        with self.store.tx() as t:
+            t.put(f"clusters/{spec.name}", json.loads(spec.to_json()))
 
     def clusters(self) -> list[ClusterSpec]:
-        with self.db.tx() as c:
-            return [ClusterSpec.from_json(r["spec"]) for r in c.execute("SELECT spec FROM clusters ORDER BY name")]
+        with self.store.tx() as t:
+            return [ClusterSpec.from_json(json.dumps(d)) for _, d in t.scan("clusters/")]
 
     # -- workloads ---------------------------------------------------------------------------
     def put_workload(self, w: Workload) -> None:
-        with self.db.tx() as c:
-            c.execute(
-                "INSERT INTO workloads VALUES (?, ?, 1) ON CONFLICT(name) DO UPDATE SET spec = excluded.spec",
-                (w.name, json.dumps(w.to_dict())),
-            )
+        with self.store.tx() as t:
+            old = t.get(f"workloads/{w.name}")
+            t.put(f"workloads/{w.name}", {"spec": w.to_dict(), "epoch": old["epoch"] if old else 1})
 
     def workload(self, name: str) -> Workload | None:
-        with self.db.tx() as c:
-            row = c.execute("SELECT spec FROM workloads WHERE name = ?", (name,)).fetchone()
-        return Workload.from_dict(json.loads(row["spec"])) if row else None
+        with self.store.tx() as t:
+            d = t.get(f"workloads/{name}")
+        return Workload.from_dict(d["spec"]) if d else None
 
     def workloads(self) -> list[Workload]:
-        with self.db.tx() as c:
-            return [Workload.from_dict(json.loads(r["spec"])) for r in c.execute("SELECT spec FROM workloads ORDER BY name")]
+        with self.store.tx() as t:
+            return [Workload.from_dict(d["spec"]) for _, d in t.scan("workloads/")]
 
     def drop_workload(self, name: str) -> None:
-        with self.db.tx() as c:
-            c.execute("DELETE FROM workloads WHERE name = ?", (name,))
+        with self.store.tx() as t:
+            t.delete(f"workloads/{name}")
 
     def bump_epoch(self, name: str) -> int:
         """The next fencing epoch for a workload (strictly greater than any it has used)."""
-        with self.db.tx() as c:
-            c.execute("UPDATE workloads SET epoch = epoch + 1 WHERE name = ?", (name,))
-            row = c.execute("SELECT epoch FROM workloads WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            raise KeyError(name)
-        return int(row["epoch"])
+        with self.store.tx() as t:
+            d = t.get(f"workloads/{name}")
+            if d is None:
+                raise KeyError(name)
+            d["epoch"] = int(d["epoch"]) + 1
+            t.put(f"workloads/{name}", d)
+        return int(d["epoch"])
 
     # -- placements ----------------------------------------------------------------------------
     def set_placement(self, p: Placement) -> None:
-        with self.db.tx() as c:
-            c.execute(
-                "INSERT OR REPLACE INTO placements VALUES (?, ?, ?, ?, ?)",
-                (p.workload, p.cluster, p.replicas, p.epoch, p.state.value),
-            )
+        with self.store.tx() as t:
+            t.put(f"placements/{p.workload}/{p.cluster}", {"replicas": p.replicas, "epoch": p.epoch, "state": p.state.value})
 
     def drop_placement(self, workload: str, cluster: str) -> None:
-        with self.db.tx() as c:
-            c.execute("DELETE FROM placements WHERE workload = ? AND cluster = ?", (workload, cluster))
+        with self.store.tx() as t:
+            t.delete(f"placements/{workload}/{cluster}")
 
     def placements(self, workload: str | None = None) -> list[Placement]:
-        query, args = "SELECT * FROM placements", ()  # type: tuple[str, tuple[Any, ...]]
-        if workload is not None:
-            query, args = query + " WHERE workload = ?", (workload,)
-        with self.db.tx() as c:
-            rows = c.execute(query + " ORDER BY workload, cluster", args).fetchall()
-        return [Placement(r["workload"], r["cluster"], r["replicas"], r["epoch"], PlacementState(r["state"])) for r in rows]
+        with self.store.tx() as t:
+            rows = t.scan("placements/" if workload is None else f"placements/{workload}/")
+        out = []
+        for key, d in rows:
+            name, cluster = key.split("/")[1:3]
+            out.append(Placement(name, cluster, int(d["replicas"]), int(d["epoch"]), PlacementState(d["state"])))
+        return out
 
     # -- homes (failed-over replicas that may return) ---------------------------------------------
     def add_home(self, h: Home) -> None:
-        with self.db.tx() as c:
-            c.execute(
-                "INSERT INTO homes VALUES (?, ?, ?, ?) ON CONFLICT(workload, home, away) DO UPDATE SET replicas = replicas + excluded.replicas",
-                (h.workload, h.home, h.away, h.replicas),
-            )
+        with self.store.tx() as t:
+            key = f"homes/{h.workload}/{h.home}/{h.away}"
+            t.put(key, {"replicas": int((t.get(key) or {"replicas": 0})["replicas"]) + h.replicas})
 
     def drop_home(self, h: Home) -> None:
-        with self.db.tx() as c:
-            c.execute("DELETE FROM homes WHERE workload = ? AND home = ? AND away = ?", (h.workload, h.home, h.away))
+        with self.store.tx() as t:
+            t.delete(f"homes/{h.workload}/{h.home}/{h.away}")
 
     def drop_homes(self, workload: str) -> None:
-        with self.db.tx() as c:
-            c.execute("DELETE FROM homes WHERE workload = ?", (workload,))
+        with self.store.tx() as t:
+            for key, _ in t.scan(f"homes/{workload}/"):
+                t.delete(key)
 
     def homes(self) -> list[Home]:
-        with self.db.tx() as c:
-            rows = c.execute("SELECT * FROM homes ORDER BY workload, home, away").fetchall()
-        return [Home(r["workload"], r["home"], r["away"], r["replicas"]) for r in rows]
+        with self.store.tx() as t:
+            rows = t.scan("homes/")
+        return [Home(*key.split("/")[1:4], int(d["replicas"])) for key, d in rows]
 
     # -- submit requests (idempotency) -------------------------------------------------------------
     def remember_request(self, request_id: str, workload: str, answer: dict[str, Any]) -> None:
         """The answer a submit gave; a retry with the same id gets it again."""
-        with self.db.tx() as c:
-            c.execute("INSERT OR REPLACE INTO requests VALUES (?, ?, ?)", (request_id, workload, json.dumps(answer)))
+        with self.store.tx() as t:
+            t.put(f"requests/{request_id}", {"workload": workload, "answer": answer})
 
     def answered(self, request_id: str) -> dict[str, Any] | None:
-        with self.db.tx() as c:
-            row = c.execute("SELECT answer FROM requests WHERE id = ?", (request_id,)).fetchone()
-        return dict(json.loads(row["answer"])) if row else None
+        with self.store.tx() as t:
+            d = t.get(f"requests/{request_id}")
+        return dict(d["answer"]) if d else None
 
     def forget_requests(self, workload: str) -> None:
-        with self.db.tx() as c:
-            c.execute("DELETE FROM requests WHERE workload = ?", (workload,))
+        with self.store.tx() as t:
+            for key, d in t.scan("requests/"):
+                if d["workload"] == workload:
+                    t.delete(key)
 
     # -- decisions -------------------------------------------------------------------------------
     def record_decision(self, d: DecisionRecord) -> None:
-        with self.db.tx() as c:
-            c.execute(
-                "INSERT INTO decisions (at, kind, workload, source, target, reasons) VALUES (?, ?, ?, ?, ?, ?)",
-                (d.at, d.kind, d.workload, d.source, d.target, json.dumps(list(d.reasons))),
-            )
+        with self.store.tx() as t:
+            seq = next_seq(t, "decisions")
+            t.put(seq_key("decisions/", seq), {"at": d.at, "kind": d.kind, "workload": d.workload, "source": d.source,
+                                                "target": d.target, "reasons": list(d.reasons)})
+            if seq > DECISIONS_KEEP:
+                t.delete(seq_key("decisions/", seq - DECISIONS_KEEP))
 
     def decisions(self, limit: int = 100) -> list[DecisionRecord]:
-        with self.db.tx() as c:
-            rows = c.execute("SELECT * FROM decisions ORDER BY seq DESC LIMIT ?", (limit,)).fetchall()
-        return [DecisionRecord(r["at"], r["kind"], r["workload"], r["source"], r["target"], tuple(json.loads(r["reasons"]))) for r in rows]
+        with self.store.tx() as t:
+            rows = t.scan("decisions/", limit, reverse=True)
+        return [DecisionRecord(d["at"], d["kind"], d["workload"], d["source"], d["target"], tuple(d["reasons"])) for _, d in rows]

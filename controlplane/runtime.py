@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controlplane import placing
-from controlplane.db import Database
+from controlplane.sqlitestore import SqliteStore
+from controlplane.store import Store
 from controlplane.evidence import AgentReport, EvidenceBook
 from controlplane.forecast import LoadForecast
 from controlplane.journal import Journal, Kind, Migration, MigrationState, new_id
@@ -82,12 +83,12 @@ class ClusterRow:
 
 class ControlPlane:
     def __init__(
-        self, db_path: str | Path, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
+        self, store: str | Path | Store, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
         planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = no_crash,
         metrics: Metrics | None = None,
     ) -> None:
-        self.db = Database(db_path)
-        self.registry, self.journal = Registry(self.db), Journal(self.db)
+        self.store: Store = SqliteStore(store) if isinstance(store, (str, Path)) else store
+        self.registry, self.journal = Registry(self.store), Journal(self.store)
         self.backends, self.clock, self.timings = backends, clock, timings
         self.metrics = metrics or Metrics()
         self.evidence = EvidenceBook(timings.fresh_s)
@@ -102,7 +103,7 @@ class ControlPlane:
         self.restore(clock())
 
     def close(self) -> None:
-        self.db.close()
+        self.store.close()
 
     # -- API operations --------------------------------------------------------------------------
     def register_cluster(self, spec: ClusterSpec) -> None:
@@ -136,7 +137,7 @@ class ControlPlane:
                                     learned=self.planner.config.learned_profile)
             if dry_run or not choice.ok:
                 return choice
-            with self.db.tx():
+            with self.store.tx():
                 self.registry.put_workload(workload)
                 for cluster, count in sorted(choice.counts.items()):
                     self.registry.set_placement(Placement(workload.name, cluster, count, 1))
@@ -163,7 +164,7 @@ class ControlPlane:
                 self.backends(cluster).delete_workload(name)
             except errors.BackendError:
                 pass
-        with self.db.tx():
+        with self.store.tx():
             for p in self.registry.placements(name):
                 self.registry.drop_placement(name, p.cluster)
             self.registry.drop_workload(name)
@@ -191,7 +192,7 @@ class ControlPlane:
                     pending.append(cluster)
                     continue
                 removed.append(cluster)
-            with self.db.tx():
+            with self.store.tx():
                 for m in moving:
                     self.executor.close(m, MigrationState.CANCELLED, "workload deleted", now)
                 for cluster in clusters:
@@ -378,7 +379,7 @@ class ControlPlane:
             self.metrics.forecast.labels(cluster).set(self.loads[cluster].forecast)
 
     def _start(self, plan: Plan, now: float) -> Migration:
-        with self.db.tx():
+        with self.store.tx():
             epoch = self.registry.bump_epoch(plan.workload)
             m = Migration(new_id(), plan.workload, plan.source, plan.target, plan.replicas, plan.target_total, epoch, plan.kind, reasons=plan.reasons)
             self._record(DecisionRecord(now, plan.kind.value, plan.workload, plan.source, plan.target, plan.reasons))

@@ -1,0 +1,89 @@
+"""Leader election on etcd: one active control plane at a time, fenced.
+
+A member campaigns by creating the election key under a lease (TTL ``ttl_s``, ~5 s: 3 s caused
+needless changes of leader when an etcd member itself was killed) if no key exists. The key's
+create revision is the fencing token: :class:`~controlplane.etcdstore.EtcdStore` compares it in
+every write, so a leader that was paused (SIGSTOP) or cut off past its lease finds its writes
+refused when it wakes, while the new leader already acts. The leader refreshes the lease every
+``ttl_s / 5``; when a refresh says the lease is gone, or none succeeded for ``ttl_s``, it steps
+down. A graceful stop revokes the lease, so a standby takes over within one poll.
+
+:class:`Election` is the blocking etcd side (called from a thread); the asyncio loop that drives
+it lives in :mod:`controlplane.server`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from controlplane.etcdstore import ELECTION_KEY, EtcdStore, Fence, b64, unb64
+from controlplane.store import StoreError
+
+TTL_S = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    member: str
+    address: str  # where its gRPC API listens
+    token: int
+
+
+class Election:
+    def __init__(self, store: EtcdStore, member: str, address: str, ttl_s: int = TTL_S) -> None:
+        self.store, self.member, self.address, self.ttl_s = store, member, address, ttl_s
+        self.key = store.prefix + ELECTION_KEY
+        self.lease = 0
+        self.fence: Fence | None = None
+
+    def leader(self) -> Leader | None:
+        """Who holds the election key now (None: nobody, a campaign can start)."""
+        found = self.store.client.post("/kv/range", {"key": b64(self.key)})
+        kvs = found.get("kvs", [])
+        if not kvs:
+            return None
+        d = json.loads(unb64(kvs[0]["value"]))
+        return Leader(d["member"], d["address"], int(kvs[0]["create_revision"]))
+
+    def campaign(self) -> Fence | None:
+        """Try once to become leader; on success the store writes under the returned fence."""
+        self.lease = int(self.store.client.post("/lease/grant", {"TTL": self.ttl_s, "ID": 0})["ID"])  # fresh: an old one may have expired
+        value = b64(json.dumps({"member": self.member, "address": self.address}))
+        answer = self.store.client.post("/kv/txn", {
+            "compare": [{"key": b64(self.key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
+            "success": [{"request_put": {"key": b64(self.key), "value": value, "lease": str(self.lease)}}],
+            "failure": [],
+        })
+        if not answer.get("succeeded", False):
+            self.lease = 0  # left to expire
+            return None
+        self.fence = Fence(self.key, int(answer["header"]["revision"]), self.member)
+        self.store.lead(self.fence)
+        return self.fence
+
+    def refresh(self) -> bool:
+        """Keep the lease alive; False once etcd says it has expired (another member may lead)."""
+        if not self.lease:
+            return False
+        found = self.store.client.post("/lease/keepalive", {"ID": str(self.lease)})
+        alive = int(found.get("result", {}).get("TTL", -1)) > 0
+        if not alive:
+            self.lease = 0
+        return alive
+
+    def step_down(self) -> None:
+        """Stop writing (the store refuses from now on) and forget the lease."""
+        self.fence = None
+        self.lease = 0
+        self.store.follow()
+
+    def resign(self) -> None:
+        """Graceful hand-over: revoke the lease so the key goes now, not at expiry."""
+        lease = self.lease
+        self.step_down()
+        if lease:
+            try:
+                self.store.client.post("/lease/revoke", {"ID": str(lease)})
+            except StoreError:
+                pass  # it expires on its own
