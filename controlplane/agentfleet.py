@@ -3,7 +3,7 @@
 An :class:`~controlplane.feeder.EvidenceSource` like the in-process feeder, but the pods are
 placed by the real agents (gossip, claims CRDT, fenced binds over the TwinCluster API served by
 the control plane under test). Each cluster's agents gossip only among themselves, sealed with
-that cluster's own AES key, joining through the cluster's first two agents.
+that cluster's own gossip key, joining through the cluster's first two agents.
 
 The agent has no control-plane client yet (it never calls ``ControlPlane.ReportAgent``), so the
 fleet relays for it: every ``interval_s`` it asks each agent's ``/healthz`` and reports the agents

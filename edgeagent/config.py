@@ -36,7 +36,7 @@ def _opt(default: Any, help: str, **kwargs: Any) -> Any:
 class GossipSection:
     bind: str = _opt("127.0.0.1:7946", "host:port for gossip (UDP and TCP); also our name, so use an address peers reach")
     seeds: list[str] = _opt([], "host:port of peers to join through (the cluster's other agents)")
-    key_file: str = _opt("", "file of base64 AES keys, one per line, primary first; empty = unencrypted")
+    key_file: str = _opt("", "file of base64 32-byte keys, one per line, primary first; empty = unencrypted")
     probe_interval: float = _opt(1.0, "seconds between SWIM probes (memberlist's LAN default; each probe wakes an idle agent, and a false death re-places a live node's pods)")
     gossip_interval: float = _opt(0.04, "seconds between gossip rounds while news is queued (an idle member runs none)")
     pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")

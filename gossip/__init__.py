@@ -25,7 +25,7 @@ after it is declared dead or leaves.
 Layers: ``node.GossipNode`` is the sans-IO core (``on_packet``, ``on_stream``, ``tick``,
 ``next_deadline`` -> effects); ``udp.UdpGossip`` and ``memnet.InMemoryNetwork`` drive the
 same core over sockets or in virtual time. Wire: ``messages`` + ``wire`` (msgpack,
-versioned envelope), ``keyring`` (AES-GCM), ``replays``, ``envelopes``. Protocol parts:
+versioned envelope), ``keyring`` (XChaCha20-Poly1305), ``replays``, ``envelopes``. Protocol parts:
 ``members``, ``suspicion``, ``awareness``, ``timeouts``, ``broadcasts``, ``records``,
 ``digests``, ``antientropy``. ``metrics`` counts drops by reason; ``commands`` holds
 ``fedplane bench gossip``.

@@ -3,7 +3,7 @@
 Every scenario starts from a warm cluster (each node restored from the same snapshot of
 N alive members and their records, as after a restart from a snapshot), so it measures
 steady-state behaviour rather than a thundering join. All traffic is real encoded and
-AES-GCM-sealed bytes. ``commands.bench_gossip`` composes these into one report.
+XChaCha20-Poly1305-sealed bytes. ``commands.bench_gossip`` composes these into one report.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sealing and opening packets for one node: header, AES-GCM keyring and replay windows.
+"""Sealing and opening packets for one node: header, keyring (AEAD) and replay windows.
 
 The order of checks on receipt is chosen so that cheap rejections come first and no
 unauthenticated packet can change any state: parse the header, refuse a stale stamp,

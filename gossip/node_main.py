@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gossip.node_main", description=__doc__.splitlines()[0])
     parser.add_argument("--bind", required=True, help="host:port for UDP and TCP (port 0 picks one)")
     parser.add_argument("--seeds", default="", help="comma-separated host:port of members to join through")
-    parser.add_argument("--key-file", help="base64 AES keys, one per line, primary first")
+    parser.add_argument("--key-file", help="base64 32-byte keys, one per line, primary first")
     parser.add_argument("--publish", action="append", default=[], help="key=value record to publish at start")
     parser.add_argument("--probe-interval", type=float, default=0.2)
     parser.add_argument("--pushpull-interval", type=float, default=5.0)

@@ -4,7 +4,11 @@ Layout of every packet and stream frame::
 
     header  = version:u8 flags:u8 epoch:u64 counter:u64 sender_len:u8 sender:utf-8
     body    = msgpack array of messages, each ``[type, field, ...]``
-              (sealed as nonce || AES-GCM(body, aad=header) || tag when encrypted)
+              (sealed as nonce || XChaCha20-Poly1305(body, aad=header) || tag when encrypted)
+
+Versions: 1 sealed with AES-GCM (12-byte nonce); 2 seals with XChaCha20-Poly1305 (24-byte
+nonce, see :mod:`gossip.keyring`). A node speaks one version and drops the other's packets
+as ``VERSION``, so a cluster moves from 1 to 2 all at once (with new 32-byte keys).
 
 Decoding never trusts the input: anything that is not exactly a known shape raises
 ``WireError`` with a ``DropReason``, and nothing else escapes.
@@ -22,7 +26,7 @@ import msgpack
 
 from gossip.messages import MESSAGE_CLASSES, Message, MsgType
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 FLAG_ENCRYPTED = 0x01
 MAX_NAME_BYTES = 255
 _HEADER = struct.Struct("!BBQQB")
@@ -59,7 +63,7 @@ class Envelope:
     counter: int
     encrypted: bool
     header: bytes
-    """The raw header bytes: authenticated as AES-GCM associated data."""
+    """The raw header bytes: authenticated as the AEAD's associated data."""
     body: bytes
 
 

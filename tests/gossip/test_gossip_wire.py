@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import random
 from collections.abc import Iterator
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gossip import digests, wire
+from gossip import digests, keyring, wire
 from gossip.envelopes import Envelopes
 from gossip.keyring import Keyring, KeyringError
 from gossip.messages import (
@@ -172,9 +173,57 @@ def test_node_counts_oversized_and_unknown_sender_drops() -> None:
     assert "stranger" not in node.members()
 
 
+def test_a_version_1_packet_is_dropped_as_a_version_mismatch() -> None:
+    """Version 1 sealed with AES-GCM: a v2 node cannot open it and says why rather than calling it forged."""
+    receiver = Envelopes("me", 0, Keyring([KEY_A]))
+    _, data = _sealed(keyring=Keyring([KEY_A]))
+    assert data[0] == wire.PROTOCOL_VERSION == 2
+    assert _reason(receiver, bytes([1]) + data[1:]) == DropReason.VERSION
+
+
+def test_nonces_are_fresh_per_packet_and_the_sealed_body_is_not_the_plaintext() -> None:
+    ring = Keyring([KEY_A])
+    body = wire.join([wire.encode(Ping(1, "me"))])
+    sealed = [ring.seal(body, b"header") for _ in range(200)]
+    assert len({s[:keyring.NONCE_BYTES] for s in sealed}) == 200
+    assert all(body not in s and len(s) == len(body) + keyring.OVERHEAD for s in sealed)
+    assert all(ring.open(s, b"header") == body for s in sealed)
+    assert ring.open(sealed[0], b"other header") is None, "the header is authenticated"
+
+
+def test_sealed_bodies_are_standard_xchacha20_poly1305() -> None:
+    """The keyring calls libsodium through PyNaCl's cffi module; PyNaCl's public binding opens what it seals (and
+    the other way round), so any libsodium binding interoperates with the wire."""
+    from nacl.bindings import crypto_aead_xchacha20poly1305_ietf_decrypt as decrypt
+    from nacl.bindings import crypto_aead_xchacha20poly1305_ietf_encrypt as encrypt
+
+    ring = Keyring([KEY_B])
+    for body in (b"", b"x", bytes(range(256)) * 4):
+        sealed = ring.seal(body, b"hdr")
+        nonce = sealed[:keyring.NONCE_BYTES]
+        assert decrypt(sealed[keyring.NONCE_BYTES:], b"hdr", nonce, KEY_B) == body
+        assert ring.open(nonce + encrypt(body, b"hdr", nonce, KEY_B), b"hdr") == body
+
+
+def test_rotation_seals_with_the_primary_and_opens_with_any_installed_key() -> None:
+    old, new = Keyring([KEY_A]), Keyring([KEY_A])
+    new.install(KEY_B)
+    new.use(KEY_B)
+    assert new.primary == KEY_B and new.keys == (KEY_B, KEY_A)
+    from_new, from_old = new.seal(b"x", b"h"), old.seal(b"y", b"h")
+    assert new.open(from_old, b"h") == b"y", "the old key still opens while installed"
+    assert old.open(from_new, b"h") is None, "a node without the new key cannot"
+    new.remove(KEY_A)
+    assert new.open(old.seal(b"z", b"h"), b"h") is None
+
+
 def test_keyring_rejects_bad_keys_and_protects_the_primary(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(KeyringError):
         Keyring([b"short"])
+    with pytest.raises(KeyringError, match="32 bytes"):
+        Keyring([bytes(16)])  # an AES-128 key of protocol version 1
+    with pytest.raises(KeyringError):
+        Keyring([])
     ring = Keyring([KEY_A, KEY_B])
     with pytest.raises(KeyringError):
         ring.remove(KEY_A)
@@ -182,8 +231,13 @@ def test_keyring_rejects_bad_keys_and_protects_the_primary(tmp_path) -> None:  #
         ring.use(bytes([7]) * 16)
     bad = tmp_path / "keys"
     bad.write_text("not base64!\n")
-    with pytest.raises(KeyringError):
+    with pytest.raises(KeyringError, match=str(bad)):
         Keyring.load(bad)
+    bad.write_text(base64.b64encode(bytes(24)).decode() + "\n")
+    with pytest.raises(KeyringError, match=str(bad)):
+        Keyring.load(bad)
+    with pytest.raises(KeyringError, match="cannot read"):
+        Keyring.load(tmp_path / "missing")
 
 
 @settings(max_examples=200)
@@ -276,13 +330,17 @@ def test_a_digest_exchange_over_a_large_store_holds_a_chunk_at_a_time() -> None:
     assert peak < 12 * filter_bytes + 512 * 1024, f"peak {peak} bytes for a {filter_bytes}-byte filter"
 
 
-def test_a_member_without_keys_never_imports_cryptography() -> None:
-    """cryptography is the biggest import of an edge agent; a cluster without keys does not pay for it."""
+def test_a_member_loads_nacl_only_with_keys_and_never_cryptography() -> None:
+    """A cluster without keys does not pay for the cipher; with keys it pays for PyNaCl (~1.1 MiB), never for
+    cryptography (~7.9 MiB, and its own OpenSSL)."""
     import subprocess
     import sys
 
-    probe = "import sys, gossip.udp, gossip.memnet; print('cryptography' in sys.modules)"
+    probe = "import sys, gossip.udp, gossip.memnet; print(sorted(m for m in ('nacl', 'cryptography') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"
-    keyed = "import sys; from gossip.keyring import Keyring; Keyring([bytes(32)]); print('cryptography' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", keyed], capture_output=True, text=True, check=True).stdout.strip() == "True"
+    assert out.strip() == "[]"
+    keyed = ("import sys; from gossip.keyring import Keyring; Keyring([bytes(32)]); "
+             "print(sorted(m for m in ('nacl', 'cryptography') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", keyed], capture_output=True, text=True, check=True).stdout.strip() == "['nacl']"
+    lean = "import sys; from gossip.keyring import Keyring; Keyring([bytes(32)]); print('nacl.bindings' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", lean], capture_output=True, text=True, check=True).stdout.strip() == "False"
