@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controlplane.workloads import Policy, Spread, Workload
+from fedcore.backends.model import NodeState
+from fedcore.kubeobjects import arch_of
 from fedcore.nodes import Arch, Node, Taint, TaintEffect
 from fedcore.nodetable import NodeTable, OvercommitError
 from fedcore.pods import Pod
@@ -118,6 +120,26 @@ class LatencyScore:
         ms = np.array([self.topology.latency(self.home, table.nodes[r].region) for r in rows])
         near: np.ndarray = 100.0 * (1.0 - np.minimum(ms, 200.0) / 200.0)
         return near
+
+
+def pools_of(nodes: Iterable[NodeState]) -> tuple[dict[str, Resources], list[tuple[str, str]]]:
+    """Ready capacity per architecture, and the nodes left out with why (never an exception).
+
+    A node whose arch label fedplane does not know (``s390x``, a typo), a Windows node, or one
+    whose allocatable was missing or unreadable is skipped; ``arm``/``aarch64``/``x86_64``
+    are mapped to the arch they mean.
+    """
+    pools: dict[str, Resources] = {}
+    skipped: list[tuple[str, str]] = []
+    for n in nodes:
+        if not n.ready:
+            continue
+        arch = arch_of(n.arch)
+        if n.problem or arch is None:
+            skipped.append((n.name, n.problem or f"unknown architecture {n.arch!r}"))
+            continue
+        pools[arch.value] = pools.get(arch.value, Resources()) + n.capacity
+    return pools, skipped
 
 
 def pseudo_nodes(views: Sequence[ClusterView], exclude: Iterable[str]) -> list[Node]:

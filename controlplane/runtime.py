@@ -8,6 +8,7 @@ Time is injected: ``now`` comes from the caller (the server's loop, a test, a dr
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from fedcore.resources import Resources
 from fedcore.topology import Cluster, Topology
 
 FORECAST_HORIZON_S = 10.0
+log = logging.getLogger("controlplane")
 
 
 class Backends:
@@ -98,6 +100,7 @@ class ControlPlane:
         self.planner = Planner(Topology(), planner)
         self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration)
         self.lock = threading.RLock()
+        self._warned: set[tuple[str, str, str]] = set()
         for spec in self.registry.clusters():
             self._attach(spec)
         self.restore(clock())
@@ -315,10 +318,8 @@ class ControlPlane:
         views = []
         for spec in self.registry.clusters():
             ev = self.evidence.about(spec.name, self.clock())
-            pools: dict[str, Resources] = {}
-            for n in ev.nodes:
-                if n.ready:
-                    pools[n.arch] = pools.get(n.arch, Resources()) + n.capacity
+            pools, skipped = placing.pools_of(ev.nodes)
+            self._note_skipped(spec.name, skipped)
             verdict = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
             views.append(placing.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints))
         return views
@@ -346,6 +347,14 @@ class ControlPlane:
             self._record(DecisionRecord(now, f"verdict:{verdict.health.value}", "", cluster, "", verdict.reasons))
         else:
             self.verdicts[cluster] = (verdict, old[1])
+
+    def _note_skipped(self, cluster: str, skipped: list[tuple[str, str]]) -> None:
+        """Nodes placement leaves out: a gauge per cluster, and one warning per node and reason."""
+        self.metrics.nodes_skipped.labels(cluster).set(len(skipped))
+        for node, reason in skipped:
+            if (cluster, node, reason) not in self._warned:
+                self._warned.add((cluster, node, reason))
+                log.warning("cluster %s: node %s is left out of placement: %s", cluster, node, reason)
 
     def _used(self) -> dict[str, Resources]:
         workloads = {w.name: w for w in self.registry.workloads()}

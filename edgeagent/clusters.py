@@ -15,6 +15,8 @@ Contracts the agent relies on:
 * ``bind`` books the GPU devices the agent names (its node table chose them), or
   refuses with ``REJECTED`` when they do not fit; the back end never silently picks
   others, which would make the agent's and the back end's device books disagree.
+* ``evict(pod, epoch)`` stops a pod that runs under a superseded claim; it is fenced by
+  the epoch (a newer copy is never stopped) and idempotent (a gone pod answers ``GONE``).
 * ``report_node(node, ready=False)`` unbinds that node's pods and bumps their epoch:
   the back end's half of re-placing a dead peer's pods.
 """
@@ -28,6 +30,8 @@ from typing import Protocol
 
 from fedcore.backends.model import BindOutcome as BindOutcome  # re-exported: the agent's seam speaks the back ends' outcomes
 from fedcore.backends.model import BindResult as BindResult
+from fedcore.backends.model import EvictOutcome as EvictOutcome
+from fedcore.backends.model import EvictResult as EvictResult
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 
@@ -67,6 +71,10 @@ class ClusterAPI(Protocol):
 
     async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
         """Fenced bind; ``gpus`` names the node's devices to book (empty: the cluster picks)."""
+        ...
+
+    async def evict(self, pod: str, epoch: int) -> EvictResult:
+        """Stop the pod while it is at ``epoch`` (Kubernetes: the Eviction API; elsewhere: delete it)."""
         ...
 
     async def report_node(self, node: str, ready: bool) -> int:

@@ -53,6 +53,8 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 MALLOC_THRESHOLD = 128 * 1024
 """glibc's default trim and mmap thresholds, held fixed (see :func:`tune_malloc`)."""
 BACKOFF_MAX = 10.0
+EVICT_ATTEMPTS = 60
+"""About ten minutes of retries at the capped backoff (a PodDisruptionBudget may hold it that long)."""
 
 
 def tune_malloc(arenas: int = 2) -> None:
@@ -238,7 +240,7 @@ class Agent:
         effects = self._commit()
         journal = self._journal
         if self._awaiting or (journal is not None and journal.dirty and any(
-                isinstance(e, (Publish, Bind, ReportNode)) for e in effects)):
+                isinstance(e, (Publish, Bind, ReportNode, Evict)) for e in effects)):
             self._awaiting.extend(effects)
             if not self._syncing:
                 self._syncing = True
@@ -272,6 +274,7 @@ class Agent:
                 self._spawn(self._report(effect.node, effect.ready, attempts=10))
             elif isinstance(effect, Evict):
                 log.warning("pod %s (epoch %d) was re-placed elsewhere: stopping it here", effect.pod, effect.epoch)
+                self._spawn(self._evict(effect))
         if self.metrics is not None:
             for seconds in placer.counters.decisions:
                 self.metrics.decisions.observe(seconds)
@@ -335,6 +338,28 @@ class Agent:
                 self.backend_error = f"bind: {exc}"
                 result = None
         self._apply(self.placer_.bind_done(effect.pod, result, asyncio.get_running_loop().time()))
+
+    async def _evict(self, effect: Evict) -> None:
+        """Stop the pod at the back end, retrying until it answers for good (evicted, gone, or moved on).
+
+        Idempotent: a retry after the pod went answers GONE, and the epoch fences off a newer copy.
+        A PodDisruptionBudget that forbids it now (BLOCKED) is waited out with the same backoff.
+        """
+        backoff = 0.2
+        for _ in range(EVICT_ATTEMPTS):
+            try:
+                async with self._binds:
+                    result = await self.cluster.evict(effect.pod, effect.epoch)
+                if result.final:
+                    self.placer_.counters.evictions_done += 1
+                    log.info("evict %s (epoch %d): %s %s", effect.pod, effect.epoch, result.outcome.value, result.reason)
+                    return
+                log.warning("evict %s: %s (%s)", effect.pod, result.outcome.value, result.reason)
+            except ClusterUnavailable as exc:
+                log.warning("evict %s: %s", effect.pod, exc)
+            await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
+            backoff = min(BACKOFF_MAX, backoff * 2)
+        log.error("evict %s (epoch %d): gave up after %d attempts", effect.pod, effect.epoch, EVICT_ATTEMPTS)
 
     async def _report(self, node: str, ready: bool, attempts: int) -> None:
         backoff = 0.2

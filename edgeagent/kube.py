@@ -5,77 +5,51 @@ with a ``Binding`` (the pods/binding subresource, as kube-scheduler does); the A
 server refuses a second binding with 409, which is the fence. A pod's uid here is
 ``namespace/name``; its epoch is the ``fedplane.io/epoch`` annotation (1 if absent).
 The client is synchronous, so every call runs in a worker thread; the watch runs in
-one thread feeding the event loop. Node status belongs to the kubelet and eviction
-of a dead node's pods to the node lifecycle controller, so ``report_node`` changes
-nothing here (the agent's RBAC does not allow it either).
+one thread feeding the event loop. Objects are read by :mod:`fedcore.kubeobjects`, the
+model the control plane's adapter reads them with too. ``evict`` goes through the
+Eviction API, so PodDisruptionBudgets are respected (429: blocked, retry later).
+Node status belongs to the kubelet and eviction of a dead node's pods to the node
+lifecycle controller, so ``report_node`` changes nothing here (the agent's RBAC
+does not allow it either).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fedcore.nodes import Arch, Node, Taint, TaintEffect
-from fedcore.pods import Pod, Toleration
-from fedcore.resources import MILLI, GpuRequest
+from fedcore import kubeobjects
+from fedcore.backends.model import EvictOutcome, EvictResult
+from fedcore.kubeobjects import KubeObjectError
+from fedcore.nodes import Node
 
 from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate
 
 log = logging.getLogger("edgeagent.kube")
 
-EPOCH_ANNOTATION = "fedplane.io/epoch"
-GPU_RESOURCE = "nvidia.com/gpu"
 WATCH_SECONDS = 300
 _PHASES = {"Pending": Phase.PENDING, "Running": Phase.RUNNING, "Succeeded": Phase.SUCCEEDED, "Failed": Phase.FAILED}
-_UNITS = {"Ki": 1 / 1024, "Mi": 1.0, "Gi": 1024.0, "Ti": 1024.0**2, "k": 1000 / 2**20, "M": 10**6 / 2**20,
-          "G": 10**9 / 2**20, "T": 10**12 / 2**20}
 
 
-def cpu_milli(quantity: str | int | float) -> int:
-    text = str(quantity)
-    return int(float(text[:-1])) if text.endswith("m") else int(float(text) * MILLI)
+def pod_update(obj: dict[str, Any]) -> PodUpdate:
+    """A pod dict as the agent sees it; raises KubeObjectError on one it cannot read."""
+    pod = kubeobjects.read_pod(obj)
+    phase = Phase.DELETED if pod.deleting else _PHASES.get(pod.phase, Phase.PENDING)
+    return PodUpdate(pod.to_pod(), pod.epoch, phase, pod.node)
 
 
-def memory_mib(quantity: str | int | float) -> int:
-    text = str(quantity)
-    for suffix in sorted(_UNITS, key=len, reverse=True):
-        if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) * _UNITS[suffix])
-    return int(float(text) / 2**20)
+def raw_watch(kubernetes: Any) -> Any:
+    """A client Watch yielding the API's dicts: skips building client models only to turn them back into dicts."""
 
+    class RawWatch(kubernetes.watch.Watch):  # type: ignore[misc,name-defined]
+        def get_return_type(self, func: Any) -> None:
+            return None
 
-def pod_from_k8s(obj: Any) -> PodUpdate:
-    """A client ``V1Pod`` as the agent sees it; raises ValueError on a request it cannot read."""
-    meta, spec = obj.metadata, obj.spec
-    cpu = memory = gpus = 0
-    for container in spec.containers or []:
-        requests = (container.resources.requests if container.resources else None) or {}
-        cpu += cpu_milli(requests.get("cpu", 0))
-        memory += memory_mib(requests.get("memory", 0))
-        gpus += int(requests.get(GPU_RESOURCE, 0))
-    selector = dict(spec.node_selector or {})
-    archs = frozenset({Arch(selector.pop("kubernetes.io/arch"))}) if "kubernetes.io/arch" in selector else frozenset()
-    tolerations = tuple(
-        Toleration(t.key or "", t.value or None, TaintEffect(t.effect) if t.effect else None) for t in spec.tolerations or []
-    )
-    pod = Pod(f"{meta.namespace}/{meta.name}", cpu, memory, gpu=GpuRequest(gpus, MILLI if gpus else 0),
-              node_selector=selector, archs=archs, tolerations=tolerations, priority=spec.priority or 0)
-    epoch = int((meta.annotations or {}).get(EPOCH_ANNOTATION, 1))
-    phase = _PHASES.get((obj.status.phase if obj.status else None) or "Pending", Phase.PENDING)
-    return PodUpdate(pod, epoch, phase, spec.node_name or "")
-
-
-def node_from_k8s(obj: Any) -> Node:
-    labels = dict(obj.metadata.labels or {})
-    alloc = (obj.status.allocatable if obj.status else None) or {}
-    taints = tuple(Taint(t.key, t.value or "", TaintEffect(t.effect)) for t in ((obj.spec.taints if obj.spec else None) or []))
-    arch = labels.get("kubernetes.io/arch", "amd64")
-    return Node(obj.metadata.name, cpu_milli(alloc.get("cpu", 0)), memory_mib(alloc.get("memory", 0)),
-                gpus=int(alloc.get(GPU_RESOURCE, 0)), arch=Arch(arch if arch != "arm" else "armv7"),
-                labels=labels, taints=taints)
+    return RawWatch()
 
 
 class KubeCluster:
@@ -98,27 +72,33 @@ class KubeCluster:
         queue: asyncio.Queue[PodUpdate | Exception] = asyncio.Queue()
         stop = threading.Event()
 
+        def put(item: PodUpdate | Exception) -> None:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop closed under us: nobody is listening any more
+                stop.set()
+
         def pump() -> None:
             try:
-                watcher = self.k8s.watch.Watch()
+                watcher = raw_watch(self.k8s)
                 for event in watcher.stream(self.core.list_pod_for_all_namespaces, timeout_seconds=WATCH_SECONDS):
                     if stop.is_set():
                         watcher.stop()
                         return
-                    obj = event["object"]
-                    if obj.spec.scheduler_name != self.scheduler_name:
+                    obj = event["raw_object"]
+                    if (obj.get("spec") or {}).get("schedulerName") != self.scheduler_name:
                         continue
                     try:
-                        update = pod_from_k8s(obj)
-                    except (ValueError, TypeError, AttributeError) as exc:
-                        log.warning("skipping pod %s: %s", obj.metadata.name, exc)
+                        update = pod_update(obj)
+                    except KubeObjectError as exc:
+                        log.warning("skipping a pod: %s", exc)
                         continue
                     if event["type"] == "DELETED":
                         update = PodUpdate(update.pod, update.epoch, Phase.DELETED, update.node)
-                    loop.call_soon_threadsafe(queue.put_nowait, update)
-                loop.call_soon_threadsafe(queue.put_nowait, ClusterUnavailable("watch expired"))
+                    put(update)
+                put(ClusterUnavailable("watch expired"))
             except Exception as exc:  # the client raises many types; all mean "reconnect"
-                loop.call_soon_threadsafe(queue.put_nowait, ClusterUnavailable(f"watch: {exc!r:.200}"))
+                put(ClusterUnavailable(f"watch: {exc!r:.200}"))
 
         thread = threading.Thread(target=pump, name="kube-watch", daemon=True)
         thread.start()
@@ -138,17 +118,22 @@ class KubeCluster:
         body = client.V1Binding(metadata=client.V1ObjectMeta(name=name, namespace=namespace),
                                 target=client.V1ObjectReference(api_version="v1", kind="Node", name=node))
         current = await self._read(namespace, name)
+        if current is None:
+            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
         if current.epoch != epoch:
             return BindResult(BindOutcome.STALE_EPOCH, current.node, current.epoch, f"pod is at epoch {current.epoch}")
         if current.node:
             outcome = BindOutcome.ALREADY_BOUND if current.node == node else BindOutcome.DUPLICATE
             return BindResult(outcome, current.node, epoch)
+        if current.phase is not Phase.PENDING:
+            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod is {current.phase.value}")
         try:
             await asyncio.to_thread(self.core.create_namespaced_pod_binding, name, namespace, body,
                                     _preload_content=False, _request_timeout=self.timeout)
         except self.k8s.client.ApiException as exc:
             if exc.status == 409:
-                holder = (await self._read(namespace, name)).node
+                after = await self._read(namespace, name)
+                holder = after.node if after is not None else ""
                 outcome = BindOutcome.ALREADY_BOUND if holder == node else BindOutcome.DUPLICATE
                 return BindResult(outcome, holder, epoch, "conflict")
             if exc.status in (400, 403, 404, 422):
@@ -158,27 +143,75 @@ class KubeCluster:
             raise ClusterUnavailable(f"bind {pod}: {exc!r:.200}") from exc
         return BindResult(BindOutcome.BOUND, node, epoch)
 
+    async def evict(self, pod: str, epoch: int) -> EvictResult:
+        """Stop the pod through the Eviction API (PodDisruptionBudgets apply), only while it is at ``epoch``."""
+        namespace, _, name = pod.partition("/")
+        raw = await self._read_raw(namespace, name)
+        if raw is None:
+            return EvictResult(EvictOutcome.GONE, f"pod {pod} does not exist")
+        try:
+            current = pod_update(raw)
+        except KubeObjectError as exc:
+            raise ClusterUnavailable(f"pod {pod}: unreadable: {exc}") from exc
+        if current.phase.finished:
+            return EvictResult(EvictOutcome.GONE, f"pod {pod} is {current.phase.value}")
+        if current.epoch != epoch:
+            return EvictResult(EvictOutcome.STALE_EPOCH, f"pod is at epoch {current.epoch}, not {epoch}")
+        client = self.k8s.client
+        uid = (raw.get("metadata") or {}).get("uid")
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None)
+        try:
+            await asyncio.to_thread(self.core.create_namespaced_pod_eviction, name, namespace, body,
+                                    _preload_content=False, _request_timeout=self.timeout)
+        except self.k8s.client.ApiException as exc:
+            if exc.status == 404:
+                return EvictResult(EvictOutcome.GONE, "deleted meanwhile")
+            if exc.status == 409:  # the uid precondition failed: a new pod under the same name
+                return EvictResult(EvictOutcome.STALE_EPOCH, "the pod was replaced meanwhile")
+            if exc.status == 429:
+                return EvictResult(EvictOutcome.BLOCKED, "a PodDisruptionBudget forbids it now")
+            raise ClusterUnavailable(f"evict {pod}: {exc.status} {exc.reason}") from exc
+        except Exception as exc:
+            raise ClusterUnavailable(f"evict {pod}: {exc!r:.200}") from exc
+        return EvictResult(EvictOutcome.EVICTED)
+
     async def report_node(self, node: str, ready: bool) -> int:
         """The kubelet owns node status; a dead node's pods are evicted by the node lifecycle controller."""
         return 0
 
     async def describe_node(self, node: str) -> Node:
         try:
-            obj = await asyncio.to_thread(self.core.read_node, node, _request_timeout=self.timeout)
-            return node_from_k8s(obj)
-        except ValueError as exc:
-            raise ClusterUnavailable(f"node {node}: unreadable description: {exc}") from exc
+            resp = await asyncio.to_thread(self.core.read_node, node, _preload_content=False, _request_timeout=self.timeout)
+            return kubeobjects.read_node(json.loads(resp.data)).to_node()
+        except KubeObjectError as exc:
+            raise ClusterUnavailable(f"node {node}: {exc}") from exc
         except Exception as exc:
             raise ClusterUnavailable(f"read node {node}: {exc!r:.200}") from exc
 
     async def close(self) -> None:
         """Nothing to close: the client's pool dies with the process."""
 
-    async def _read(self, namespace: str, name: str) -> PodUpdate:
+    async def _read_raw(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as a dict; None when it does not exist."""
         try:
-            obj = await asyncio.to_thread(self.core.read_namespaced_pod, name, namespace, _request_timeout=self.timeout)
-            return pod_from_k8s(obj)
-        except ValueError as exc:
-            raise ClusterUnavailable(f"pod {namespace}/{name}: unreadable: {exc}") from exc
+            resp = await asyncio.to_thread(self.core.read_namespaced_pod, name, namespace, _preload_content=False,
+                                           _request_timeout=self.timeout)
+            obj: dict[str, Any] = json.loads(resp.data)
+            return obj
+        except self.k8s.client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise ClusterUnavailable(f"read pod {namespace}/{name}: {exc.status} {exc.reason}") from exc
         except Exception as exc:
             raise ClusterUnavailable(f"read pod {namespace}/{name}: {exc!r:.200}") from exc
+
+    async def _read(self, namespace: str, name: str) -> PodUpdate | None:
+        raw = await self._read_raw(namespace, name)
+        if raw is None:
+            return None
+        try:
+            return pod_update(raw)
+        except KubeObjectError as exc:
+            raise ClusterUnavailable(f"pod {namespace}/{name}: unreadable: {exc}") from exc

@@ -18,7 +18,7 @@ from fedcore.nodes import Node
 from fedcore.nodetable import NO_DEVICE, NodeTable, OvercommitError, Placement
 from fedcore.pods import Pod
 
-from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate
+from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, EvictOutcome, EvictResult, Phase, PodUpdate
 
 
 @dataclass(slots=True)
@@ -48,6 +48,7 @@ class Evidence:
     duplicate_refusals: int = 0
     stale_refusals: int = 0
     capacity_refusals: int = 0
+    evictions: int = 0
     decisions: list[Decision] = field(default_factory=list)
 
 
@@ -123,11 +124,9 @@ class InMemoryCluster:
         row = self.table.index.get(node)
         if p is None or row is None:
             return BindResult(BindOutcome.REJECTED, node, epoch, f"unknown {'pod' if p is None else 'node'}")
-        if epoch < p.epoch:
+        if epoch != p.epoch:
             self.evidence.stale_refusals += 1
-            return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} < current {p.epoch}")
-        if epoch > p.epoch:
-            return BindResult(BindOutcome.REJECTED, epoch=p.epoch, reason=f"epoch {epoch} is ahead of the pod's {p.epoch}")
+            return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} is not the pod's {p.epoch}")
         if p.placement is not None:
             bound_to = self.table.nodes[p.placement.node].name
             if bound_to == node:
@@ -151,6 +150,21 @@ class InMemoryCluster:
         self.evidence.decisions.append(Decision(pod, p.epoch, now - p.pending_since, p.replaced, now))
         self._emit(p)
         return BindResult(BindOutcome.BOUND, node, p.epoch)
+
+    async def evict(self, pod: str, epoch: int) -> EvictResult:
+        """Delete the pod (an eviction without a controller to recreate it), only at ``epoch``."""
+        self._enter()
+        p = self.pods.get(pod)
+        if p is None or p.phase in (Phase.SUCCEEDED, Phase.FAILED):
+            return EvictResult(EvictOutcome.GONE, f"pod {pod} is gone or finished")
+        if epoch != p.epoch:
+            return EvictResult(EvictOutcome.STALE_EPOCH, f"pod is at epoch {p.epoch}")
+        self._release(p)
+        del self.pods[pod]
+        self.evidence.evictions += 1
+        update = self._update(p)
+        self._emit_update(PodUpdate(update.pod, update.epoch, Phase.DELETED, ""))
+        return EvictResult(EvictOutcome.EVICTED)
 
     async def report_node(self, node: str, ready: bool) -> int:
         self._enter()
@@ -202,7 +216,9 @@ class InMemoryCluster:
         return PodUpdate(p.pod, p.epoch, p.phase, node)
 
     def _emit(self, p: _Pod) -> None:
-        update = self._update(p)
+        self._emit_update(self._update(p))
+
+    def _emit_update(self, update: PodUpdate) -> None:
         for queue in self._watchers:
             queue.put_nowait(update)
         for listener in self._listeners:

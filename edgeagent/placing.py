@@ -130,6 +130,8 @@ class Counters:
     binds: int = 0
     lost: int = 0
     evictions: int = 0
+    evictions_done: int = 0
+    """Evictions the back end confirmed (the shell counts them; ``evictions`` counts those asked for)."""
     refused_binds: int = 0
     replaced: int = 0
     deferred_replacements: int = 0
@@ -327,7 +329,7 @@ class Placer:
             p.elsewhere = True
             self._requeue(uid, p)
         elif result.outcome is BindOutcome.STALE_EPOCH:  # its answer names the epoch: no need to wait for the watch
-            if result.epoch > p.epoch:
+            if result.epoch != p.epoch:
                 p.new_epoch(result.epoch, now)
             self._follow_epoch(uid, result.epoch, now)
             self._requeue(uid, p)

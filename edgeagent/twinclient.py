@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from edgeagent import twinwire
-from edgeagent.clusters import BindResult, ClusterUnavailable, PodUpdate
+from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, EvictOutcome, EvictResult, PodUpdate
 from fedapi.twinlink import LinkChannel, LinkError, Wire
 from fedcore.nodes import Node
 
@@ -33,6 +33,15 @@ class TwinClient:
     async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
         request = {"cluster": self.cluster, "pod": pod, "node": node, "epoch": epoch, "gpus": list(gpus)}
         return twinwire.result_from_wire(await self._call("BindPod", request))
+
+    async def evict(self, pod: str, epoch: int) -> EvictResult:
+        """The twin cluster API stops a pod by completing it as failed, fenced by the epoch (as an evicted pod ends)."""
+        request = {"cluster": self.cluster, "pod": pod, "epoch": epoch, "succeeded": False}
+        result = twinwire.result_from_wire(await self._call("CompletePod", request))
+        if result.ok:
+            return EvictResult(EvictOutcome.EVICTED)
+        return EvictResult(EvictOutcome.STALE_EPOCH if result.outcome is BindOutcome.STALE_EPOCH else EvictOutcome.GONE,
+                           result.reason)
 
     async def report_node(self, node: str, ready: bool) -> int:
         released = (await self._call("ReportNodeStatus", {"cluster": self.cluster, "node": node, "ready": ready})).get("pods_released")

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from fedcore import kubeobjects
 from fedcore.backends import errors
 from fedcore.backends.model import (
-    EPOCH_ANNOTATION, WORKLOAD_LABEL, BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState,
-    Workload, WorkloadSpec, check_name,
+    BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
 )
-from fedcore.resources import Resources
+from fedcore.kubeobjects import EPOCH_ANNOTATION, GPU_RESOURCE, WORKLOAD_LABEL, KubeObjectError
 
 T = TypeVar("T")
 TIMEOUT_S = 5.0
@@ -42,18 +42,6 @@ def _contexts(kubeconfig: str | None) -> list[dict[str, Any]]:
 def contexts(kubeconfig: str | None = None) -> list[str]:
     """Context names in a kubeconfig (each becomes one cluster)."""
     return [c["name"] for c in _contexts(kubeconfig)]
-
-
-def parse_quantity(value: str | int | float, milli: bool = False) -> int:
-    """Kubernetes quantities ("500m", "2", "4Gi", "1000Mi") as CPU milli or MiB."""
-    s = str(value)
-    if milli:
-        return int(float(s[:-1])) if s.endswith("m") else int(float(s) * 1000)
-    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024**2, "k": 1000 / 2**20, "M": 10**6 / 2**20, "G": 10**9 / 2**20}
-    for suffix, factor in units.items():
-        if s.endswith(suffix):
-            return int(float(s[: -len(suffix)]) * factor)
-    return int(float(s) / 2**20)
 
 
 class KubernetesCluster:
@@ -151,7 +139,7 @@ class KubernetesCluster:
         annotations = {EPOCH_ANNOTATION: str(spec.epoch)}
         requests: dict[str, str] = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
         if spec.gpus:
-            requests["nvidia.com/gpu"] = str(spec.gpus)
+            requests[GPU_RESOURCE] = str(spec.gpus)
         pod_spec: dict[str, Any] = {"containers": [{"name": "main", "image": spec.image, "resources": {"requests": requests}}]}
         if spec.scheduler_name:
             pod_spec["schedulerName"] = spec.scheduler_name
@@ -180,40 +168,34 @@ class KubernetesCluster:
         d = self._dict(d)
         meta, spec = d.get("metadata", {}), d.get("spec", {})
         template = spec.get("template", {}).get("spec", {})
-        container = (template.get("containers") or [{}])[0]
-        requests = container.get("resources", {}).get("requests", {})
+        where = f"deployment {self.namespace}/{meta.get('name')}"
+        try:
+            requests = kubeobjects.effective_requests(template, where)
+            epoch = kubeobjects.epoch_of(meta, where)
+        except KubeObjectError as exc:
+            raise errors.InvalidRequest(self.name, str(exc)) from None
+        selector = {k: v for k, v in (template.get("nodeSelector") or {}).items() if k != kubeobjects.ARCH_LABEL}
         ws = WorkloadSpec(
-            meta["name"], int(spec.get("replicas", 0)),
-            parse_quantity(requests.get("cpu", "0"), milli=True), parse_quantity(requests.get("memory", "0")),
-            int(requests.get("nvidia.com/gpu", 0)), int((meta.get("annotations") or {}).get(EPOCH_ANNOTATION, 1)),
-            container.get("image", ""), template.get("schedulerName", ""), dict(template.get("nodeSelector") or {}),
+            meta["name"], int(spec.get("replicas", 0)), requests.cpu_milli, requests.memory_mib, requests.gpus, epoch,
+            ((template.get("containers") or [{}])[0]).get("image", ""), template.get("schedulerName", ""), selector,
         )
         return Workload(ws, int((d.get("status") or {}).get("readyReplicas") or 0))
 
     def _pod(self, p: Any) -> PodState:
+        """A pod; one we cannot read is reported with what we could read (never placed by us, never a crash)."""
         p = self._dict(p)
-        meta, spec, status = p.get("metadata", {}), p.get("spec") or {}, p.get("status") or {}
-        conditions = status.get("conditions") or []
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-        requests = ((spec.get("containers") or [{}])[0].get("resources") or {}).get("requests") or {}
-        return PodState(
-            meta.get("name", ""), (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""),
-            int((meta.get("annotations") or {}).get(EPOCH_ANNOTATION, 1)), Phase(status.get("phase") or "Pending"),
-            ready, spec.get("nodeName") or "",
-            Resources(parse_quantity(requests.get("cpu", "0"), milli=True), parse_quantity(requests.get("memory", "0"))),
-        )
+        try:
+            pod = kubeobjects.read_pod(p)
+        except KubeObjectError:
+            meta = p.get("metadata") or {}
+            return PodState(meta.get("name", ""), (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""), 1, Phase.PENDING)
+        phase = Phase(pod.phase) if pod.phase != "Unknown" else Phase.PENDING
+        return PodState(pod.name, pod.workload, pod.epoch, phase, pod.ready, pod.node, pod.requests.resources)
 
     def _node(self, n: Any) -> NodeState:
-        n = self._dict(n)
-        meta, status = n.get("metadata", {}), n.get("status") or {}
-        alloc = status.get("allocatable") or status.get("capacity") or {}
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-        labels = dict(meta.get("labels") or {})
-        capacity = Resources(
-            parse_quantity(alloc.get("cpu", "0"), milli=True), parse_quantity(alloc.get("memory", "0")), 0,
-            int(alloc.get("nvidia.com/gpu", 0)) * 1000,
-        )
-        return NodeState(meta.get("name", ""), capacity, ready, labels.get("kubernetes.io/arch", "amd64"), labels)
+        node = kubeobjects.read_node(self._dict(n))
+        return NodeState(node.name, node.capacity, node.ready, node.arch.value if node.arch else node.arch_label,
+                         node.labels, node.problem)
 
     def _dict(self, obj: Any) -> dict[str, Any]:
         """Client models and watch payloads both as camelCase dicts."""

@@ -15,8 +15,6 @@ from fedcore.pods import Pod
 from fedcore.resources import Resources
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-EPOCH_ANNOTATION = "fedplane.io/epoch"
-WORKLOAD_LABEL = "fedplane.io/workload"
 
 
 def check_name(kind: str, name: str) -> None:
@@ -86,11 +84,14 @@ class PodState:
 
 @dataclass(frozen=True, slots=True)
 class NodeState:
+    """A node as a back end reports it; ``problem`` says why nothing may be placed on it (read, not fatal)."""
+
     name: str
     capacity: Resources
     ready: bool = True
     arch: str = "amd64"
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    problem: str = ""
 
 
 class EventKind(enum.Enum):
@@ -106,7 +107,13 @@ class PodEvent:
 
 
 class BindOutcome(enum.Enum):
-    """Expected results of a bind (values, not exceptions): only BOUND/ALREADY_BOUND place the pod."""
+    """Expected results of a bind (values, not exceptions): only BOUND/ALREADY_BOUND place the pod.
+
+    The fence, the same on every back end (one contract suite checks each):
+    STALE_EPOCH when the named epoch is not the pod's (behind *or* ahead; ``epoch`` is the pod's),
+    DUPLICATE when the (pod, epoch) is bound to another node (``node`` names it), REJECTED when
+    the pod finished or is gone, or the node is unknown, not ready or has no room.
+    """
 
     BOUND = "bound"
     ALREADY_BOUND = "already-bound"
@@ -127,10 +134,29 @@ class BindResult:
         return self.outcome in (BindOutcome.BOUND, BindOutcome.ALREADY_BOUND)
 
 
+class EvictOutcome(enum.Enum):
+    """Expected results of an eviction: every one but BLOCKED is final (retrying changes nothing)."""
+
+    EVICTED = "evicted"
+    GONE = "gone"  # already deleted or finished: nothing to stop (an eviction retried after a crash)
+    STALE_EPOCH = "stale-epoch"  # the pod is at another epoch now: not the copy we meant to stop
+    BLOCKED = "blocked"  # a PodDisruptionBudget forbids it now (429): retry later
+
+
+@dataclass(frozen=True, slots=True)
+class EvictResult:
+    outcome: EvictOutcome
+    reason: str = ""
+
+    @property
+    def final(self) -> bool:
+        return self.outcome is not EvictOutcome.BLOCKED
+
+
 def ready_capacity(nodes: list[NodeState]) -> Resources:
-    """Total capacity of the ready nodes (a probe's view of what a cluster can hold)."""
+    """Total capacity of the ready, placeable nodes (a probe's view of what a cluster can hold)."""
     total = Resources()
     for n in nodes:
-        if n.ready:
+        if n.ready and not n.problem:
             total = total + n.capacity
     return total

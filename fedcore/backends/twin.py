@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from fedcore.backends import errors
 from fedcore.backends.model import (
-    BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
+    BindOutcome, BindResult, EventKind, EvictOutcome, EvictResult, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
 )
 from fedcore.nodes import Arch, Node, TaintEffect
 from fedcore.nodetable import NodeTable, OvercommitError, Placement
@@ -180,7 +180,7 @@ class TwinCluster:
 
     @_locked
     def bind_pod(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
-        """Fenced bind: refuses stale epochs and a second node for the same (pod, epoch).
+        """Fenced bind (the contract in :class:`fedcore.backends.model.BindOutcome`).
 
         ``gpus`` names the devices the binder reserved in its own node table, so the twin books
         those rather than picking its own and the two books agree; empty lets the twin best-fit.
@@ -188,21 +188,21 @@ class TwinCluster:
         self._enter()
         p = self.pods.get(pod)
         if p is None:
-            raise errors.NotFound(self.name, f"pod {pod} does not exist")
-        if epoch < p.epoch:
+            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
+        if epoch != p.epoch:
             self.safety.stale_binds += 1
-            return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} < current {p.epoch}")
-        if epoch > p.epoch:
-            raise errors.InvalidRequest(self.name, f"bind of {pod} names epoch {epoch}, newer than the pod's {p.epoch}")
+            return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} is not the pod's {p.epoch}")
         if p.placement is not None:
             bound_to = self.table.nodes[p.placement.node].name
             if bound_to == node:
                 return BindResult(BindOutcome.ALREADY_BOUND, node, p.epoch)
             self.safety.duplicate_binds += 1
             return BindResult(BindOutcome.DUPLICATE, bound_to, p.epoch, f"already bound to {bound_to} at epoch {epoch}")
+        if p.phase is not Phase.PENDING:  # finished: a completed pod is never bound again
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"pod is {p.phase.value}")
         row = self.table.index.get(node)
         if row is None:
-            raise errors.NotFound(self.name, f"node {node} does not exist")
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} does not exist")
         if not self.table.alive[row] or not self.running:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} is not ready")
         problem = self.table.device_problem(row, gpus)
@@ -277,6 +277,20 @@ class TwinCluster:
         p.phase = Phase.SUCCEEDED if succeeded else Phase.FAILED
         self._emit(EventKind.MODIFIED, p)
         return BindResult(BindOutcome.BOUND, epoch=p.epoch)
+
+    @_locked
+    def evict_pod(self, pod: str, epoch: int) -> EvictResult:
+        """Delete the pod while it is at ``epoch`` (the twin has no disruption budgets to respect)."""
+        self._enter()
+        p = self.pods.get(pod)
+        if p is None or p.phase in (Phase.SUCCEEDED, Phase.FAILED):
+            return EvictResult(EvictOutcome.GONE, f"pod {pod} is gone or finished")
+        if epoch != p.epoch:
+            return EvictResult(EvictOutcome.STALE_EPOCH, f"pod is at epoch {p.epoch}, not {epoch}")
+        self._unbind(p)
+        del self.pods[pod]
+        self._emit(EventKind.DELETED, p)
+        return EvictResult(EvictOutcome.EVICTED)
 
     @_locked
     def snapshot(self, workload: str | None = None) -> list[PodState]:

@@ -19,8 +19,9 @@ from cp_kmock import NODES, PODS, KubeDouble, kube_double
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
 from fedcore.backends.kubernetes import KubernetesCluster
-from fedcore.backends.model import EPOCH_ANNOTATION, WORKLOAD_LABEL, BindOutcome, EventKind, Phase, WorkloadSpec
+from fedcore.backends.model import BindOutcome, EventKind, Phase, WorkloadSpec
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
+from fedcore.kubeobjects import EPOCH_ANNOTATION, WORKLOAD_LABEL
 
 
 class Harness(Protocol):

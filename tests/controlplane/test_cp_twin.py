@@ -91,15 +91,15 @@ def test_duplicate_bind_is_refused_and_counted() -> None:
     assert t.safety.duplicate_binds == 1
 
 
-def test_bind_errors_are_clear() -> None:
+def test_bind_refusals_are_clear() -> None:
     t, _ = twin(Binder.EXTERNAL)
     t.create_workload(WorkloadSpec("web", 1, 500, 512))
-    with pytest.raises(errors.NotFound, match="pod nope"):
-        t.bind_pod("nope", "t1-n0", 1)
-    with pytest.raises(errors.NotFound, match="node t1-n9"):
-        t.bind_pod("web-0", "t1-n9", 1)
-    with pytest.raises(errors.InvalidRequest, match="newer"):
-        t.bind_pod("web-0", "t1-n0", 9)
+    missing = t.bind_pod("nope", "t1-n0", 1)
+    assert missing.outcome is BindOutcome.REJECTED and "pod nope" in missing.reason
+    unknown = t.bind_pod("web-0", "t1-n9", 1)
+    assert unknown.outcome is BindOutcome.REJECTED and "node t1-n9" in unknown.reason
+    ahead = t.bind_pod("web-0", "t1-n0", 9)
+    assert ahead.outcome is BindOutcome.STALE_EPOCH and ahead.epoch == 1
     too_big = t.create_workload(WorkloadSpec("huge", 1, 5000, 512))
     assert t.bind_pod("huge-0", "t1-n0", too_big.spec.epoch).outcome is BindOutcome.REJECTED
 

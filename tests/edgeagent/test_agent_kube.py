@@ -21,7 +21,7 @@ import attrs  # noqa: E402
 from kmock._internal import rendering  # noqa: E402
 
 from edgeagent.clusters import BindOutcome, Phase, PodUpdate  # noqa: E402
-from edgeagent.kube import KubeCluster, cpu_milli, memory_mib  # noqa: E402
+from edgeagent.kube import KubeCluster  # noqa: E402
 
 PODS = kmock.resource("", "v1", "pods")
 NODES = kmock.resource("", "v1", "nodes")
@@ -96,11 +96,6 @@ def pod(name: str, scheduler: str) -> dict[str, Any]:
                      "containers": [{"name": "c", "image": "pause",
                                      "resources": {"requests": {"cpu": "500m", "memory": "1Gi", "nvidia.com/gpu": "1"}}}]},
             "status": {"phase": "Pending"}}
-
-
-def test_quantities() -> None:
-    assert cpu_milli("500m") == 500 and cpu_milli("2") == 2000 and cpu_milli(1.5) == 1500
-    assert memory_mib("1Gi") == 1024 and memory_mib("512Mi") == 512 and memory_mib(str(2**20)) == 1
 
 
 @pytest.mark.integration

@@ -1,0 +1,355 @@
+"""Kubernetes pods and nodes as fedplane reads them: one home for both adapters.
+
+The control plane's back end (:mod:`fedcore.backends.kubernetes`) and the edge agent's
+(:mod:`edgeagent.kube`) read the same API objects, so they read them here, from the
+plain camelCase dicts the API serves (``ApiClient.sanitize_for_serialization`` turns
+client models into these). What is read the way Kubernetes itself reads it:
+
+* quantities: every suffix (``m``, ``k``..``E``, ``Ki``..``Ei``, exponents); requests
+  round up, capacities round down, as the scheduler's milli values do;
+* a pod's effective request, as kube-scheduler computes it: the larger of the regular
+  containers plus restartable (sidecar) init containers, and the largest init step
+  (an init container plus the sidecars started before it), plus the pod overhead;
+* the architectures a pod may run on: ``kubernetes.io/arch`` in its nodeSelector and in
+  the required node-affinity terms (terms are ORed, expressions within one ANDed);
+* taints, tolerations (``Exists`` / ``Equal``), node readiness, the fencing epoch
+  annotation and the workload label the control plane sets.
+
+No ``kubernetes`` import: both adapters pass dicts, tests pass literals.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from fedcore.nodes import Arch, Node, Taint, TaintEffect
+from fedcore.pods import Pod, Toleration
+from fedcore.resources import MILLI, GpuRequest, Resources
+
+EPOCH_ANNOTATION = "fedplane.io/epoch"
+"""The fencing epoch a pod was created at (on the Deployment, its template and so its pods)."""
+WORKLOAD_LABEL = "fedplane.io/workload"
+SCHEDULER_NAME = "fedplane"
+"""``spec.schedulerName`` of the pods edge agents place (kube-scheduler leaves them alone)."""
+ARCH_LABEL = "kubernetes.io/arch"
+OS_LABEL = "kubernetes.io/os"
+GPU_RESOURCE = "nvidia.com/gpu"
+MIB = 2**20
+
+_ARCHS = {"amd64": Arch.AMD64, "x86_64": Arch.AMD64, "arm64": Arch.ARM64, "aarch64": Arch.ARM64,
+          "arm": Arch.ARMV7, "armv7": Arch.ARMV7, "armv7l": Arch.ARMV7, "armhf": Arch.ARMV7}
+_SUFFIXES = {
+    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30, "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+_QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
+class KubeObjectError(ValueError):
+    """An API object fedplane cannot read; the message names the object and the field."""
+
+
+# ---- quantities ----------------------------------------------------------------------------------
+
+
+def quantity(value: str | int | float) -> Decimal:
+    """A Kubernetes quantity ("500m", "4Gi", "1.5", "1e3", "2T") as an exact non-negative number."""
+    text = str(value).strip()
+    match = _QUANTITY.match(text)
+    if match is None:
+        raise KubeObjectError(f"not a Kubernetes quantity: {value!r}")
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        scale = _SUFFIXES[suffix] if suffix in _SUFFIXES else Decimal(10) ** int(suffix[1:])  # else an exponent
+        amount = Decimal(number) * scale
+    except (InvalidOperation, OverflowError, ValueError) as exc:
+        raise KubeObjectError(f"not a Kubernetes quantity: {value!r}") from exc
+    if amount < 0:
+        raise KubeObjectError(f"negative quantity: {value!r}")
+    return amount
+
+
+def cpu_milli(value: str | int | float, up: bool = True) -> int:
+    """CPU in millicores: requests round up (``0.0001`` asks for 1m), capacities round down."""
+    milli = quantity(value) * MILLI
+    return int(math.ceil(milli) if up else math.floor(milli))
+
+
+def memory_mib(value: str | int | float, up: bool = True) -> int:
+    """Bytes as MiB: requests round up (a pod never gets less than it asked), capacities round down."""
+    mib = quantity(value) / MIB
+    return int(math.ceil(mib) if up else math.floor(mib))
+
+
+def whole(value: str | int | float, what: str) -> int:
+    """An extended resource (GPUs): Kubernetes allows only whole numbers of them."""
+    amount = quantity(value)
+    if amount != amount.to_integral_value():
+        raise KubeObjectError(f"{what} must be a whole number, got {value!r}")
+    return int(amount)
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """What a pod needs on a node: CPU, memory, whole GPUs."""
+
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpus: int = 0
+
+    def __add__(self, other: Requests) -> Requests:
+        return Requests(self.cpu_milli + other.cpu_milli, self.memory_mib + other.memory_mib, self.gpus + other.gpus)
+
+    def max(self, other: Requests) -> Requests:
+        return Requests(max(self.cpu_milli, other.cpu_milli), max(self.memory_mib, other.memory_mib), max(self.gpus, other.gpus))
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(self.cpu_milli, self.memory_mib, 0, self.gpus * MILLI)
+
+
+def _requests(resources: Mapping[str, Any] | None, where: str) -> Requests:
+    """A container's (or overhead's) requests; a limit without a request counts as the request, as in Kubernetes."""
+    resources = resources or {}
+    wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    try:
+        return Requests(cpu_milli(wanted.get("cpu", 0)), memory_mib(wanted.get("memory", 0)),
+                        whole(wanted.get(GPU_RESOURCE, 0), GPU_RESOURCE))
+    except KubeObjectError as exc:
+        raise KubeObjectError(f"{where}: {exc}") from None
+
+
+def effective_requests(spec: Mapping[str, Any], where: str = "pod") -> Requests:
+    """The pod's request as kube-scheduler computes it (sidecars, init steps, overhead)."""
+    total = Requests()
+    for i, c in enumerate(spec.get("containers") or []):
+        total = total + _requests(c.get("resources"), f"{where} container {c.get('name', i)}")
+    sidecars = Requests()
+    init_peak = Requests()
+    for i, c in enumerate(spec.get("initContainers") or []):
+        own = _requests(c.get("resources"), f"{where} init container {c.get('name', i)}")
+        if c.get("restartPolicy") == "Always":  # a sidecar: runs alongside everything started after it
+            total = total + own
+            sidecars = sidecars + own
+            step = sidecars
+        else:
+            step = own + sidecars
+        init_peak = init_peak.max(step)
+    total = total.max(init_peak)
+    overhead = spec.get("overhead")
+    if overhead:
+        total = total + _requests({"requests": overhead}, f"{where} overhead")
+    return total
+
+
+# ---- architectures, taints, tolerations ------------------------------------------------------------
+
+
+def arch_of(label: str | None) -> Arch | None:
+    """A ``kubernetes.io/arch`` label value as fedplane's arch (``arm`` is armv7); None when unknown."""
+    return _ARCHS.get((label or "").strip().lower())
+
+
+def pod_archs(spec: Mapping[str, Any], where: str = "pod") -> frozenset[Arch]:
+    """Architectures the pod may run on (empty: any), from nodeSelector and required node affinity."""
+    allowed = set(Arch)
+    selector = (spec.get("nodeSelector") or {}).get(ARCH_LABEL)
+    if selector is not None:
+        allowed &= _archs_in([selector], where)
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms") or []
+    if terms:  # terms are ORed; the expressions of one term are ANDed
+        union: set[Arch] = set()
+        for term in terms:
+            here = set(Arch)
+            for expr in term.get("matchExpressions") or []:
+                if expr.get("key") != ARCH_LABEL:
+                    continue
+                op, values = expr.get("operator"), expr.get("values") or []
+                if op == "In":
+                    here &= _archs_in(values, where, strict=False)
+                elif op == "NotIn":
+                    here -= _archs_in(values, where, strict=False)
+                elif op == "DoesNotExist":
+                    here = set()
+            union |= here
+        allowed &= union
+    if not allowed:
+        raise KubeObjectError(f"{where}: no architecture fedplane knows satisfies its arch constraints")
+    return frozenset() if allowed == set(Arch) else frozenset(allowed)
+
+
+def _archs_in(values: list[str], where: str, strict: bool = True) -> set[Arch]:
+    found = {a for a in (arch_of(v) for v in values) if a is not None}
+    if strict and not found:
+        raise KubeObjectError(f"{where}: unknown architecture {values[0]!r} in nodeSelector")
+    return found
+
+
+def _effect(value: Any, where: str) -> TaintEffect | None:
+    if not value:
+        return None
+    try:
+        return TaintEffect(value)
+    except ValueError:
+        raise KubeObjectError(f"{where}: unknown taint effect {value!r}") from None
+
+
+def tolerations(spec: Mapping[str, Any], where: str = "pod") -> tuple[Toleration, ...]:
+    """``Exists`` tolerates any value; an empty key with ``Exists`` would tolerate every taint (kept as key "")."""
+    out = []
+    for t in spec.get("tolerations") or []:
+        exists = t.get("operator") == "Exists"
+        out.append(Toleration(t.get("key") or "", None if exists else (t.get("value") or ""), _effect(t.get("effect"), where)))
+    return tuple(out)
+
+
+def taints(spec: Mapping[str, Any], where: str = "node") -> tuple[Taint, ...]:
+    out = []
+    for t in spec.get("taints") or []:
+        effect = _effect(t.get("effect"), where)
+        if effect is None:
+            raise KubeObjectError(f"{where}: a taint without an effect")
+        out.append(Taint(t.get("key") or "", t.get("value") or "", effect))
+    return tuple(out)
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
+# ---- pods -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KubePod:
+    """One pod: identity, fencing epoch, where it is bound and what it needs."""
+
+    namespace: str
+    name: str
+    workload: str
+    epoch: int
+    phase: str
+    node: str
+    scheduler_name: str
+    ready: bool
+    deleting: bool
+    requests: Requests
+    archs: frozenset[Arch] = frozenset()
+    node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    tolerations: tuple[Toleration, ...] = ()
+    priority: int = 0
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``: the agent's pod uid."""
+        return f"{self.namespace}/{self.name}"
+
+    def to_pod(self, uid: str | None = None) -> Pod:
+        return Pod(uid or self.key, self.requests.cpu_milli, self.requests.memory_mib,
+                   gpu=GpuRequest(self.requests.gpus, MILLI if self.requests.gpus else 0),
+                   node_selector=dict(self.node_selector), archs=self.archs, tolerations=self.tolerations,
+                   priority=self.priority, workload=self.workload)
+
+
+def epoch_of(meta: Mapping[str, Any], where: str) -> int:
+    raw = (meta.get("annotations") or {}).get(EPOCH_ANNOTATION, "1")
+    try:
+        epoch = int(raw)
+    except (TypeError, ValueError):
+        raise KubeObjectError(f"{where}: annotation {EPOCH_ANNOTATION}={raw!r} is not an integer") from None
+    if epoch < 1:
+        raise KubeObjectError(f"{where}: annotation {EPOCH_ANNOTATION}={raw!r} must be >= 1")
+    return epoch
+
+
+def read_pod(obj: Mapping[str, Any]) -> KubePod:
+    """A pod dict as fedplane sees it; raises :class:`KubeObjectError` naming the pod and field."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
+    where = f"pod {namespace}/{name}"
+    if not name:
+        raise KubeObjectError("a pod without metadata.name")
+    selector = {k: str(v) for k, v in (spec.get("nodeSelector") or {}).items() if k != ARCH_LABEL}
+    phase = status.get("phase") or "Pending"
+    if phase not in _PHASES:
+        raise KubeObjectError(f"{where}: unknown phase {phase!r}")
+    priority = spec.get("priority") or 0
+    if not isinstance(priority, int):
+        raise KubeObjectError(f"{where}: spec.priority {priority!r} is not an integer")
+    return KubePod(
+        namespace, name, (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""), epoch_of(meta, where), phase,
+        spec.get("nodeName") or "", spec.get("schedulerName") or "default-scheduler", _condition(status, "Ready"),
+        bool(meta.get("deletionTimestamp")), effective_requests(spec, where), pod_archs(spec, where), selector,
+        tolerations(spec, where), priority,
+    )
+
+
+# ---- nodes ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KubeNode:
+    """One node: allocatable resources, arch (None: a label fedplane does not know), readiness, taints.
+
+    ``problem`` says why fedplane cannot place on it (unknown arch, Windows, unreadable or
+    missing allocatable); such a node is reported, never placed on, never a crash.
+    """
+
+    name: str
+    capacity: Resources
+    arch: Arch | None
+    arch_label: str
+    ready: bool
+    labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    taints: tuple[Taint, ...] = ()
+    problem: str = ""
+
+    def to_node(self) -> Node:
+        if self.problem or self.arch is None:
+            raise KubeObjectError(f"node {self.name}: {self.problem or f'unknown architecture {self.arch_label!r}'}")
+        return Node(self.name, self.capacity.cpu_milli, self.capacity.memory_mib, gpus=self.capacity.gpu_milli // MILLI,
+                    arch=self.arch, labels=dict(self.labels), taints=self.taints)
+
+
+def read_node(obj: Mapping[str, Any]) -> KubeNode:
+    """A node dict; a node fedplane cannot place on comes back with ``problem`` set, never an exception."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    name = meta.get("name") or ""
+    labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+    arch_label = labels.get(ARCH_LABEL, "")
+    arch = arch_of(arch_label) if arch_label else Arch.AMD64  # no label: the kubelet default
+    ready = _condition(status, "Ready") or not status.get("conditions")
+    problems = []
+    if arch is None:
+        problems.append(f"unknown architecture {arch_label!r}")
+    if labels.get(OS_LABEL, "linux").lower() != "linux":
+        problems.append(f"{labels[OS_LABEL]} node (fedplane places Linux pods)")
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    capacity = Resources()
+    if not alloc:
+        problems.append("no allocatable or capacity in its status")
+    else:
+        try:
+            capacity = Resources(cpu_milli(alloc.get("cpu", 0), up=False), memory_mib(alloc.get("memory", 0), up=False),
+                                 0, whole(alloc.get(GPU_RESOURCE, 0), GPU_RESOURCE) * MILLI)
+        except KubeObjectError as exc:
+            problems.append(f"unreadable allocatable: {exc}")
+    try:
+        node_taints = taints(spec, f"node {name}")
+    except KubeObjectError as exc:
+        node_taints = ()
+        problems.append(str(exc))
+    if spec.get("unschedulable"):
+        node_taints += (Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE),)
+    return KubeNode(name, capacity, arch, arch_label, ready, labels, node_taints, "; ".join(problems))
