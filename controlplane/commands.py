@@ -98,19 +98,21 @@ def controlplane() -> None:
 @click.option("--agents-bind", is_flag=True, help="Twin pods wait for edge agents to bind them (TwinCluster API); default: the twin binds.")
 @click.option("--kubeconfig", type=click.Path(dir_okay=False), help="Register Kubernetes clusters from this kubeconfig.")
 @click.option("--kube-context", "contexts", multiple=True, help="Context to register (repeatable; default: all in --kubeconfig).")
+@click.option("--placer", type=click.Choice(["agents", "kube-scheduler"]), default="agents", show_default=True,
+              help="Kubernetes clusters: who binds the control plane's pods (agents: schedulerName fedplane).")
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
 @click.option("--return-after", default=0.0, show_default=True, type=click.FloatRange(0), help="Move failed-over replicas back once their cluster has been healthy this long (0: never).")
 @click.option("--score-profile", default="", help="Add this scheduling profile's score plugins to cluster ranking (e.g. a learned one).")
 @tls_options
 def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
-    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], probe_interval: float, return_after: float, score_profile: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
     from controlplane import drills, server
     from controlplane.store import StoreError
     from controlplane.planner import PlannerConfig
-    from controlplane.registry import BackendKind, ClusterSpec
+    from controlplane.registry import BackendKind, ClusterSpec, Placer
     from controlplane.runtime import Backends, ControlPlane
     from controlplane.verdicts import Timings
     from fedcore.backends import errors
@@ -124,7 +126,7 @@ def serve(
         if kubeconfig or contexts:
             for ctx in contexts or kube_contexts(kubeconfig):
                 name = re.sub(r"[^a-z0-9-]+", "-", ctx.lower()).strip("-")[:63]
-                specs.append(ClusterSpec(name, "default", BackendKind.KUBERNETES, ctx, kubeconfig or ""))
+                specs.append(ClusterSpec(name, "default", BackendKind.KUBERNETES, ctx, kubeconfig or "", placer=Placer(placer)))
         timings = Timings(probe_interval_s=probe_interval, report_interval_s=probe_interval, fresh_s=5 * probe_interval)
         if score_profile:
             profiles.make(score_profile, profiles.ProfileContext())  # fail now, not at the first placement
@@ -165,9 +167,11 @@ def serve(
 @click.option("--kube-context", default="", help="Kubernetes context (a twin cluster when omitted).")
 @click.option("--kubeconfig", default="", help="Kubeconfig path for --kube-context.")
 @click.option("--twin-nodes", default=4, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--placer", type=click.Choice(["agents", "kube-scheduler"]), default="agents", show_default=True,
+              help="Kubernetes clusters: who binds the control plane's pods (agents: schedulerName fedplane).")
 @client_options
 def clusters(
-    name: str | None, region: str | None, kube_context: str, kubeconfig: str, twin_nodes: int, target: str, as_json: bool,
+    name: str | None, region: str | None, kube_context: str, kubeconfig: str, twin_nodes: int, placer: str, target: str, as_json: bool,
     tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """List clusters with their verdicts (health and the evidence for it), load and taints; or register one."""
@@ -176,7 +180,8 @@ def clusters(
         if not region:
             fail("--register needs --region")
         backend = cp.BACKEND_KUBERNETES if kube_context else cp.BACKEND_TWIN
-        spec = cp.ClusterSpec(name=name, region=region or "", backend=backend, kube_context=kube_context, kubeconfig=kubeconfig, twin_nodes=twin_nodes)
+        spec = cp.ClusterSpec(name=name, region=region or "", backend=backend, kube_context=kube_context, kubeconfig=kubeconfig, twin_nodes=twin_nodes,
+                              placer=placer)
         emit(as_json, call(target, tls, "RegisterCluster", cp.RegisterClusterRequest(cluster=spec)), "registered", lambda d: [_cluster_row(d)])
         return
     emit(as_json, call(target, tls, "ListClusters", cp.ListClustersRequest()), "clusters",

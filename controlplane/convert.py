@@ -9,7 +9,7 @@ from __future__ import annotations
 from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
 from controlplane.evidence import AgentReport, NodeSummary, PeerState
 from controlplane.journal import Migration, MigrationState
-from controlplane.registry import BackendKind, ClusterSpec, Placement
+from controlplane.registry import BackendKind, ClusterSpec, Placement, Placer
 from controlplane.runtime import ClusterRow
 from controlplane.verdicts import Health
 from controlplane.workloads import Policy, Spread, Template, Workload
@@ -45,8 +45,15 @@ def cluster_spec(m: cp.ClusterSpec) -> ClusterSpec:
     cap = m.twin_node_capacity
     return ClusterSpec(
         m.name, m.region, BACKEND[m.backend], m.kube_context, m.kubeconfig, dict(m.labels), m.twin_nodes or 4,
-        int(cap.cpu_milli) or 8000, int(cap.memory_mib) or 32768,
+        int(cap.cpu_milli) or 8000, int(cap.memory_mib) or 32768, _placer(m.placer),
     )
+
+
+def _placer(value: str) -> Placer:
+    try:
+        return Placer(value or Placer.AGENTS.value)
+    except ValueError:
+        raise ValueError(f"unknown placer {value!r}; choose from {', '.join(p.value for p in Placer)}") from None
 
 
 def to_cluster_spec(s: ClusterSpec) -> cp.ClusterSpec:
@@ -54,6 +61,7 @@ def to_cluster_spec(s: ClusterSpec) -> cp.ClusterSpec:
     return cp.ClusterSpec(
         name=s.name, region=s.region, backend=backend, kube_context=s.kube_context, kubeconfig=s.kubeconfig,
         labels=s.labels, twin_nodes=s.twin_nodes, twin_node_capacity=common_pb2.ResourceVector(cpu_milli=s.twin_cpu_milli, memory_mib=s.twin_memory_mib),
+        placer=s.placer.value,
     )
 
 

@@ -26,6 +26,9 @@ class Metrics:
         self.migrations_active = Gauge("fedplane_migrations_active", "Migrations not yet done, failed or cancelled", registry=r)
         self.migration_queue = Gauge("fedplane_migration_queue_depth", "Active migrations due for a step now", registry=r)
         self.nodes_skipped = Gauge("fedplane_cluster_nodes_skipped", "Ready nodes placement leaves out (unknown arch, Windows, unreadable allocatable)", ["cluster"], registry=r)
+        self.evictions_requested = Counter("fedplane_evictions_requested", "Stale pods the control plane asked a cluster to evict", ["cluster"], registry=r)
+        self.evictions_done = Counter("fedplane_evictions_done", "Evictions confirmed (evicted, already gone, or superseded)", ["cluster", "outcome"], registry=r)
+        self.evictions_blocked = Counter("fedplane_evictions_blocked", "Eviction attempts a PodDisruptionBudget refused (retried next tick)", ["cluster"], registry=r)
         self.reports = Counter("fedplane_agent_reports", "Agent reports received", ["accepted"], registry=r)
         self.tick = Histogram("fedplane_tick_seconds", "Duration of one reconcile tick", registry=r,
                               buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))

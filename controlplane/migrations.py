@@ -106,7 +106,7 @@ class Executor:
         self._intent(m, "create-target", now)
         target = self.backends(m.target)
         try:
-            target.create_workload(workload.spec(m.target_total, m.epoch))
+            target.create_workload(workload.spec(m.target_total, m.epoch, self.registry.scheduler_name(m.target)))
         except errors.Conflict:
             existing = target.get_workload(m.workload)
             if existing.spec.replicas < m.target_total:  # never shrink: a sibling migration may have grown it

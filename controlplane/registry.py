@@ -14,11 +14,24 @@ from typing import Any
 from controlplane.store import Store, next_seq, seq_key
 from controlplane.workloads import Workload
 from fedcore.backends.model import check_name
+from fedcore.kubeobjects import SCHEDULER_NAME
 
 
 class BackendKind(enum.Enum):
     TWIN = "twin"
     KUBERNETES = "kubernetes"
+
+
+class Placer(enum.Enum):
+    """Who binds the control plane's pods in a cluster: its edge agents, or the cluster's kube-scheduler."""
+
+    AGENTS = "agents"
+    KUBE_SCHEDULER = "kube-scheduler"
+
+    @property
+    def scheduler_name(self) -> str:
+        """The pods' ``spec.schedulerName`` ("" leaves Kubernetes' default, kube-scheduler)."""
+        return SCHEDULER_NAME if self is Placer.AGENTS else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +45,7 @@ class ClusterSpec:
     twin_nodes: int = 4
     twin_cpu_milli: int = 8000
     twin_memory_mib: int = 32768
+    placer: Placer = Placer.AGENTS
 
     def __post_init__(self) -> None:
         check_name("cluster", self.name)
@@ -45,12 +59,14 @@ class ClusterSpec:
     def to_json(self) -> str:
         d = asdict(self)
         d["backend"] = self.backend.value
+        d["placer"] = self.placer.value
         return json.dumps(d)
 
     @classmethod
     def from_json(cls, text: str) -> ClusterSpec:
         d = json.loads(text)
         d["backend"] = BackendKind(d["backend"])
+        d["placer"] = Placer(d.get("placer", Placer.AGENTS.value))
         return cls(**d)
 
 
@@ -109,6 +125,11 @@ class Registry:
     def clusters(self) -> list[ClusterSpec]:
         with self.store.tx() as t:
             return [ClusterSpec.from_json(json.dumps(d)) for _, d in t.scan("clusters/")]
+
+    def scheduler_name(self, cluster: str) -> str:
+        """``spec.schedulerName`` for the control plane's pods in ``cluster`` (its placer; unknown: the agents)."""
+        spec = next((c for c in self.clusters() if c.name == cluster), None)
+        return (spec.placer if spec else Placer.AGENTS).scheduler_name
 
     # -- workloads ---------------------------------------------------------------------------
     def put_workload(self, w: Workload) -> None:

@@ -28,7 +28,7 @@ from controlplane.verdicts import Health, Timings, Verdict, judge
 from controlplane.workloads import Workload
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
-from fedcore.backends.model import NodeState, ready_capacity
+from fedcore.backends.model import NodeState, Phase, ready_capacity
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 from fedcore.resources import Resources
 from fedcore.topology import Cluster, Topology
@@ -101,6 +101,8 @@ class ControlPlane:
         self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration)
         self.lock = threading.RLock()
         self._warned: set[tuple[str, str, str]] = set()
+        self._evicting: set[tuple[str, str]] = set()
+        """(cluster, pod) evictions asked for and not yet confirmed (counted once as requested)."""
         for spec in self.registry.clusters():
             self._attach(spec)
         self.restore(clock())
@@ -151,7 +153,7 @@ class ControlPlane:
             try:
                 for cluster, count in sorted(choice.counts.items()):
                     try:
-                        self.backends(cluster).create_workload(workload.spec(count, 1))
+                        self.backends(cluster).create_workload(workload.spec(count, 1, self.registry.scheduler_name(cluster)))
                     except errors.Conflict:
                         pass
                     created.append(cluster)
@@ -397,7 +399,13 @@ class ControlPlane:
             return self.executor.start(m, now)
 
     def _cleanup(self, now: float) -> None:
-        """Remove copies left on a failed cluster once it answers again (they carry an older epoch)."""
+        """Remove copies left on a failed cluster once it answers again (they carry an older epoch).
+
+        A copy to remove entirely is retired pod by pod through evictions (the Eviction API on
+        Kubernetes, so the cluster's PodDisruptionBudgets are respected): its Deployment is deleted
+        orphaning the pods, then each pod still at the stale epoch is evicted; a budget that
+        blocks one leaves the placement stale until a later tick gets it through.
+        """
         for p in self.registry.placements():
             if p.state is not PlacementState.STALE:
                 continue
@@ -408,8 +416,8 @@ class ControlPlane:
                 backend = self.backends(p.cluster)
                 if p.replicas:
                     backend.scale_workload(p.workload, p.replicas)
-                else:
-                    backend.delete_workload(p.workload)
+                elif self._retire(backend, p) > 0:
+                    continue
             except errors.NotFound:
                 pass
             except errors.BackendError:
@@ -419,6 +427,28 @@ class ControlPlane:
             else:
                 self.registry.drop_placement(p.workload, p.cluster)
             self._record(DecisionRecord(now, "cleanup", p.workload, p.cluster, "", (f"{p.cluster} is {verdict.health.value} again; stale epoch-{p.epoch} copy removed",)))
+
+    def _retire(self, backend: ClusterBackend, p: Placement) -> int:
+        """Evict the stale copy's pods; returns how many are still there (a disruption budget held them)."""
+        try:
+            backend.delete_workload(p.workload, orphan_pods=True)
+        except errors.NotFound:
+            pass
+        left = 0
+        for pod in backend.list_pods(p.workload):
+            if pod.epoch > p.epoch or pod.phase in (Phase.SUCCEEDED, Phase.FAILED):
+                continue  # a newer copy placed here since, or already over
+            if (p.cluster, pod.name) not in self._evicting:
+                self._evicting.add((p.cluster, pod.name))
+                self.metrics.evictions_requested.labels(p.cluster).inc()
+            result = backend.evict_pod(pod.name, pod.epoch)
+            if result.final:
+                self._evicting.discard((p.cluster, pod.name))
+                self.metrics.evictions_done.labels(p.cluster, result.outcome.value).inc()
+            else:
+                left += 1
+                self.metrics.evictions_blocked.labels(p.cluster).inc()
+        return left
 
     def _record(self, d: DecisionRecord) -> None:
         self.registry.record_decision(d)

@@ -86,11 +86,11 @@ class Workload:
             workload=self.name, max_per_node=self.policy.max_per_cluster or -1,
         )
 
-    def spec(self, replicas: int, epoch: int) -> WorkloadSpec:
-        """What one cluster is asked to run."""
+    def spec(self, replicas: int, epoch: int, scheduler_name: str = "") -> WorkloadSpec:
+        """What one cluster is asked to run; ``scheduler_name`` says who binds its pods there ("" = kube-scheduler)."""
         t = self.template
         return WorkloadSpec(
-            self.name, replicas, t.cpu_milli, t.memory_mib, t.gpus, epoch, t.image, node_selector=dict(t.node_selector),
+            self.name, replicas, t.cpu_milli, t.memory_mib, t.gpus, epoch, t.image, scheduler_name, node_selector=dict(t.node_selector),
             gpu_model=t.gpu_model, archs=t.archs, tolerations=t.tolerations,
         )
 

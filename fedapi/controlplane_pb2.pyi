@@ -75,7 +75,7 @@ MIGRATION_FAILED: MigrationState
 MIGRATION_CANCELLED: MigrationState
 
 class ClusterSpec(_message.Message):
-    __slots__ = ("name", "region", "backend", "kube_context", "kubeconfig", "labels", "twin_nodes", "twin_node_capacity")
+    __slots__ = ("name", "region", "backend", "kube_context", "kubeconfig", "labels", "twin_nodes", "twin_node_capacity", "placer")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class ClusterSpec(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     TWIN_NODES_FIELD_NUMBER: _ClassVar[int]
     TWIN_NODE_CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    PLACER_FIELD_NUMBER: _ClassVar[int]
     name: str
     region: str
     backend: Backend
@@ -99,7 +100,8 @@ class ClusterSpec(_message.Message):
     labels: _containers.ScalarMap[str, str]
     twin_nodes: int
     twin_node_capacity: _common_pb2.ResourceVector
-    def __init__(self, name: _Optional[str] = ..., region: _Optional[str] = ..., backend: _Optional[_Union[Backend, str]] = ..., kube_context: _Optional[str] = ..., kubeconfig: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., twin_nodes: _Optional[int] = ..., twin_node_capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ...) -> None: ...
+    placer: str
+    def __init__(self, name: _Optional[str] = ..., region: _Optional[str] = ..., backend: _Optional[_Union[Backend, str]] = ..., kube_context: _Optional[str] = ..., kubeconfig: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., twin_nodes: _Optional[int] = ..., twin_node_capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., placer: _Optional[str] = ...) -> None: ...
 
 class RegisterClusterRequest(_message.Message):
     __slots__ = ("cluster",)

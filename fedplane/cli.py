@@ -42,6 +42,7 @@ BENCHES = {
     "policy": "federated.commands:bench_policy",
     "federated": "federated.flower.commands:bench_federated",
     "agent": "edgeagent.commands:bench_agent",
+    "kube": "fedplane.kubebench:bench_kube",
 }
 
 COMMANDS = {

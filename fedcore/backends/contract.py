@@ -3,8 +3,10 @@
 Contracts callers rely on (tested against every back end by one suite):
 - ``create_workload`` raises ``Conflict`` when the name exists (callers make it idempotent by
   reading back and comparing epochs); ``delete_workload`` raises ``NotFound`` when it is gone.
-- ``bind_pod`` returns a :class:`~fedcore.backends.model.BindResult`; a stale epoch or a second
-  bind of the same (pod, epoch) to another node is refused, never silently accepted.
+- ``bind_pod`` returns a :class:`~fedcore.backends.model.BindResult` (the fence rules are in
+  :class:`~fedcore.backends.model.BindOutcome`); a wrong epoch or a second bind of the same
+  (pod, epoch) to another node is refused, never silently accepted.
+- ``evict_pod`` returns an :class:`~fedcore.backends.model.EvictResult`: idempotent, fenced by epoch.
 - Every call may raise a ``TemporaryError`` (unreachable, 5xx, conflict) or ``PermanentError``.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
-from fedcore.backends.model import BindResult, NodeState, PodEvent, PodState, Workload, WorkloadSpec
+from fedcore.backends.model import BindResult, EvictResult, NodeState, PodEvent, PodState, Workload, WorkloadSpec
 
 
 class ClusterBackend(Protocol):
@@ -27,13 +29,17 @@ class ClusterBackend(Protocol):
 
     def scale_workload(self, name: str, replicas: int) -> Workload: ...
 
-    def delete_workload(self, name: str) -> None: ...
+    def delete_workload(self, name: str, orphan_pods: bool = False) -> None: ...
 
     def list_pods(self, workload: str | None = None) -> list[PodState]: ...
 
     def list_nodes(self) -> list[NodeState]: ...
 
     def bind_pod(self, pod: str, node: str, epoch: int) -> BindResult: ...
+
+    def evict_pod(self, pod: str, epoch: int) -> EvictResult:
+        """Stop the pod while it is at ``epoch`` (Kubernetes: the Eviction API, PodDisruptionBudgets apply)."""
+        ...
 
     def watch_pods(self, timeout_s: float) -> Iterator[PodEvent]:
         """Current pods as ADDED, then changes until ``timeout_s`` elapses."""

@@ -8,13 +8,14 @@ retry 409/5xx/timeouts and stop on 4xx. This is the only module that imports ``k
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from fedcore import kubeobjects
 from fedcore.backends import errors
 from fedcore.backends.model import (
-    BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
+    BindOutcome, BindResult, EventKind, EvictOutcome, EvictResult, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
 )
 from fedcore.kubeobjects import EPOCH_ANNOTATION, GPU_RESOURCE, WORKLOAD_LABEL, KubeObjectError
 
@@ -86,35 +87,89 @@ class KubernetesCluster:
             name, self.namespace, {"spec": {"replicas": replicas}}, _request_timeout=TIMEOUT_S))
         return self.get_workload(name)
 
-    def delete_workload(self, name: str) -> None:
-        self._call(lambda: self.apps.delete_namespaced_deployment(name, self.namespace, _request_timeout=TIMEOUT_S))
+    def delete_workload(self, name: str, orphan_pods: bool = False) -> None:
+        """Delete the Deployment; ``orphan_pods`` keeps its pods (and ReplicaSets), for eviction one by one."""
+        policy = "Orphan" if orphan_pods else "Background"
+        self._call(lambda: self.apps.delete_namespaced_deployment(name, self.namespace, propagation_policy=policy,
+                                                                  _request_timeout=TIMEOUT_S))
+        if orphan_pods:  # a live ReplicaSet would replace every pod we evict
+            sets = self._call(lambda: self.apps.list_namespaced_replica_set(
+                self.namespace, label_selector=f"{WORKLOAD_LABEL}={name}", _request_timeout=TIMEOUT_S))
+            for rs in sets.items:
+                try:
+                    self._call(lambda: self.apps.delete_namespaced_replica_set(
+                        rs.metadata.name, self.namespace, propagation_policy="Orphan", _request_timeout=TIMEOUT_S))
+                except errors.NotFound:
+                    pass
 
     def list_pods(self, workload: str | None = None) -> list[PodState]:
         selector = f"{WORKLOAD_LABEL}={workload}" if workload else WORKLOAD_LABEL
-        found = self._call(lambda: self.core.list_namespaced_pod(self.namespace, label_selector=selector, _request_timeout=TIMEOUT_S))
-        states = [self._pod(p) for p in found.items]
+        found = self._call(lambda: self.core.list_namespaced_pod(self.namespace, label_selector=selector, _preload_content=False,
+                                                                 _request_timeout=TIMEOUT_S))
+        states = [self._pod(p) for p in json.loads(found.data).get("items") or []]
         # Filter again on our side: the selector is a request, and API doubles may ignore it.
         return [s for s in states if s.workload and (workload is None or s.workload == workload)]
 
     def list_nodes(self) -> list[NodeState]:
-        found = self._call(lambda: self.core.list_node(_request_timeout=TIMEOUT_S))
-        return [self._node(n) for n in found.items]
+        found = self._call(lambda: self.core.list_node(_preload_content=False, _request_timeout=TIMEOUT_S))
+        return [self._node(n) for n in json.loads(found.data).get("items") or []]
 
     def bind_pod(self, pod: str, node: str, epoch: int) -> BindResult:
         """A Binding for a pod with ``schedulerName: fedplane``, fenced by the pod's epoch annotation."""
-        current = self._call(lambda: self.core.read_namespaced_pod(pod, self.namespace, _request_timeout=TIMEOUT_S))
-        state = self._pod(current)
-        if epoch < state.epoch:
-            return BindResult(BindOutcome.STALE_EPOCH, epoch=state.epoch, reason=f"epoch {epoch} < current {state.epoch}")
+        state = self._read_pod(pod)
+        if state is None:
+            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
+        if epoch != state.epoch:
+            return BindResult(BindOutcome.STALE_EPOCH, state.node, state.epoch, f"epoch {epoch} is not the pod's {state.epoch}")
         if state.node:
             outcome = BindOutcome.ALREADY_BOUND if state.node == node else BindOutcome.DUPLICATE
             return BindResult(outcome, state.node, state.epoch)
+        if state.phase is not Phase.PENDING:
+            return BindResult(BindOutcome.REJECTED, node, state.epoch, f"pod is {state.phase.value}")
         body = self.k8s.client.V1Binding(
             metadata=self.k8s.client.V1ObjectMeta(name=pod, namespace=self.namespace),
             target=self.k8s.client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
-        self._call(lambda: self.core.create_namespaced_pod_binding(pod, self.namespace, body, _preload_content=False, _request_timeout=TIMEOUT_S))
+        try:
+            self._call(lambda: self.core.create_namespaced_pod_binding(pod, self.namespace, body, _preload_content=False, _request_timeout=TIMEOUT_S))
+        except errors.Conflict:  # bound meanwhile: by whom decides the answer
+            after = self._read_pod(pod)
+            holder = after.node if after is not None else ""
+            return BindResult(BindOutcome.ALREADY_BOUND if holder == node else BindOutcome.DUPLICATE, holder, state.epoch, "conflict")
+        except (errors.NotFound, errors.InvalidRequest) as exc:
+            return BindResult(BindOutcome.REJECTED, node, state.epoch, str(exc))
         return BindResult(BindOutcome.BOUND, node, state.epoch)
+
+    def evict_pod(self, pod: str, epoch: int) -> EvictResult:
+        """The Eviction API (PodDisruptionBudgets apply: 429 is BLOCKED), only while the pod is at ``epoch``."""
+        raw = self._read_raw(pod)
+        if raw is None:
+            return EvictResult(EvictOutcome.GONE, f"pod {pod} does not exist")
+        state = self._pod(raw)
+        if state.phase in (Phase.SUCCEEDED, Phase.FAILED):
+            return EvictResult(EvictOutcome.GONE, f"pod {pod} is {state.phase.value}")
+        if epoch != state.epoch:
+            return EvictResult(EvictOutcome.STALE_EPOCH, f"pod is at epoch {state.epoch}, not {epoch}")
+        client = self.k8s.client
+        uid = (raw.get("metadata") or {}).get("uid")
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=pod, namespace=self.namespace),
+            delete_options=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)) if uid else None)
+        try:
+            self.core.create_namespaced_pod_eviction(pod, self.namespace, body, _preload_content=False, _request_timeout=TIMEOUT_S)
+        except self.k8s.client.ApiException as exc:
+            if exc.status == 404:
+                return EvictResult(EvictOutcome.GONE, "deleted meanwhile")
+            if exc.status == 409:
+                return EvictResult(EvictOutcome.STALE_EPOCH, "the pod was replaced meanwhile")
+            if exc.status == 429:
+                return EvictResult(EvictOutcome.BLOCKED, "a PodDisruptionBudget forbids it now")
+            raise self._error(exc) from exc
+        except Exception as exc:
+            if self._is_network_error(exc):
+                raise errors.Unreachable(self.name, f"API server unreachable: {type(exc).__name__}: {exc}") from exc
+            raise
+        return EvictResult(EvictOutcome.EVICTED)
 
     def watch_pods(self, timeout_s: float) -> Iterator[PodEvent]:
         watch = self.k8s.watch.Watch()
@@ -196,6 +251,18 @@ class KubernetesCluster:
         node = kubeobjects.read_node(self._dict(n))
         return NodeState(node.name, node.capacity, node.ready, node.arch.value if node.arch else node.arch_label,
                          node.labels, node.problem)
+
+    def _read_raw(self, pod: str) -> dict[str, Any] | None:
+        try:
+            resp = self._call(lambda: self.core.read_namespaced_pod(pod, self.namespace, _preload_content=False, _request_timeout=TIMEOUT_S))
+        except errors.NotFound:
+            return None
+        raw: dict[str, Any] = json.loads(resp.data)
+        return raw
+
+    def _read_pod(self, pod: str) -> PodState | None:
+        raw = self._read_raw(pod)
+        return None if raw is None else self._pod(raw)
 
     def _dict(self, obj: Any) -> dict[str, Any]:
         """Client models and watch payloads both as camelCase dicts."""

@@ -159,11 +159,13 @@ class TwinCluster:
         return self._workload(name)
 
     @_locked
-    def delete_workload(self, name: str) -> None:
+    def delete_workload(self, name: str, orphan_pods: bool = False) -> None:
+        """Delete the workload and its pods; ``orphan_pods`` keeps the pods (to evict them one by one)."""
         self._enter()
         self._spec(name)
         del self.workloads[name]
-        self._reconcile(name)
+        if not orphan_pods:
+            self._reconcile(name)
 
     @_locked
     def list_pods(self, workload: str | None = None) -> list[PodState]:
