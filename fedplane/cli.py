@@ -43,6 +43,7 @@ BENCHES = {
     "federated": "federated.flower.commands:bench_federated",
     "agent": "edgeagent.commands:bench_agent",
     "kube": "fedplane.kubebench:bench_kube",
+    "autoscale": "controlplane.autoscaling.commands:bench_autoscale",
 }
 
 COMMANDS = {

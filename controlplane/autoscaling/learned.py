@@ -1,0 +1,96 @@
+"""The learned controller: a PPO residual on top of the forecast-fed HPA, never acting alone.
+
+Every HPA period the policy sees the workload relative to its replicas and answers ``a`` in
+[-1, 1]. ``a < 0`` removes up to all the replicas the forecast says are not needed (never below
+the calibrated peak's own count, nor below the demand now); ``a > 0`` adds up to 25%. So the
+residual can trade headroom for utilization only where the forecast vouches for it.
+
+Inference is numpy (the policy's two tanh layers and its mean head), so the control plane runs a
+trained policy without torch; training (stable-baselines3, the ``train`` extra) happens on the
+training part of each series only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controlplane.autoscaling.controllers import Hpa, Observation
+
+UP = 0.25          # the largest residual up: +25% of the base's desire
+FEATURES = 6
+
+
+def floor_for(obs: Observation) -> int:
+    """Fewest replicas the residual may leave: the calibrated peak and the demand now, at 100%."""
+    return max(1, math.ceil(max(obs.forecast or 0.0, obs.demand)))
+
+
+def features(obs: Observation, base: Hpa) -> np.ndarray:
+    scale = max(obs.replicas, 1)
+    return np.array([obs.demand / scale, (obs.forecast or obs.demand) / scale, obs.ready / scale,
+                     base.desired / scale, floor_for(obs) / scale, math.log(scale) / 5], dtype=np.float32)
+
+
+def adjusted(base: int, floor: int, a: float) -> int:
+    a = min(1.0, max(-1.0, a))
+    if a < 0:
+        return base + round(a * max(0, base - floor))
+    return base + math.ceil(a * UP * base)
+
+
+@dataclass(slots=True)
+class Residual:
+    policy: Callable[[np.ndarray], float]
+    name: str = "learned"
+    base: Hpa = field(default_factory=lambda: Hpa(forecast_metric=True, name="forecast_hpa"))
+    desired: int = 1
+    reason: str = ""
+
+    def decide(self, obs: Observation) -> int:
+        if obs.now < self.base.next_at:
+            self.base.decide(obs)  # keeps its metric window
+            return self.desired
+        a = float(self.policy(features(obs, self.base)))
+        want = self.base.decide(obs)
+        self.desired = max(1, adjusted(want, floor_for(obs), a))
+        self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{self.desired - want} (residual {a:+.2f})"
+        return self.desired
+
+
+@dataclass(frozen=True, slots=True)
+class MlpPolicy:
+    """A PPO actor's deterministic action in numpy: tanh(tanh(x W1 + b1) W2 + b2) W3 + b3."""
+
+    weights: tuple[np.ndarray, ...]
+
+    def __call__(self, x: np.ndarray) -> float:
+        w1, b1, w2, b2, w3, b3 = self.weights
+        h = np.tanh(np.tanh(x @ w1 + b1) @ w2 + b2)
+        return float(np.clip((h @ w3 + b3)[0], -1.0, 1.0))
+
+    def save(self, path: str) -> None:
+        np.savez(path, *self.weights)
+
+    @classmethod
+    def load(cls, path: str) -> MlpPolicy:
+        with np.load(path) as z:
+            return cls(tuple(z[f"arr_{i}"] for i in range(6)))
+
+
+def from_sb3(model: object) -> MlpPolicy:
+    """The numpy copy of a stable-baselines3 PPO MlpPolicy (default [64, 64] tanh net)."""
+    pol = model.policy  # type: ignore[attr-defined]
+    layers = [m for m in pol.mlp_extractor.policy_net if hasattr(m, "weight")] + [pol.action_net]
+    ws: list[np.ndarray] = []
+    for layer in layers:
+        ws += [layer.weight.detach().numpy().T.copy(), layer.bias.detach().numpy().copy()]
+    return MlpPolicy(tuple(ws))
+
+
+def zero_policy(x: Sequence[float] | np.ndarray) -> float:
+    """No residual: the learned controller then is the forecast-fed HPA (for tests and fallbacks)."""
+    return 0.0
