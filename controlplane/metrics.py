@@ -33,6 +33,9 @@ class Metrics:
         self.tick = Histogram("fedplane_tick_seconds", "Duration of one reconcile tick", registry=r,
                               buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
         self.drill_detect = Histogram("fedplane_drill_detect_seconds", "Drill: fault to verdict", ["scenario"], registry=r, buckets=SECONDS)
+        self.autoscale_demand = Gauge("fedplane_autoscale_demand", "Autoscaled workload's demand now, in replicas at 100%", ["workload"], registry=r)
+        self.autoscale_forecast = Gauge("fedplane_autoscale_forecast", "Calibrated q95 peak demand over the start-up horizon, in replicas at 100%", ["workload"], registry=r)
+        self.autoscale_desired = Gauge("fedplane_autoscale_desired_replicas", "Replicas the autoscaler wants", ["workload"], registry=r)
         self.drill_recovery = Histogram("fedplane_drill_recovery_seconds", "Drill: fault to all pods healthy elsewhere", ["scenario"], registry=r, buckets=SECONDS)
 
     def verdict(self, cluster: str, health: Health) -> None:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controlplane import placing
+from controlplane.autoscaling.actuating import Autoscaling
+from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
 from controlplane.store import Store
 from controlplane.evidence import AgentReport, EvidenceBook
@@ -87,7 +89,7 @@ class ControlPlane:
     def __init__(
         self, store: str | Path | Store, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
         planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = no_crash,
-        metrics: Metrics | None = None,
+        metrics: Metrics | None = None, traces: Path | None = None,
     ) -> None:
         self.store: Store = SqliteStore(store) if isinstance(store, (str, Path)) else store
         self.registry, self.journal = Registry(self.store), Journal(self.store)
@@ -106,6 +108,7 @@ class ControlPlane:
         for spec in self.registry.clusters():
             self._attach(spec)
         self.restore(clock())
+        self.autoscaling = Autoscaling(Book(self.store), self.registry, self.journal, backends, self.metrics, self._record, traces)
 
     def close(self) -> None:
         self.store.close()
@@ -314,6 +317,7 @@ class ControlPlane:
             self.executor.advance(now)
             self.metrics.migrations_active.set(len(self.journal.active()))
             self._cleanup(now)
+            self.autoscaling.tick(now)
 
     def views(self) -> list[placing.ClusterView]:
         used = self._used()

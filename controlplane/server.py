@@ -21,10 +21,11 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
+from controlplane.autoscaling.api import AutoscalerService
 from controlplane.migrations import SimulatedCrash
 from controlplane.runtime import ControlPlane
 from controlplane.service import ControlPlaneService, DrillRunner, TwinClusterService
-from fedapi import controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc
+from fedapi import autoscale_pb2, autoscale_pb2_grpc, controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc
 from fedapi.tls import TlsFiles, server_credentials
 from fedapi.linkserver import LinkServer
 
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 SERVICES = (
     controlplane_pb2.DESCRIPTOR.services_by_name["ControlPlane"].full_name,
     twincluster_pb2.DESCRIPTOR.services_by_name["TwinCluster"].full_name,
+    autoscale_pb2.DESCRIPTOR.services_by_name["Autoscaler"].full_name,
 )
 
 
@@ -89,6 +91,7 @@ async def start(
     twin = TwinClusterService(plane)
     controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills), server)  # type: ignore[no-untyped-call]
     twincluster_pb2_grpc.add_TwinClusterServicer_to_server(twin, server)  # type: ignore[no-untyped-call]
+    autoscale_pb2_grpc.add_AutoscalerServicer_to_server(AutoscalerService(plane), server)  # type: ignore[no-untyped-call]
     health = health_aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health, server)
     for name in ("", *SERVICES):

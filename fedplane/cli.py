@@ -54,6 +54,7 @@ COMMANDS = {
     "policy": "federated.commands:policy",
     "federated": "federated.flower.commands:federated",
     "agent": "edgeagent.commands:agent",
+    "autoscale": "controlplane.autoscaling.commands:autoscale",
 }
 
 

@@ -45,6 +45,8 @@ class Hpa:
     sync_s: float = 15.0
     tolerance: float = 0.1
     window_s: float = 300.0        # scale-down stabilization
+    min_replicas: int = 1
+    max_replicas: int = MAX_REPLICAS
     name: str = "hpa"
     next_at: float = 0.0
     desired: int = 1
@@ -60,24 +62,34 @@ class Hpa:
             return self.desired
         self.next_at = obs.now + self.sync_s
         cur = max(obs.replicas, 1)
+        if not self.samples or any(v != v for _, v in self.samples):  # a missing metric: HPA keeps the count
+            self.reason = "metric missing: replicas kept"
+            return self.desired
         demand = sum(v for _, v in self.samples) / len(self.samples)
-        rec, self.reason = self.utilization_rec(demand, obs.ready, cur), "cpu utilization"
+        rec = self.utilization_rec(demand, obs.ready, cur)
+        self.reason = f"utilization {demand / max(obs.ready, 1):.2f} (target {TARGET})"
         if self.forecast_metric and obs.forecast is not None:
             f = self.external_rec(obs.forecast, cur)
             if f > rec:
-                rec, self.reason = f, "forecast"
+                rec, self.reason = f, f"forecast peak {obs.forecast:.1f} ahead"
         self.desired = self.behave(obs.now, cur, rec)
+        if self.desired < rec:
+            self.reason += f"; scale-up limited to {self.desired}"
+        elif self.desired > rec:
+            self.reason += f"; {self.window_s:.0f} s stabilization holds {self.desired}"
         return self.desired
 
     def utilization_rec(self, demand: float, ready: int, cur: int) -> int:
+        """As the HPA: utilization in whole percent of the ready pods' requests, against the target percent."""
         if ready == 0:
             return cur
-        ratio = demand / ready / TARGET
+        target = round(TARGET * 100)
+        ratio = int(demand * 100 / ready) / target
         if abs(ratio - 1) <= self.tolerance:
             return cur
         unready = cur - ready
         if ratio > 1 and unready > 0:  # not-yet-ready pods count as 0 usage: dampens the scale-up
-            ratio = demand / cur / TARGET
+            ratio = int(demand * 100 / cur) / target
             if ratio <= 1 + self.tolerance:
                 return cur
             return math.ceil(ratio * cur)
@@ -89,7 +101,7 @@ class Hpa:
         return cur if abs(ratio - 1) <= self.tolerance else math.ceil(peak)
 
     def behave(self, now: float, cur: int, rec: int) -> int:
-        rec = min(max(rec, 1), MAX_REPLICAS)
+        rec = min(max(rec, self.min_replicas), self.max_replicas)
         self.recs.append((now, rec))
         while self.recs[0][0] < now - self.window_s:
             self.recs.popleft()

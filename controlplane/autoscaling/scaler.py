@@ -1,0 +1,127 @@
+"""One workload's autoscaler inside the control plane: demand replay, forecast and HPA, sans-IO.
+
+``step(now, ready, replicas)`` returns a :class:`Decision`; the runtime scales the back end and
+journals the reason. Demand is the spec's series replayed from its held-out part on the caller's
+clock (``speed`` series seconds per second); the part before is the forecaster's history.
+
+A series that cannot feed a forecast — gaps or NaN, too little history, a name that does not
+exist as a file — is not an error: the autoscaler says why in ``fallback`` and behaves as the
+plain HPA (a missing sample is a missing metric: HPA keeps the count).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from controlplane.autoscaling import forecasters as fc, series as sr
+from controlplane.autoscaling.controllers import Hpa, Observation
+from controlplane.autoscaling.peaks import PeakForecast
+from controlplane.autoscaling.specs import AutoscaleSpec
+
+MIN_HISTORY = 128   # samples before the held-out part: fewer and the quantile cannot be calibrated
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    desired: int
+    demand: float
+    forecast: float | None
+    reason: str
+
+
+def read_csv_series(path: Path) -> np.ndarray:
+    """One value per line (first column; a non-numeric first line is a header; empty = missing)."""
+    values: list[float] = []
+    with path.open(newline="") as f:
+        for i, row in enumerate(csv.reader(f)):
+            cell = row[0].strip() if row else ""
+            try:
+                values.append(float(cell) if cell else math.nan)
+            except ValueError:
+                if i == 0:
+                    continue
+                raise sr.SeriesError(f"series {path}: line {i + 1}: {cell[:40]!r} is not a number") from None
+    return np.asarray(values)
+
+
+def load(spec: AutoscaleSpec, traces: Path | None) -> tuple[float, np.ndarray]:
+    """The spec's raw series and its stride: a packaged name, a DLRM service (``dlrm-app_N``) or a CSV file."""
+    names = {n: (d, f, c, s) for n, d, f, c, s in sr.PUBLIC}
+    if spec.series in names:
+        d, f, c, s = names[spec.series]
+        return s, sr.packaged_column(d, f, c)
+    if spec.series.startswith("dlrm-") and traces is not None:
+        app = spec.series.removeprefix("dlrm-")
+        return 300.0, sr.dlrm_instances(traces / "alibaba-dlrm" / "disaggregated_DLRM_trace.csv", [app])[app]
+    path = Path(spec.series)
+    if not path.is_file():
+        raise sr.SeriesError(f"series {spec.series!r}: neither a packaged series ({', '.join(names)}) nor a file")
+    return spec.stride_s or 60.0, read_csv_series(path)
+
+
+@dataclass(slots=True)
+class Autoscaler:
+    spec: AutoscaleSpec
+    stride_s: float
+    replay: np.ndarray               # demand in replica units (NaN = missing sample)
+    peaks: PeakForecast | None       # None: HPA behaviour
+    fallback: str = ""
+    hpa: Hpa = field(default_factory=Hpa)
+    fed: int = 0                     # replay samples the forecaster has seen
+    last: Decision | None = None
+
+    @classmethod
+    def build(cls, spec: AutoscaleSpec, traces: Path | None = None) -> Autoscaler:
+        try:
+            stride, raw = load(spec, traces)
+        except sr.SeriesError as e:
+            return cls.hpa_only(spec, 60.0, np.array([math.nan]), f"{e}; autoscaling as HPA without demand")
+        split = int(len(raw) * (1 - sr.HOLDOUT))
+        history = raw[:split]
+        finite = raw[np.isfinite(raw)]
+        scale = spec.peak_replicas / max(float(np.percentile(finite, 99)), 1e-9) if len(finite) else 1.0
+        replay = raw[split:] * scale if len(raw) - split >= 2 else raw * scale
+        try:
+            sr.checked(spec.series, history, MIN_HISTORY)
+        except sr.SeriesError as e:
+            return cls.hpa_only(spec, stride, replay, f"{e}; forecasting off, HPA behaviour")
+        h = max(1, math.ceil((spec.startup_s + 15.0) * spec.speed / stride))  # the horizon in series time
+        x = history * scale
+        peaks = PeakForecast(fc.make("mstl_ets", x, int(round(86400 / stride)), stride, h), h)
+        for v in x:
+            peaks.observe(float(v))
+        hpa = Hpa(forecast_metric=spec.policy == "forecast_hpa", min_replicas=spec.min_replicas, max_replicas=spec.max_replicas,
+                  name=spec.policy)
+        return cls(spec, stride, replay, peaks, hpa=hpa)
+
+    @classmethod
+    def hpa_only(cls, spec: AutoscaleSpec, stride: float, replay: np.ndarray, why: str) -> Autoscaler:
+        return cls(spec, stride, replay, None, why, Hpa(min_replicas=spec.min_replicas, max_replicas=spec.max_replicas))
+
+    def demand(self, now: float) -> float:
+        """Replayed demand at ``now`` (looping over the replay; NaN where a sample is missing)."""
+        t = max(0.0, now - self.spec.enabled_at) * self.spec.speed / self.stride_s
+        i = int(t) % len(self.replay)
+        a, b = self.replay[i], self.replay[(i + 1) % len(self.replay)]
+        return float(a + (b - a) * (t - int(t)))
+
+    def step(self, now: float, ready: int, replicas: int) -> Decision:
+        forecast = None
+        if self.peaks is not None:
+            due = int(max(0.0, now - self.spec.enabled_at) * self.spec.speed / self.stride_s) + 1
+            while self.fed < due:  # every replay sample up to now, once
+                v = float(self.replay[self.fed % len(self.replay)])
+                if math.isfinite(v):
+                    self.peaks.observe(v)
+                self.fed += 1
+            forecast = self.peaks.peak()
+        d = self.demand(now)
+        want = self.hpa.decide(Observation(now, d, ready, replicas, forecast))
+        why = self.hpa.reason + (f" [{self.fallback}]" if self.fallback else "")
+        self.last = Decision(want, d, forecast, f"{self.spec.policy if self.peaks else 'hpa'}: {why}")
+        return self.last
