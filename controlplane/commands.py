@@ -54,22 +54,36 @@ def tls_files(cert: str | None, key: str | None, ca: str | None) -> TlsFiles | N
 
 def client_options(f: F) -> F:
     f = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(f)
-    f = click.option("--target", default=DEFAULT_TARGET, show_default=True, help="Control plane address (host:port).")(f)
+    f = click.option("--target", default=DEFAULT_TARGET, show_default=True, help="Control plane address (host:port; replicated: several, comma-separated).")(f)
     return tls_options(f)
 
 
 def call(target: str, tls: TlsFiles | None, method: str, request: Any) -> Any:
-    """One unary call; a gRPC error becomes a clear message and exit code 2."""
-    try:
-        conn = client.connect(target, tls)
-    except ValueError as exc:
-        fail(str(exc))
-    try:
-        return getattr(conn.control, method)(request, timeout=600 if method == "RunDrill" else 10)
-    except grpc.RpcError as exc:
-        fail(f"{method} at {target}: {exc.code().name}: {exc.details()}")
-    finally:
-        conn.close()
+    """One unary call; a gRPC error becomes a clear message and exit code 2.
+
+    ``target`` may list several members (``a:1,b:2``): an unreachable one passes the call to the
+    next, and a standby's answer "not the leader" sends it to the leader it names.
+    """
+    candidates = [t.strip() for t in target.split(",") if t.strip()]
+    tried: list[str] = []
+    while candidates:
+        here = candidates.pop(0)
+        tried.append(here)
+        try:
+            conn = client.connect(here, tls)
+        except ValueError as exc:
+            fail(str(exc))
+        try:
+            return getattr(conn.control, method)(request, timeout=600 if method == "RunDrill" else 10)
+        except grpc.RpcError as exc:
+            leader = dict(exc.trailing_metadata() or ()).get("fedplane-leader", "")  # type: ignore[attr-defined]
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and leader and leader not in tried:
+                candidates.insert(0, leader)
+            elif exc.code() != grpc.StatusCode.UNAVAILABLE or not candidates:
+                fail(f"{method} at {here}: {exc.code().name}: {exc.details()}")
+        finally:
+            conn.close()
+    fail(f"{method}: no control plane answered at {target}")
 
 
 def emit(as_json: bool, message: Any, title: str, rows: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> None:
@@ -103,13 +117,22 @@ def controlplane() -> None:
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
 @click.option("--return-after", default=0.0, show_default=True, type=click.FloatRange(0), help="Move failed-over replicas back once their cluster has been healthy this long (0: never).")
 @click.option("--score-profile", default="", help="Add this scheduling profile's score plugins to cluster ranking (e.g. a learned one).")
+@click.option("--etcd", "etcd_endpoints", default="", metavar="URL[,URL...]",
+              help="Replicated mode: keep state in this etcd cluster (>= 3.5) instead of --db; members elect one leader, standbys answer reads.")
+@click.option("--member", default="", help="Replicated mode: this member's name (default: host:port).")
+@click.option("--advertise", default="", help="Replicated mode: the address other members and clients reach this one at (default: host:port).")
 @tls_options
 def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
-    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
+    etcd_endpoints: str, member: str, advertise: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
-    """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics."""
-    from controlplane import drills, server
+    """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics.
+
+    Embedded (default): one process on one SQLite file. Replicated (--etcd): run several, each
+    with its own --port; one leads (an etcd lease, fenced writes), the others take over within ~5 s.
+    """
+    from controlplane import campaigning, drills, server
     from controlplane.store import StoreError
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec, Placer
@@ -131,10 +154,21 @@ def serve(
         if score_profile:
             profiles.make(score_profile, profiles.ProfileContext())  # fail now, not at the first placement
         binder = Binder.EXTERNAL if agents_bind else Binder.INTERNAL
-        plane = ControlPlane(db, Backends(time.monotonic, ready_delay, binder), time.monotonic, timings,
-                             PlannerConfig(learned_profile=score_profile, return_after_s=return_after))
-        for spec in specs:
-            plane.register_cluster(spec)
+        backends, planning = Backends(time.monotonic, ready_delay, binder), PlannerConfig(learned_profile=score_profile, return_after_s=return_after)
+        leadership: campaigning.Leadership = campaigning.Solo()
+        if etcd_endpoints:
+            from controlplane.etcdstore import EtcdStore
+            from controlplane.leading import Election
+
+            store = EtcdStore([e.strip() for e in etcd_endpoints.split(",") if e.strip()])
+            plane = ControlPlane(store, backends, time.monotonic, timings, planning, lead=False)
+            election = Election(store, member, advertise)
+            election.leader()  # etcd must answer now: a clear error beats a member that campaigns into the void
+            leadership = campaigning.Campaign(election, plane, specs)
+        else:
+            plane = ControlPlane(db, backends, time.monotonic, timings, planning)
+            for spec in specs:
+                plane.register_cluster(spec)
     except (ValueError, errors.BackendError, StoreError) as exc:
         fail(str(exc))
 
@@ -142,13 +176,14 @@ def serve(
         return asyncio.run(drills.run_drill(scenario, runs, seed, metrics=plane.metrics))[0]
 
     async def main() -> None:
-        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, run_drill, agent_port)
+        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, run_drill, agent_port, leadership)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
         reporting.stderr.print(
             f"control plane on {host}:{running.port}, agents' twin link on {host}:{running.link_port} "
-            f"({len(specs)} clusters registered now, db {db})"
+            + (f"(replicated on etcd {etcd_endpoints}, member {leadership.member}: campaigning)" if etcd_endpoints
+               else f"({len(specs)} clusters registered now, db {db})")
             + (f", metrics on :{running.metrics_port}/metrics" if running.metrics_port else "")
         )
         await stop.wait()
@@ -344,10 +379,16 @@ def drill() -> None:
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="PNG timeline (default: drill-<scenario>.png).")
 @click.option("--agents", default="real", show_default=True, type=click.Choice(["real", "feeder"]),
               help="real: 'fedplane agent' processes place the pods and their liveness is relayed; feeder: in-process stand-ins.")
+@click.option("--ha", "ha_members", default=0, show_default=True, type=click.IntRange(0, 9),
+              help="control-plane-crash only: run N replicated control-plane processes on a local 3-member etcd and crash the leader (0: one in-process control plane on SQLite).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str, as_json: bool) -> None:
+def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str, ha_members: int, as_json: bool) -> None:
     """Inject a fault N times and measure detection, recovery, success, pods lost and duplicated."""
     from controlplane import agentfleet, drills
+
+    if ha_members:
+        _ha_failover(scenario, runs, ha_members, as_json)
+        return
 
     real = agents == "real"
     config = drills.DrillConfig(agents_bind=real)
@@ -363,6 +404,28 @@ def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str,
         reporting.emit_json(summary)
     else:
         reporting.table(f"fedplane drill failover --scenario {scenario}", [{"metric": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in summary.items()])
+
+
+def _ha_failover(scenario: str, runs: int, members: int, as_json: bool) -> None:
+    """``drill failover --scenario control-plane-crash --ha N``: leader crashes on a replicated control plane."""
+    from controlplane import hadrill
+    from controlplane.store import StoreError
+
+    if scenario != "control-plane-crash":
+        fail(f"--ha applies to --scenario control-plane-crash only, not {scenario}")
+    if members < 2:
+        fail("--ha needs at least 2 members (one leader, one standby to take over)")
+    with reporting.progress() as bar:
+        task = bar.add_task(f"drill {scenario} --ha {members}", total=runs)
+        try:
+            summary, _ = hadrill.run_ha_drill(runs, hadrill.HaDrillConfig(members=members), on_run=lambda i, r: bar.advance(task))
+        except (StoreError, RuntimeError) as exc:
+            fail(str(exc))
+    if as_json:
+        reporting.emit_json(summary)
+    else:
+        reporting.table(f"fedplane drill failover --scenario {scenario} --ha {members}",
+                        [{"metric": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in summary.items()])
 
 
 @click.command()

@@ -5,7 +5,7 @@ needless changes of leader when an etcd member itself was killed) if no key exis
 create revision is the fencing token: :class:`~controlplane.etcdstore.EtcdStore` compares it in
 every write, so a leader that was paused (SIGSTOP) or cut off past its lease finds its writes
 refused when it wakes, while the new leader already acts. The leader refreshes the lease every
-``ttl_s / 5``; when a refresh says the lease is gone, or none succeeded for ``ttl_s``, it steps
+``ttl_s / 20``; when a refresh says the lease is gone, or none succeeded for ``ttl_s``, it steps
 down. A graceful stop revokes the lease, so a standby takes over within one poll.
 
 :class:`Election` is the blocking etcd side (called from a thread); the asyncio loop that drives

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,7 +89,7 @@ class ControlPlane:
     def __init__(
         self, store: str | Path | Store, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
         planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = no_crash,
-        metrics: Metrics | None = None, traces: Path | None = None,
+        metrics: Metrics | None = None, traces: Path | None = None, lead: bool = True,
     ) -> None:
         self.store: Store = SqliteStore(store) if isinstance(store, (str, Path)) else store
         self.registry, self.journal = Registry(self.store), Journal(self.store)
@@ -105,13 +105,42 @@ class ControlPlane:
         self._warned: set[tuple[str, str, str]] = set()
         self._evicting: set[tuple[str, str]] = set()
         """(cluster, pod) evictions asked for and not yet confirmed (counted once as requested)."""
-        for spec in self.registry.clusters():
-            self._attach(spec)
-        self.restore(clock())
         self.autoscaling = Autoscaling(Book(self.store), self.registry, self.journal, backends, self.metrics, self._record, traces)
+        self.leading = False
+        if lead:
+            self.take_over(clock())
 
     def close(self) -> None:
         self.store.close()
+
+    # -- leadership ------------------------------------------------------------------------------
+    def take_over(self, now: float, specs: Sequence[ClusterSpec] = ()) -> list[str]:
+        """Become the active control plane: attach every registered cluster (and ``specs`` not yet
+        registered), then :meth:`restore` what the clusters should hold. Nothing is carried over
+        from an earlier leader but the store. Returns what was repaired."""
+        with self.lock:
+            for spec in self.registry.clusters():
+                self._attach(spec)
+            known = {c.name for c in self.registry.clusters()}
+            for spec in specs:
+                if spec.name not in known:
+                    self.register_cluster(spec)
+            repaired = self.restore(now)
+            for spec in self.registry.clusters():  # judge every cluster once now: a new leader places submits at once
+                self._probe(spec.name, now)
+                self._judge(spec.name, now)
+            self.leading = True
+            return repaired
+
+    def step_down(self) -> None:
+        """Stop acting (another member leads): forget the clusters' handles and every judgement."""
+        with self.lock:
+            self.leading = False
+            self.backends.by_name.clear()  # embedded twins live in the leader only; the next leader rebuilds them
+            self.verdicts.clear()
+            self.loads.clear()
+            self.forecasts.clear()
+            self.evidence = EvidenceBook(self.timings.fresh_s)
 
     # -- API operations --------------------------------------------------------------------------
     def register_cluster(self, spec: ClusterSpec) -> None:

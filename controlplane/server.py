@@ -22,9 +22,11 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from controlplane.autoscaling.api import AutoscalerService
+from controlplane.campaigning import Campaign, Leadership, Solo
 from controlplane.migrations import SimulatedCrash
 from controlplane.runtime import ControlPlane
 from controlplane.service import ControlPlaneService, DrillRunner, TwinClusterService
+from controlplane.store import Fenced
 from fedapi import autoscale_pb2, autoscale_pb2_grpc, controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc
 from fedapi.tls import TlsFiles, server_credentials
 from fedapi.linkserver import LinkServer
@@ -50,6 +52,8 @@ class Running:
     link: LinkServer
     metrics_port: int = 0
     _metrics: Any = None
+    campaign: asyncio.Task[None] | None = None
+    leadership: Leadership = Solo()
 
     @property
     def link_port(self) -> int:
@@ -59,6 +63,11 @@ class Running:
     async def stop(self, grace: float | None = 0.2) -> None:
         self.loop.cancel()
         await asyncio.gather(self.loop, return_exceptions=True)
+        if self.campaign is not None:
+            self.campaign.cancel()
+            await asyncio.gather(self.campaign, return_exceptions=True)
+            if isinstance(self.leadership, Campaign):
+                await self.leadership.resign()
         await self.link.stop()
         await self.server.stop(grace)
         if self._metrics is not None:
@@ -67,11 +76,15 @@ class Running:
 
 
 async def reconcile(plane: ControlPlane, interval_s: float, clock: Callable[[], float]) -> None:
+    """Tick while this process leads (a standby only answers reads)."""
     while True:
         try:
-            await asyncio.to_thread(plane.tick, clock())
+            if plane.leading:
+                await asyncio.to_thread(plane.tick, clock())
         except SimulatedCrash:
             raise
+        except Fenced as exc:  # deposed while ticking: the campaign steps down
+            log.warning("reconcile tick refused: %s", exc)
         except Exception:  # one bad tick must not stop failover for every other cluster
             log.exception("reconcile tick failed")
         await asyncio.sleep(interval_s)
@@ -79,17 +92,18 @@ async def reconcile(plane: ControlPlane, interval_s: float, clock: Callable[[], 
 
 async def start(
     plane: ControlPlane, host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
-    metrics_port: int | None = None, drills: DrillRunner = _no_drills, link_port: int = 0,
+    metrics_port: int | None = None, drills: DrillRunner = _no_drills, link_port: int = 0, leadership: Leadership = Solo(),
 ) -> Running:
     """Serve ``plane`` on host:port and the agents' twin link on host:link_port (0 = any free port).
 
-    Returns the bound ports and a stop handle.
+    With a :class:`~controlplane.campaigning.Campaign` the process campaigns for leadership and
+    acts only while it leads. Returns the bound ports and a stop handle.
     """
     # gRPC turns SO_REUSEPORT on by default: a second control plane could then listen on the same
     # port and clients would alternate between two databases. One port, one process.
     server = grpc.aio.server(maximum_concurrent_rpcs=512, options=[("grpc.so_reuseport", 0)])
     twin = TwinClusterService(plane)
-    controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills), server)  # type: ignore[no-untyped-call]
+    controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills, leadership), server)  # type: ignore[no-untyped-call]
     twincluster_pb2_grpc.add_TwinClusterServicer_to_server(twin, server)  # type: ignore[no-untyped-call]
     autoscale_pb2_grpc.add_AutoscalerServicer_to_server(AutoscalerService(plane), server)  # type: ignore[no-untyped-call]
     health = health_aio.HealthServicer()
@@ -116,4 +130,10 @@ async def start(
         metrics, _thread = start_http_server(metrics_port, addr=host, registry=plane.metrics.registry)
         mport = metrics.server_port
     task = asyncio.create_task(reconcile(plane, plane.timings.probe_interval_s, plane.clock))
-    return Running(server, bound, plane, task, link, mport, metrics)
+    campaign = None
+    if isinstance(leadership, Campaign):
+        election = leadership.election
+        election.address = election.address or f"{host}:{bound}"
+        election.member = election.member or election.address
+        campaign = asyncio.create_task(leadership.run())
+    return Running(server, bound, plane, task, link, mport, metrics, campaign, leadership)

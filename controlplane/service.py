@@ -16,7 +16,9 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 
 from controlplane import convert
+from controlplane.campaigning import Leadership, Solo
 from controlplane.runtime import ControlPlane
+from controlplane.store import Fenced, StoreUnavailable
 from fedapi import controlplane_pb2 as cp, controlplane_pb2_grpc, twincluster_pb2 as tw, twincluster_pb2_grpc
 from fedcore.backends import errors
 from fedcore.backends.model import Phase
@@ -27,7 +29,14 @@ DrillRunner = Callable[[str, int, int], dict[str, Any]]
 WATCH_POLL_S = 0.05
 
 
+LEADER_KEY = "fedplane-leader"  # trailing metadata: where writes go when this member does not lead
+
+
 async def _abort(ctx: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
+    if isinstance(exc, Fenced):
+        await ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+    if isinstance(exc, StoreUnavailable):
+        await ctx.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
     if isinstance(exc, KeyError):
         await ctx.abort(grpc.StatusCode.NOT_FOUND, str(exc.args[0]) if exc.args else "not found")
     if isinstance(exc, (errors.UnknownCluster, errors.NotFound)):
@@ -43,15 +52,26 @@ async def _abort(ctx: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
 async def _run(ctx: grpc.aio.ServicerContext, fn: Callable[..., T], *args: Any) -> T:
     try:
         return await asyncio.to_thread(fn, *args)
-    except (errors.BackendError, ValueError, KeyError) as exc:
+    except (errors.BackendError, ValueError, KeyError, Fenced, StoreUnavailable) as exc:
         await _abort(ctx, exc)
 
 
 class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
-    def __init__(self, plane: ControlPlane, drills: DrillRunner) -> None:
-        self.plane, self.drills = plane, drills
+    def __init__(self, plane: ControlPlane, drills: DrillRunner, leadership: Leadership = Solo()) -> None:
+        self.plane, self.drills, self.leadership = plane, drills, leadership
+
+    async def _lead(self, context: grpc.aio.ServicerContext) -> None:
+        """Writes only on the leader: a standby names it (message and ``fedplane-leader`` trailing metadata)."""
+        if self.leadership.is_leader:
+            return
+        leader = self.leadership.leader()
+        where = leader.address if leader is not None and leader.member != self.leadership.member else ""
+        context.set_trailing_metadata(((LEADER_KEY, where),))
+        await context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                            f"not the leader: send writes to {where}" if where else "not the leader, and no leader is elected now: retry shortly")
 
     async def RegisterCluster(self, request: cp.RegisterClusterRequest, context: grpc.aio.ServicerContext) -> cp.ClusterStatus:
+        await self._lead(context)
         try:
             spec = convert.cluster_spec(request.cluster)
         except ValueError as exc:
@@ -65,6 +85,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         return cp.ListClustersResponse(clusters=[convert.cluster_status(r) for r in rows])
 
     async def ReportAgent(self, request: cp.AgentReport, context: grpc.aio.ServicerContext) -> cp.AgentAck:
+        await self._lead(context)
         try:
             report = convert.agent_report(request)
         except ValueError as exc:
@@ -77,6 +98,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         )
 
     async def SubmitWorkload(self, request: cp.SubmitWorkloadRequest, context: grpc.aio.ServicerContext) -> cp.PlacementDecision:
+        await self._lead(context)
         try:
             workload = convert.workload(request.workload)
         except ValueError as exc:
@@ -112,17 +134,23 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         return cp.GetPlacementsResponse(workloads=out)
 
     async def StartMigration(self, request: cp.StartMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:
+        await self._lead(context)
         m = await _run(context, self.plane.start_migration, request.workload, request.source, request.target, self.plane.clock(), request.force)
         return convert.migration(m)
 
     async def DeleteWorkload(self, request: cp.DeleteWorkloadRequest, context: grpc.aio.ServicerContext) -> cp.DeleteWorkloadResponse:
+        await self._lead(context)
         removed, pending = await _run(context, self.plane.delete_workload, request.workload, self.plane.clock())
         return cp.DeleteWorkloadResponse(workload=request.workload, removed_from=removed, pending=pending)
 
     async def GetLeader(self, request: cp.GetLeaderRequest, context: grpc.aio.ServicerContext) -> cp.LeaderInfo:
-        return cp.LeaderInfo(is_leader=True)  # single-node mode: this process is the only member
+        leader = self.leadership.leader()
+        return cp.LeaderInfo(is_leader=self.leadership.is_leader, leader=leader.address if leader else "",
+                             fencing_token=leader.token if leader else 0, member=self.leadership.member,
+                             writes_refused=self.leadership.refused)
 
     async def CancelMigration(self, request: cp.CancelMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:
+        await self._lead(context)
         m = await _run(context, self.plane.cancel_migration, request.id, self.plane.clock())
         return convert.migration(m)
 

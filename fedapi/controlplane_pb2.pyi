@@ -464,13 +464,15 @@ class GetLeaderRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class LeaderInfo(_message.Message):
-    __slots__ = ("is_leader", "leader", "fencing_token", "member")
+    __slots__ = ("is_leader", "leader", "fencing_token", "member", "writes_refused")
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
+    WRITES_REFUSED_FIELD_NUMBER: _ClassVar[int]
     is_leader: bool
     leader: str
     fencing_token: int
     member: str
-    def __init__(self, is_leader: _Optional[bool] = ..., leader: _Optional[str] = ..., fencing_token: _Optional[int] = ..., member: _Optional[str] = ...) -> None: ...
+    writes_refused: int
+    def __init__(self, is_leader: _Optional[bool] = ..., leader: _Optional[str] = ..., fencing_token: _Optional[int] = ..., member: _Optional[str] = ..., writes_refused: _Optional[int] = ...) -> None: ...

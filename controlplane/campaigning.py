@@ -1,0 +1,125 @@
+"""Who acts: :class:`Solo` (SQLite, the only process) or :class:`Campaign` (etcd, one leader of N).
+
+A campaign polls the election key every ``poll_s``; when nobody holds it, it campaigns, and on
+winning runs ``plane.take_over`` (clusters attached, twins rebuilt from the store, missing
+replicas re-created; the migration journal resumes on the next tick) before it answers as the
+leader. While leading it refreshes the lease every ``ttl / 20`` and steps down when the lease is
+gone or no refresh got through for a whole TTL. The gRPC service asks it before every write:
+standbys answer reads and name the leader to writers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from controlplane.leading import Election, Leader
+from controlplane.registry import ClusterSpec
+from controlplane.runtime import ControlPlane
+from controlplane.store import StoreError
+
+log = logging.getLogger(__name__)
+
+
+class Leadership(Protocol):
+    @property
+    def is_leader(self) -> bool: ...
+
+    def leader(self) -> Leader | None: ...
+
+    @property
+    def member(self) -> str: ...
+
+    @property
+    def refused(self) -> int:
+        """Writes the store refused this process because it did not lead (fencing at work)."""
+        ...
+
+
+class Solo:
+    """The embedded single-node mode: this process always leads; SQLite's file lock keeps it alone."""
+
+    is_leader = True
+    member = ""
+    refused = 0
+
+    def leader(self) -> Leader | None:
+        return None
+
+
+class Campaign:
+    def __init__(self, election: Election, plane: ControlPlane, specs: Sequence[ClusterSpec] = (), poll_s: float = 0.05) -> None:
+        self.election, self.plane, self.specs, self.poll_s = election, plane, list(specs), poll_s
+        self.known: Leader | None = None
+        self.leading = False
+        self.took_over_s = 0.0  # how long the last take-over took (win -> serving writes)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leading
+
+    @property
+    def member(self) -> str:
+        return self.election.member
+
+    @property
+    def refused(self) -> int:
+        return self.election.store.refused
+
+    def leader(self) -> Leader | None:
+        return self.known
+
+    async def run(self) -> None:
+        while True:
+            try:
+                if self.leading:
+                    await self._hold()
+                else:
+                    await self._watch()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # etcd unreachable or refusing: keep trying, never die silently
+                log.exception("election step failed")
+                await asyncio.sleep(self.poll_s)
+
+    async def resign(self) -> None:
+        """Graceful stop: hand over now (a standby wins within one poll), not after the lease expires."""
+        if self.leading:
+            self.leading = False
+            await asyncio.to_thread(self.plane.step_down)
+        await asyncio.to_thread(self.election.resign)
+
+    async def _watch(self) -> None:
+        self.known = await asyncio.to_thread(self.election.leader)
+        if self.known is None:
+            started = time.monotonic()
+            fence = await asyncio.to_thread(self.election.campaign)
+            if fence is not None:
+                await asyncio.to_thread(self.plane.take_over, self.plane.clock(), self.specs)
+                self.known = Leader(self.election.member, self.election.address, fence.token)
+                self.leading = True
+                self.took_over_s = time.monotonic() - started
+                log.warning("leading with fencing token %d (take-over %.2fs)", fence.token, self.took_over_s)
+                return
+        await asyncio.sleep(self.poll_s)
+
+    async def _hold(self) -> None:
+        interval = self.election.ttl_s / 20  # a crash costs at most one interval more than the TTL before a standby wins
+        deadline = time.monotonic() + self.election.ttl_s
+        while time.monotonic() < deadline:
+            try:
+                alive = await asyncio.to_thread(self.election.refresh)
+            except StoreError:
+                await asyncio.sleep(interval)
+                continue
+            if alive:
+                await asyncio.sleep(interval)
+                return
+            break
+        log.warning("lost the lease: stepping down")
+        self.leading = False
+        self.election.step_down()
+        await asyncio.to_thread(self.plane.step_down)
