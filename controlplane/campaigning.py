@@ -38,6 +38,9 @@ class Leadership(Protocol):
         """Writes the store refused this process because it did not lead (fencing at work)."""
         ...
 
+    @property
+    def took_over_s(self) -> float: ...
+
 
 class Solo:
     """The embedded single-node mode: this process always leads; SQLite's file lock keeps it alone."""
@@ -45,6 +48,7 @@ class Solo:
     is_leader = True
     member = ""
     refused = 0
+    took_over_s = 0.0
 
     def leader(self) -> Leader | None:
         return None
@@ -95,9 +99,9 @@ class Campaign:
     async def _watch(self) -> None:
         self.known = await asyncio.to_thread(self.election.leader)
         if self.known is None:
-            started = time.monotonic()
             fence = await asyncio.to_thread(self.election.campaign)
             if fence is not None:
+                started = time.monotonic()
                 await asyncio.to_thread(self.plane.take_over, self.plane.clock(), self.specs)
                 self.known = Leader(self.election.member, self.election.address, fence.token)
                 self.leading = True

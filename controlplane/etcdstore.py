@@ -7,8 +7,9 @@ create revision and the write is refused whole (:class:`~controlplane.store.Fenc
 this process was paused. Each fenced transaction also stamps ``writer`` with (member, token), so
 the history itself shows who wrote what (the crash drill audits it).
 
-The leader, the only writer, reads from a mirror of the whole prefix loaded when it takes over
-(kept by its own commits); standbys read etcd directly. A commit whose outcome is unknown (a
+The leader, the only writer, reads from a mirror of the prefix loaded when it takes over (kept
+by its own commits; the decision and step history is left in etcd, so a take-over does not grow
+with it); standbys read etcd directly. A commit whose outcome is unknown (a
 timeout) drops the mirror, which is reloaded before the next read.
 """
 
@@ -29,6 +30,7 @@ from etcd3gw import exceptions as etcd_errors
 from controlplane.store import Doc, Fenced, StoreError, StoreUnavailable, merge, prefix_end
 
 ELECTION_KEY = "leader"
+HISTORY = frozenset({"decisions", "journal"})  # append-mostly, bounded but large: never mirrored, so a take-over reads no history
 WRITER_KEY = "writer"
 
 
@@ -85,7 +87,7 @@ class _EtcdTxn:
     def get(self, key: str) -> Doc | None:
         if key in self.writes:
             return self.writes[key]
-        mirror = self.store.mirror_now()
+        mirror = self.store.mirror_now(key)
         if mirror is not None:
             found = mirror.get(_top(key), {}).get(key)
             return dict(found) if found is not None else None  # a caller's edit must not reach the mirror before it commits
@@ -93,7 +95,7 @@ class _EtcdTxn:
         return rows[0][1] if rows else None
 
     def scan(self, prefix: str, limit: int = 0, reverse: bool = False) -> list[tuple[str, Doc]]:
-        mirror = self.store.mirror_now()
+        mirror = self.store.mirror_now(prefix)
         if mirror is not None:
             found = [(k, dict(d)) for k, d in mirror.get(_top(prefix), {}).items() if k.startswith(prefix)]
         else:
@@ -140,13 +142,19 @@ class EtcdStore:
             self.mirror = None
 
     # -- leader's mirror -----------------------------------------------------------------------------
-    def mirror_now(self) -> dict[str, dict[str, Doc]] | None:
-        if not self.use_mirror:
+    def mirror_now(self, key: str) -> dict[str, dict[str, Doc]] | None:
+        """The mirror, when the leader reads ``key`` from it (history buckets are read from etcd)."""
+        if not self.use_mirror or _top(key) in HISTORY:
             return None
         if self.mirror is None:
             mirror: dict[str, dict[str, Doc]] = {}
-            for key, doc in self.range("", "", whole=True):
-                mirror.setdefault(_top(key), {})[key] = doc
+            start = ""
+            for bucket in sorted(HISTORY):  # every key but the history buckets, in len(HISTORY) + 1 ranges
+                for k, doc in self.range(start, f"{bucket}/"):
+                    mirror.setdefault(_top(k), {})[k] = doc
+                start = f"{bucket}0"  # '0' follows '/': the first key after the bucket
+            for k, doc in self.range(start, "", whole=True):
+                mirror.setdefault(_top(k), {})[k] = doc
             self.mirror = mirror
         return self.mirror
 
@@ -208,6 +216,8 @@ class EtcdStore:
             raise Fenced(f"fenced: the election key no longer carries token {fence.token if fence else 0}; another member leads now")
         if self.mirror is not None:
             for key, doc in writes.items():
+                if _top(key) in HISTORY:
+                    continue
                 bucket = self.mirror.setdefault(_top(key), {})
                 if doc is None:
                     bucket.pop(key, None)

@@ -103,6 +103,8 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
             workload = convert.workload(request.workload)
         except ValueError as exc:
             await _abort(context, exc)
+        if len(request.request_id) > 128 or not request.request_id.isprintable() or " " in request.request_id:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "request_id must be at most 128 printable characters without spaces")
         choice = await _run(context, self.plane.submit, workload, request.dry_run, request.request_id)
         return cp.PlacementDecision(
             workload=workload.name, accepted=choice.ok, dry_run=request.dry_run,
@@ -147,7 +149,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         leader = self.leadership.leader()
         return cp.LeaderInfo(is_leader=self.leadership.is_leader, leader=leader.address if leader else "",
                              fencing_token=leader.token if leader else 0, member=self.leadership.member,
-                             writes_refused=self.leadership.refused)
+                             writes_refused=self.leadership.refused, take_over_s=self.leadership.took_over_s)
 
     async def CancelMigration(self, request: cp.CancelMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:
         await self._lead(context)

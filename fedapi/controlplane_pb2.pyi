@@ -464,15 +464,17 @@ class GetLeaderRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class LeaderInfo(_message.Message):
-    __slots__ = ("is_leader", "leader", "fencing_token", "member", "writes_refused")
+    __slots__ = ("is_leader", "leader", "fencing_token", "member", "writes_refused", "take_over_s")
     IS_LEADER_FIELD_NUMBER: _ClassVar[int]
     LEADER_FIELD_NUMBER: _ClassVar[int]
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     MEMBER_FIELD_NUMBER: _ClassVar[int]
     WRITES_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    TAKE_OVER_S_FIELD_NUMBER: _ClassVar[int]
     is_leader: bool
     leader: str
     fencing_token: int
     member: str
     writes_refused: int
-    def __init__(self, is_leader: _Optional[bool] = ..., leader: _Optional[str] = ..., fencing_token: _Optional[int] = ..., member: _Optional[str] = ..., writes_refused: _Optional[int] = ...) -> None: ...
+    take_over_s: float
+    def __init__(self, is_leader: _Optional[bool] = ..., leader: _Optional[str] = ..., fencing_token: _Optional[int] = ..., member: _Optional[str] = ..., writes_refused: _Optional[int] = ..., take_over_s: _Optional[float] = ...) -> None: ...

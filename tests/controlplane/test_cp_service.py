@@ -158,6 +158,8 @@ async def test_delete_removes_a_workload_everywhere_and_frees_its_name(api: Api)
     assert list(gone.removed_from) == ["c0"] and list(gone.pending) == ["c1"]
     assert not twins["c0"].snapshot("web") and partitioned.snapshot("web")
     assert await codes(api.control.GetPlacements(cp.GetPlacementsRequest(workload="web"))) == grpc.StatusCode.NOT_FOUND
+    bad_id = cp.SubmitWorkloadRequest(workload=web(), request_id="x" * 129)
+    assert await codes(api.control.SubmitWorkload(bad_id)) == grpc.StatusCode.INVALID_ARGUMENT
     assert await codes(api.control.DeleteWorkload(cp.DeleteWorkloadRequest(workload="web"))) == grpc.StatusCode.NOT_FOUND
     again = await api.control.SubmitWorkload(cp.SubmitWorkloadRequest(workload=web(replicas=1, clusters=["c0", "c1"])))
     assert again.accepted and [p.cluster for p in again.placements] == ["c0"]  # not onto the copy still waiting for removal

@@ -37,13 +37,17 @@ def etcd() -> Iterator[list[str]]:
         cluster.stop()
 
 
-@pytest.fixture(params=["sqlite", "etcd"])
+@pytest.fixture(params=["sqlite", "etcd", "etcd-leader"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """SQLite; etcd as a standby reads it (straight from etcd); etcd as the elected leader (fenced, through its mirror)."""
     made: Store
     if request.param == "sqlite":
         made = SqliteStore(tmp_path / "cp.db")
-    else:
+    elif request.param == "etcd":
         made = EtcdStore(request.getfixturevalue("etcd"), prefix=f"/contract-{next(_prefixes)}/", require_fence=False)
+    else:
+        made = EtcdStore(request.getfixturevalue("etcd"), prefix=f"/contract-{next(_prefixes)}/")
+        assert Election(made, "m0", "127.0.0.1:1").campaign() is not None
     yield made
     made.close()
 
