@@ -30,6 +30,9 @@ from fedcore.commands import fail, traces_option
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 DEFAULT_TARGET = os.environ.get("FEDPLANE_CONTROLPLANE", "127.0.0.1:50051")
+INT64_MAX = 2**63 - 1
+"""Largest value of a proto ``int64`` field (CPU milli, memory MiB): click refuses more, naming the option."""
+INT32_MAX = 2**31 - 1
 SPREADS = {"none": cp.SPREAD_NONE, "clusters": cp.SPREAD_CLUSTERS, "regions": cp.SPREAD_REGIONS}
 
 
@@ -246,8 +249,8 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @controlplane.command()
 @click.argument("name")
 @click.option("--replicas", default=1, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--cpu", "cpu_milli", default=500, show_default=True, type=click.IntRange(0), help="CPU milli per replica.")
-@click.option("--memory", "memory_mib", default=512, show_default=True, type=click.IntRange(0), help="Memory MiB per replica.")
+@click.option("--cpu", "cpu_milli", default=500, show_default=True, type=click.IntRange(0, INT64_MAX), help="CPU milli per replica.")
+@click.option("--memory", "memory_mib", default=512, show_default=True, type=click.IntRange(0, INT64_MAX), help="Memory MiB per replica.")
 @click.option("--gpus", default=0, show_default=True, type=click.IntRange(0, 64))
 @click.option("--gpu-model", default="")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(["amd64", "arm64", "armv7"]))
@@ -257,7 +260,7 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @click.option("--avoid", "avoid", multiple=True, help="Clusters to avoid (repeatable).")
 @click.option("--toleration", "tolerations", multiple=True, metavar="KEY[=VALUE][:EFFECT]", help="Tolerate a cluster taint.")
 @click.option("--pinned", is_flag=True, help="Never migrate it for load (failover still applies).")
-@click.option("--max-per-cluster", default=0, show_default=True, type=click.IntRange(0))
+@click.option("--max-per-cluster", default=0, show_default=True, type=click.IntRange(0, INT32_MAX))
 @click.option("--home-region", default="", help="Prefer clusters near this region.")
 @click.option("--dry-run", is_flag=True, help="Say where it would go and why, without acting.")
 @click.option("--request-id", default="", help="Idempotency key: a retried submit with the same id returns the first answer (default: a fresh one).")

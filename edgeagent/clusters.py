@@ -40,6 +40,10 @@ class ClusterUnavailable(Exception):
     """The cluster API cannot be reached or answered garbage: retry later; nothing was changed here."""
 
 
+class UnknownNode(Exception):
+    """The back end answered and knows no such node (or cluster): retrying cannot help; fix the configuration."""
+
+
 class Phase(enum.Enum):
     PENDING = "Pending"
     RUNNING = "Running"

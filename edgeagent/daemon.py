@@ -150,6 +150,8 @@ class Agent:
         self.data.mkdir(parents=True, exist_ok=True)
         probe = self._probe()
         node = await self._describe_node(probe)
+        if self.config.probe.kind != "twin":
+            await self._check_known()
         self._journal = FrameLog(self.data / JOURNAL)
         ledger = Ledger.replay(self.name, node.name, node.capacity, (op for batch in self._journal.read() for op in batch))
         self._experience = ExperienceLog(self.data, self.config.experience_max_mib * 2**20)
@@ -409,6 +411,14 @@ class Agent:
                 log.warning("cluster unreachable (%s): retrying", exc)
             await asyncio.sleep(backoff)
             backoff = min(BACKOFF_MAX, backoff * 2)
+
+    async def _check_known(self) -> None:
+        """A node described by this machine must still be one the back end knows: if it answers that
+        it does not, stop (:class:`UnknownNode` propagates); if it does not answer, start anyway."""
+        try:
+            await asyncio.wait_for(self.cluster.describe_node(self.name), self.config.backend.timeout)
+        except (ClusterUnavailable, asyncio.TimeoutError) as exc:
+            log.warning("cluster unreachable (%s): starting without confirming it knows node %s", exc, self.name)
 
     def _probe(self) -> NodeProbe:
         if self.config.probe.kind == "twin":

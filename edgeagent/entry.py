@@ -62,20 +62,37 @@ def without_openssl() -> None:
 
 
 def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
-    """Run the daemon until SIGTERM; with ``check``, load everything it would load and say what, then return."""
+    """Run the daemon until SIGTERM; with ``check``, check everything a start would touch, say what, then return.
+
+    A problem a start would trip on (key file, data directory, a taken port, a node the back
+    end does not know) ends the process with its setting named and exit status 2."""
     if config.backend.kind == "twin":
         without_openssl()
     import asyncio
     import logging
 
+    from edgeagent import preflight
+    from edgeagent.clusters import UnknownNode
     from edgeagent.daemon import run_agent
     from edgeagent.policy import ModelWatcher
 
+    problems = preflight.local_problems(config, ports=check)
+    if check:
+        problem, note = asyncio.run(preflight.backend_answer(config))
+        problems += [problem] if problem else []
+    if problems:
+        for problem in problems:
+            print(f"fedplane agent: {path}: {problem}", file=sys.stderr)
+        sys.exit(2)
     if check:
         scorer = ModelWatcher(config.models_path).scan()
         policy = f"policy model {scorer.version}" if scorer else f"no usable model in {config.models_path}: heuristic scoring"
-        print(f"{path}: ok; {policy}")
+        print(f"{path}: ok; {policy}; {note}")
         return
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run_agent(config))
+    try:
+        asyncio.run(run_agent(config))
+    except UnknownNode as exc:
+        print(f"fedplane agent: {path}: node: {exc} (set `node:` to a node the back end knows)", file=sys.stderr)
+        sys.exit(2)

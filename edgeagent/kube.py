@@ -27,7 +27,7 @@ from fedcore.backends.model import EvictOutcome, EvictResult
 from fedcore.kubeobjects import KubeObjectError
 from fedcore.nodes import Node
 
-from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate
+from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate, UnknownNode
 
 log = logging.getLogger("edgeagent.kube")
 
@@ -185,6 +185,10 @@ class KubeCluster:
         try:
             resp = await asyncio.to_thread(self.core.read_node, node, _preload_content=False, _request_timeout=self.timeout)
             return kubeobjects.read_node(json.loads(resp.data)).to_node()
+        except self.k8s.client.ApiException as exc:
+            if exc.status == 404:
+                raise UnknownNode(f"the API server has no node {node!r}") from None
+            raise ClusterUnavailable(f"read node {node}: {exc.status} {exc.reason}") from exc
         except KubeObjectError as exc:
             raise ClusterUnavailable(f"node {node}: {exc}") from exc
         except Exception as exc:

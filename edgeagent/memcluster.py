@@ -18,7 +18,7 @@ from fedcore.nodes import Node
 from fedcore.nodetable import NO_DEVICE, NodeTable, OvercommitError, Placement
 from fedcore.pods import Pod
 
-from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, EvictOutcome, EvictResult, Phase, PodUpdate
+from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, EvictOutcome, EvictResult, Phase, PodUpdate, UnknownNode
 
 
 @dataclass(slots=True)
@@ -195,7 +195,7 @@ class InMemoryCluster:
         self._enter()
         row = self.table.index.get(node)
         if row is None:
-            raise ClusterUnavailable(f"node {node} is not part of this cluster")
+            raise UnknownNode(f"node {node} is not part of this cluster")
         return self.table.nodes[row]
 
     async def close(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from edgeagent import twinwire
-from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, EvictOutcome, EvictResult, PodUpdate
+from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, EvictOutcome, EvictResult, PodUpdate, UnknownNode
 from fedapi.twinlink import LinkChannel, LinkError, Wire
 from fedcore.nodes import Node
 
@@ -50,7 +50,13 @@ class TwinClient:
         return released
 
     async def describe_node(self, node: str) -> Node:
-        return twinwire.node_from_wire(await self._call("DescribeNode", {"cluster": self.cluster, "node": node}))
+        try:
+            answer = await self._channel.call("DescribeNode", {"cluster": self.cluster, "node": node}, self.timeout)
+        except LinkError as exc:
+            if exc.code == "NOT_FOUND":
+                raise UnknownNode(f"the back end does not know node {node!r} in cluster {self.cluster!r}: {exc.details}") from None
+            raise ClusterUnavailable(str(exc)) from exc
+        return twinwire.node_from_wire(answer)
 
     async def close(self) -> None:
         await self._channel.close()

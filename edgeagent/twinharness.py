@@ -14,7 +14,7 @@ import functools
 from collections.abc import AsyncIterator
 
 from edgeagent import twinwire
-from edgeagent.clusters import BindResult, ClusterUnavailable, Phase, PodUpdate
+from edgeagent.clusters import BindResult, ClusterUnavailable, Phase, PodUpdate, UnknownNode
 from edgeagent.memcluster import InMemoryCluster
 from fedapi import common_pb2
 from fedapi import twincluster_pb2 as pb
@@ -107,8 +107,11 @@ class _Servicer:
         await self._check(request.cluster, context)
         try:
             return node_to_pb(await self.cluster.describe_node(request.node))
-        except ClusterUnavailable as exc:
+        except UnknownNode as exc:
             await context.abort("NOT_FOUND", str(exc))
+            raise
+        except ClusterUnavailable as exc:
+            await context.abort("UNAVAILABLE", str(exc))
             raise
 
     async def _check(self, cluster: str, context: Context) -> None:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from fedcore import reporting
+from fedcore.nodetable import NodeTable
 from fedcore.scheduling import profiles
 from fedcore.traces import TraceError, dlrm, locate, openb, synthetic
 from fedcore.twin import submission
@@ -18,9 +20,11 @@ from fedcore.twin.faults import Fault
 from fedcore.twin.replay import Replay, ReplayResult
 
 F = TypeVar("F", bound=Callable[..., Any])
+PLOT_STEP = 0.005
+"""Share of cluster GPU arrived between two points of the openb protocol's plot."""
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Print a clear error and exit non-zero (bad input is the user's to fix, not a traceback)."""
     reporting.stderr.print(f"[red]error:[/red] {message}")
     sys.exit(2)
@@ -37,6 +41,30 @@ def check_profile(name: str) -> str:
     if name not in profiles.available():
         fail(f"unknown profile {name!r}; choose from: {', '.join(profiles.available())}")
     return name
+
+
+def check_plot_path(path: str | None) -> None:
+    """Refuse a plot path that cannot be written before spending a replay on it."""
+    if path is None:
+        return
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        fail(f"--plot {path}: is a directory; name a .png file")
+    if not folder.is_dir():
+        fail(f"--plot {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        fail(f"--plot {path}: folder {folder} is not writable")
+
+
+def plot_protocol(curve: list[tuple[float, dict[str, float]]], profile: str, path: str) -> Path:
+    """The openb protocol's picture: allocation ratios as the submitted GPU share grows."""
+    arrived = [100.0 * share for share, _ in curve]
+    return reporting.plot_series(
+        path, f"openb protocol ({profile}): allocation as GPU demand arrives", arrived,
+        {f"{kind} allocated": [ratios[kind] for _, ratios in curve] for kind in ("gpu", "cpu", "mem")},
+        "arrived GPU demand, % of cluster GPU",
+    )
 
 
 def plot_replay(result: ReplayResult, path: str) -> Path:
@@ -75,6 +103,7 @@ def sim(
     waits, departures and faults. With --pods: the openb submission-order protocol.
     """
     check_profile(profile)
+    check_plot_path(plot)
     if sum(x is not None for x in (dlrm_csv, pods_csv, synthetic_pods)) > 1:
         fail("choose one workload: --dlrm, --pods or --synthetic")
     try:
@@ -83,8 +112,16 @@ def sim(
         if pods_csv is not None:
             if parsed:
                 fail("faults apply to time replays (--dlrm or --synthetic), not to the openb protocol")
-            result = submission.run(nodes, openb.load_pods(pods_csv), profile, seed, arrived_load)
+            curve: list[tuple[float, dict[str, float]]] = []
+
+            def sample(arrived: float, table: NodeTable) -> None:
+                if not curve or arrived - curve[-1][0] >= PLOT_STEP:
+                    curve.append((arrived, table.alloc_ratios()))
+
+            result = submission.run(nodes, openb.load_pods(pods_csv), profile, seed, arrived_load, sample if plot else None)
             summary: dict[str, Any] = {k: getattr(result, k) for k in result.__dataclass_fields__}
+            if plot:
+                summary["plot"] = str(plot_protocol(curve, profile, plot))
         else:
             instances = (
                 synthetic.generate(synthetic_pods, seed) if synthetic_pods
@@ -97,8 +134,10 @@ def sim(
             summary = {"nodes": len(nodes), **replayed.summary()}
             if plot:
                 summary["plot"] = str(plot_replay(replayed, plot))
-    except (TraceError, ValueError) as exc:
+    except (TraceError, ValueError, RuntimeError) as exc:
         fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.filename or plot}: {exc.strerror or exc}")
     if as_json:
         reporting.emit_json(summary)
     else:

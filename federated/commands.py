@@ -82,9 +82,15 @@ def export(checkpoint_dir: str, out_dir: str, traces: str | None) -> None:
     from federated.model import PlacementScorer
     from federated.evaluating import Traces
 
-    saved = torch.load(Path(checkpoint_dir) / CHECKPOINT, weights_only=False)
+    path = Path(checkpoint_dir) / CHECKPOINT
+    if not path.is_file():
+        fail(f"{checkpoint_dir}: no {CHECKPOINT} here (write one with `fedplane policy train --out DIR`)")
     model = PlacementScorer()
-    model.load_state_dict(saved["state_dict"])
+    try:
+        saved = torch.load(path, weights_only=False)
+        model.load_state_dict(saved["state_dict"])
+    except Exception as exc:  # torch raises many types for a truncated or foreign file
+        fail(f"{path}: not a policy checkpoint ({type(exc).__name__}: {str(exc)[:200]})")
     try:
         types = PodTypes.from_pods(splits.openb_train_pods(Traces.load(traces).pods))
     except (TraceError, ValueError) as exc:

@@ -82,4 +82,6 @@ def split_addr(addr: str) -> tuple[str, int]:
     host, sep, port = addr.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ValueError(f"expected host:port, got {addr!r}")
+    if int(port) > 65535:
+        raise ValueError(f"port {port} of {addr!r} is outside 0-65535")
     return host.strip("[]"), int(port)

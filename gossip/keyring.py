@@ -36,6 +36,34 @@ class KeyringError(ValueError):
     """The keyring was asked for something impossible; fix the call or the key material."""
 
 
+def read_keys(path: str | Path) -> list[bytes]:
+    """Base64 keys of KEY_BYTES bytes, one per line, primary first (blank lines and # comments skipped).
+
+    Checked without loading libsodium, so ``fedplane agent --check`` can judge a key file
+    cheaply; every problem is a :class:`KeyringError` naming the file and line.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise KeyringError(f"{path}: cannot read key file: {reason}") from None
+    keys: list[bytes] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            key = base64.b64decode(line, validate=True)
+        except ValueError:
+            raise KeyringError(f"{path}:{number}: not a base64 key") from None
+        if len(key) != KEY_BYTES:
+            raise KeyringError(f"{path}:{number}: keys are {KEY_BYTES} bytes, this one is {len(key)}")
+        keys.append(key)
+    if not keys:
+        raise KeyringError(f"{path}: no keys (one base64 key per line, primary first)")
+    return keys
+
+
 class Keyring:
     """Keys in preference order; the first is the primary used for sealing."""
 
@@ -56,19 +84,8 @@ class Keyring:
 
     @classmethod
     def load(cls, path: str | Path) -> Keyring:
-        """Read base64 keys, one per line, primary first (blank lines and # comments skipped)."""
-        try:
-            lines = [ln.strip() for ln in Path(path).read_text().splitlines()]
-        except (OSError, UnicodeDecodeError) as exc:
-            raise KeyringError(f"{path}: cannot read the key file ({exc})") from exc
-        try:
-            keys = [base64.b64decode(ln, validate=True) for ln in lines if ln and not ln.startswith("#")]
-        except ValueError as exc:
-            raise KeyringError(f"{path}: not one base64 key per line ({exc})") from exc
-        try:
-            return cls(keys)
-        except KeyringError as exc:
-            raise KeyringError(f"{path}: {exc}") from exc
+        """A keyring of the keys in a key file (see :func:`read_keys`)."""
+        return cls(read_keys(path))
 
     @staticmethod
     def generate() -> bytes:

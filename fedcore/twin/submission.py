@@ -64,9 +64,12 @@ def run(
     profile: str,
     seed: int,
     arrived_load: float = 1.0,
-    on_pod: Callable[[], None] | None = None,
+    on_pod: Callable[[float, NodeTable], None] | None = None,
 ) -> SubmissionResult:
-    """Schedule the seed's submission order with ``profile`` and read the allocation at ``arrived_load``."""
+    """Schedule the seed's submission order with ``profile`` and read the allocation at ``arrived_load``.
+
+    ``on_pod(arrived, table)`` is called after each pod with the share of cluster GPU arrived so far.
+    """
     if not 0 < arrived_load <= OVERLOAD:
         raise ValueError(f"arrived load must be in (0, {OVERLOAD}], got {arrived_load}")
     fleet = gpu_nodes(nodes)
@@ -88,7 +91,7 @@ def run(
         unscheduled += decision.placement is None
         arrived += pod.gpu.total_milli
         if on_pod is not None:
-            on_pod()
+            on_pod(arrived / cluster_gpu, table)
         if arrived >= arrived_load * cluster_gpu:
             break
     wall = time.perf_counter() - start

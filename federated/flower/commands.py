@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from fedcore.commands import fail
+from fedcore.traces import TraceError
 from federated.flower import regions
 
 DEFAULT_WORKDIR = Path(".fedplane") / "federated"
@@ -55,7 +57,10 @@ def up(clients: int, split: str, fleet: int, data: Path | None, traces: Path | N
             raise click.BadParameter(f"{item!r}: expected K=SPEC with K < {clients}", param_hint="--fault")
         faulting.Fault.parse(spec)
         node_faults[int(index)] = spec
-    root = _data(data, clients, split, fleet, traces)
+    try:
+        root = _data(data, clients, split, fleet, traces)
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
     eng = engine.start(workdir.resolve(), datasets.node_configs(root, node_faults), meta={"data": str(root), "clients": clients})
     click.echo(json.dumps({"superlink": eng.address, "workdir": str(eng.workdir), "processes": eng.groups}))
 
@@ -85,7 +90,10 @@ def run(rounds: int, local_epochs: int, strategy: str, clip_norm: float, clip_me
     """Run a federation on the engine started by `up`; prints each round as JSON."""
     from federated.flower import engine
 
-    eng = engine.attach(workdir.resolve())
+    try:
+        eng = engine.attach(workdir.resolve())
+    except engine.EngineError as exc:
+        fail(str(exc))
     tag = f"run-{time.strftime('%Y%m%d-%H%M%S')}"
     report = eng.workdir / "reports" / f"{tag}.jsonl"
     eng.run({
@@ -118,8 +126,12 @@ def bench_federated(clients: int, rounds: int, local_epochs: int, split: str, fl
     if faults.Fault.parse(poison).kind not in ("scale", "random"):
         raise click.BadParameter("the poisoned client must send weights: scale:S or random:S", param_hint="--poison")
     config = bench.BenchConfig(clients, rounds, local_epochs, robust, poison)
+    try:
+        root = _data(data, clients, split, fleet, traces)
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
     with tempfile.TemporaryDirectory(prefix="fedplane-federated-") as tmp:
-        result = bench.run((workdir or Path(tmp)).resolve(), _data(data, clients, split, fleet, traces), config)
+        result = bench.run((workdir or Path(tmp)).resolve(), root, config)
     if as_json:
         click.echo(json.dumps(result))
     else:

@@ -15,8 +15,11 @@ from fedcore.agentcmd import agent_argv, precompile
 
 
 def _config(tmp_path: Path, body: str = "node: edge-a\n") -> Path:
+    """Ports 0 and an address nobody serves: ``--check`` binds and dials what a start would, on a shared host."""
     path = tmp_path / "agent.yaml"
-    path.write_text(body + f"data_dir: {tmp_path / 'data'}\n")
+    path.write_text(body + f"data_dir: {tmp_path / 'data'}\n" + 'gossip: {bind: "127.0.0.1:0"}\nhttp: {bind: "127.0.0.1:0"}\n')
+    if "backend:" not in body:
+        path.write_text(path.read_text() + 'backend: {address: "127.0.0.1:1"}\n')
     return path
 
 
@@ -31,7 +34,7 @@ def test_the_daemon_path_loads_the_policy_without_click_or_openssl(tmp_path: Pat
     back end) OpenSSL, while hashlib still imports (on CPython's own hashes)."""
     out = subprocess.run([sys.executable, "-c", _PROBE, str(_config(tmp_path))], capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    assert out[0].endswith(": ok; no usable model in " + str(tmp_path / "data" / "models") + ": heuristic scoring")
+    assert ": ok; no usable model in " + str(tmp_path / "data" / "models") + ": heuristic scoring; back end" in out[0]
     assert out[1] == "['edgeagent.daemon', 'hashlib', 'numpy']"
     assert out[2] == "[]"
 
@@ -55,7 +58,7 @@ def test_check_names_the_loaded_model_under_the_agents_own_interpreter_flags(tmp
     done = subprocess.run(agent_argv(config, check=True), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     sha = json.loads((models / "v0001" / "manifest.json").read_text())["files"]["model.int8.onnx"]["sha256"]
-    assert done.stdout.strip() == f"{config}: ok; policy model {sha[:12]}-int8"
+    assert done.stdout.startswith(f"{config}: ok; policy model {sha[:12]}-int8; back end 127.0.0.1:1 unreachable")
     precompile(config)  # the same run, as the bench and the fleets do it first: no error
 
 
