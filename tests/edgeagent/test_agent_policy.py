@@ -33,3 +33,27 @@ def test_newest_verified_model_wins_and_a_broken_one_is_refused(tmp_path: Path) 
     (tmp_path / "v0002" / "model.int8.onnx").write_bytes(b"not a model")
     assert watcher.scan() is None and watcher.current == "v0001" and watcher.failures == 1
     assert watcher.scan() is None and watcher.failures == 1, "a refused version is not retried until it changes"
+
+
+def test_without_onnxruntime_the_agent_scores_on_the_models_scale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    """armv7 has no onnxruntime wheel: the agent takes the model's features and scores them with FGD, the
+    heuristic the model imitates, so a mixed fleet's claims stay on one scale (ONNX peers' scores match)."""
+    pytest.importorskip("onnxruntime")
+    import platform
+
+    from federated.runtime.scorer import default_model_dir
+
+    shutil.copytree(default_model_dir(), tmp_path / "v0001")
+    onnx = ModelWatcher(tmp_path).scan()
+    monkeypatch.setattr(platform, "machine", lambda: "armv7l")
+    with caplog.at_level("WARNING", logger="edgeagent.policy"):
+        heuristic = ModelWatcher(tmp_path).scan()
+    assert onnx is not None and onnx.version.endswith("-int8")
+    assert heuristic is not None and heuristic.version == "heuristic-fgd"
+    assert "onnxruntime is not available on this machine (armv7l): heuristic scoring" in caplog.text
+    pods = [Pod("p", 8000, 32768, gpu=GpuRequest(1, 500)), Pod("q", 4000, 16384, gpu=GpuRequest(2, 1000)),
+            Pod("r", 16000, 65536)]
+    for pod in pods:
+        table = NodeTable([Node("a", 96000, 393216, gpus=8, gpu_model="G2")])
+        assert heuristic.score(pod, table) == pytest.approx(onnx.score(pod, table), abs=0.01)
