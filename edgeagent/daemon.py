@@ -24,7 +24,7 @@ from typing import Any
 from fedapi import twinlink
 from fedcore.nodes import Node
 
-from edgeagent import federation, twinwire
+from edgeagent import federation, residency, twinwire
 from edgeagent.clusters import BindResult, ClusterAPI, ClusterUnavailable
 from edgeagent.config import AgentConfig
 from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
@@ -470,6 +470,7 @@ class Agent:
         scorer = models.scan()
         if scorer is not None:
             self._apply(self.placer_.set_scorer(scorer))
+            residency.drop_cold_code()  # the session's set-up code: ~12 MiB no decision runs again
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -39,6 +39,7 @@ def run_from_argv(args: Sequence[str]) -> bool:
             return False
     if not path:
         return False
+    sys.modules.setdefault("yaml._yaml", None)  # type: ignore[arg-type]  # safe_load is pure Python: libyaml's binding, 0.2 MiB, is never called
     try:
         config = agent_config.load(path)
     except agent_config.ConfigError:
