@@ -41,12 +41,14 @@ def test_rbac_allows_only_reading_pods_and_nodes_and_binding() -> None:
     assert binding["subjects"][0]["name"] == account["metadata"]["name"]
 
 
-def test_daemonset_runs_on_both_arches_unprivileged() -> None:
+def test_daemonset_runs_on_every_arch_with_a_tag_per_arch_unprivileged() -> None:
     (ds,) = by_kind("DaemonSet")
     spec = ds["spec"]["template"]["spec"]
     terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     arch = next(e for e in terms[0]["matchExpressions"] if e["key"] == "kubernetes.io/arch")
-    assert set(arch["values"]) == {"amd64", "arm64"}
+    assert set(arch["values"]) == {"amd64", "arm64", "arm"}
+    tags = dict(item.split("=") for item in ds["spec"]["template"]["metadata"]["annotations"]["fedplane.io/images"].split())
+    assert set(tags) == set(arch["values"]) and all(tag.startswith(spec["containers"][0]["image"] + "-") for tag in tags.values())
     (container,) = spec["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
@@ -82,7 +84,8 @@ def test_systemd_unit_is_hardened_and_writes_only_its_state_directory() -> None:
 
 def test_containerfile_is_slim_multi_arch_and_unprivileged() -> None:
     text = (DEPLOY / "container" / "Containerfile").read_text()
-    assert "python:3.11-slim" in text and "linux/arm64" in text and "linux/amd64" in text
+    assert "debian:bookworm-slim" in text and all(p in text for p in ("linux/amd64", "linux/arm64", "linux/arm/v7"))
+    assert "podman build --platform" in text and "buildah build --platform" in text
     assert "USER 65532" in text and "ORT_DISABLE_TELEMETRY=1" in text
     assert "PYTHONOPTIMIZE=2" in text and text.index("-OO -m compileall") < text.index("USER 65532")
     assert "torch" not in text.replace("no torch", "")
