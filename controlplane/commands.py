@@ -383,7 +383,8 @@ def drill() -> None:
 @click.option("--agents", default="real", show_default=True, type=click.Choice(["real", "feeder"]),
               help="real: 'fedplane agent' processes place the pods and their liveness is relayed; feeder: in-process stand-ins.")
 @click.option("--ha", "ha_members", default=0, show_default=True, type=click.IntRange(0, 9),
-              help="control-plane-crash only: run N replicated control-plane processes on a local 3-member etcd and crash the leader (0: one in-process control plane on SQLite).")
+              help="control-plane-crash only: crash real control-plane processes: N >= 2 replicated on a local 3-member etcd (the leader is killed or paused); "
+                   "1: one process on SQLite, killed and restarted on the same file (0: the in-process drill).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str, ha_members: int, as_json: bool) -> None:
     """Inject a fault N times and measure detection, recovery, success, pods lost and duplicated."""
@@ -416,8 +417,6 @@ def _ha_failover(scenario: str, runs: int, members: int, as_json: bool) -> None:
 
     if scenario != "control-plane-crash":
         fail(f"--ha applies to --scenario control-plane-crash only, not {scenario}")
-    if members < 2:
-        fail("--ha needs at least 2 members (one leader, one standby to take over)")
     with reporting.progress() as bar:
         task = bar.add_task(f"drill {scenario} --ha {members}", total=runs)
         try:

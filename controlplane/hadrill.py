@@ -6,6 +6,8 @@ client retrying at whichever member leads), and in the middle of it crashes the 
 (even runs; the member is then started again as a fresh process) or SIGSTOP (odd runs; it is
 woken once another member leads, and tries to go on writing). Nothing crosses the crash in
 memory: the new leader rebuilds its embedded twin clusters from etcd and resumes the journal.
+With one member (``--ha 1``) the same runs use the embedded mode: one process on SQLite, killed
+(SIGKILL) and started again on the same file; ``takeover_s`` is then kill -> serving again.
 
 Measured per run, from outside the processes:
 - ``takeover_s``: crash -> another member answers GetLeader as leader (after its take-over).
@@ -28,10 +30,12 @@ import subprocess
 import sys
 import threading
 import time
+import tempfile
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -84,16 +88,16 @@ class HaRun:
 class Member:
     """One ``controlplane serve --etcd`` process."""
 
-    def __init__(self, name: str, port: int, etcd: list[str], config: HaDrillConfig) -> None:
-        self.name, self.port, self.etcd, self.config = name, port, etcd, config
+    def __init__(self, name: str, port: int, etcd: list[str], config: HaDrillConfig, db: str = "") -> None:
+        self.name, self.port, self.etcd, self.config, self.db = name, port, etcd, config, db
         self.address = f"127.0.0.1:{port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         c = self.config
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve", "--etcd", ",".join(self.etcd),
-             "--member", self.name, "--port", str(self.port), "--agent-port", "0", "--metrics-port", "-1",
+            [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve",
+             *(["--db", self.db] if self.db else ["--etcd", ",".join(self.etcd), "--member", self.name]), "--port", str(self.port), "--agent-port", "0", "--metrics-port", "-1",
              "--twin-clusters", str(c.clusters), "--regions", str(c.regions), "--twin-nodes", str(c.nodes_per_cluster),
              "--ready-delay", str(c.ready_delay_s), "--probe-interval", str(c.probe_interval_s)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -232,8 +236,9 @@ def _stale_writes(etcd: EtcdClient, first: int, tokens: list[int]) -> int:
     return stale
 
 
-def _one_run(i: int, fleet: Fleet, etcd: EtcdClient, config: HaDrillConfig, steady: dict[str, int]) -> HaRun:
-    mode = "SIGKILL" if i % 2 == 0 else "SIGSTOP"
+def _one_run(i: int, fleet: Fleet, etcd: EtcdClient | None, config: HaDrillConfig, steady: dict[str, int]) -> HaRun:
+    solo = etcd is None  # one process on SQLite: it is killed and started again
+    mode = "SIGKILL" if i % 2 == 0 or solo else "SIGSTOP"
     notes: list[str] = []
     leader, info = fleet.wait_leader(30.0)
     tokens = [int(info.fencing_token)]
@@ -262,7 +267,7 @@ def _one_run(i: int, fleet: Fleet, etcd: EtcdClient, config: HaDrillConfig, stea
         answers[name] = fleet.write("SubmitWorkload", cp.SubmitWorkloadRequest(workload=_spec(name), request_id=ids[name]))
         answered.release()
 
-    first_rev = int(etcd.post("/kv/range", {"key": "eA=="})["header"]["revision"])
+    first_rev = 0 if etcd is None else int(etcd.post("/kv/range", {"key": "eA=="})["header"]["revision"])
     with ThreadPoolExecutor(config.burst) as pool:
         futures = [pool.submit(submit, n) for n in names]
         for _ in range(config.crash_after):
@@ -272,13 +277,19 @@ def _one_run(i: int, fleet: Fleet, etcd: EtcdClient, config: HaDrillConfig, stea
         moving = sum(1 for m in active if m.id in started)
         crashed = time.monotonic()
         leader.signal(signal.SIGKILL if mode == "SIGKILL" else signal.SIGSTOP)
-        new, new_info = fleet.wait_leader(30.0, exclude=leader.address, older_than=tokens[0])
+        if solo:
+            assert leader.proc is not None
+            leader.proc.wait(10)
+            leader.start()  # the same file, a fresh process
+        new, new_info = fleet.wait_leader(60.0, exclude="" if solo else leader.address, older_than=-1 if solo else tokens[0])
         takeover = time.monotonic() - crashed
         tokens.append(int(new_info.fencing_token))
         for f in futures:
             f.result()
     refused = 0
-    if mode == "SIGKILL":
+    if solo:
+        pass
+    elif mode == "SIGKILL":
         assert leader.proc is not None
         leader.proc.wait(10)
         leader.start()  # a fresh process: it joins as a standby
@@ -324,7 +335,7 @@ def _one_run(i: int, fleet: Fleet, etcd: EtcdClient, config: HaDrillConfig, stea
     for mid in started:
         if migrations[mid].state not in (cp.MIGRATION_DONE, cp.MIGRATION_FAILED, cp.MIGRATION_CANCELLED):
             notes.append(f"migration {mid} still {cp.MigrationState.Name(migrations[mid].state)}")
-    stale = _stale_writes(etcd, first_rev, tokens)
+    stale = 0 if etcd is None else _stale_writes(etcd, first_rev, tokens)
     for n in accepted:  # the next run starts from the steady fleet again
         fleet.write("DeleteWorkload", cp.DeleteWorkloadRequest(workload=n))
     return HaRun(mode, takeover, float(new_info.take_over_s), len(started), done, rolled, moving, config.burst, in_flight, len(accepted), lost, duplicated, half,
@@ -333,10 +344,13 @@ def _one_run(i: int, fleet: Fleet, etcd: EtcdClient, config: HaDrillConfig, stea
 
 def run_ha_drill(runs: int, config: HaDrillConfig = HaDrillConfig(), on_run: Callable[[int, HaRun], None] = lambda i, r: None) -> tuple[dict[str, Any], list[HaRun]]:
     """``runs`` leader crashes on one replicated control plane; returns the summary (the drill JSON) and every run."""
+    solo = config.members == 1
     cluster = EtcdCluster(3)
-    endpoints = cluster.start()
+    tmp = tempfile.TemporaryDirectory(prefix="fedplane-crash-")
+    endpoints = [] if solo else cluster.start()
     ports = free_ports(config.members)
-    members = [Member(f"m{k}", ports[k], endpoints, config) for k in range(config.members)]
+    db = str(Path(tmp.name) / "cp.db") if solo else ""
+    members = [Member(f"m{k}", ports[k], endpoints, config, db) for k in range(config.members)]
     fleet: Fleet | None = None
     results: list[HaRun] = []
     try:
@@ -351,7 +365,7 @@ def run_ha_drill(runs: int, config: HaDrillConfig = HaDrillConfig(), on_run: Cal
                 raise RuntimeError(f"steady workload {name} not placed ({code.name if code else 'refused'})")
         if not _until(lambda: _settled(fleet, steady), 30.0):  # type: ignore[arg-type]
             raise RuntimeError("the steady workloads never became ready")
-        etcd = EtcdClient(endpoints)
+        etcd = None if solo else EtcdClient(endpoints)
         for i in range(runs):
             result = _one_run(i, fleet, etcd, config, steady)
             results.append(result)
@@ -362,6 +376,7 @@ def run_ha_drill(runs: int, config: HaDrillConfig = HaDrillConfig(), on_run: Cal
         for m in members:
             m.stop()
         cluster.stop()
+        tmp.cleanup()
     return summarise(results, config), results
 
 
@@ -394,7 +409,9 @@ def summarise(results: list[HaRun], config: HaDrillConfig) -> dict[str, Any]:
         "notes": [f"run {i}: {n}" for i, r in enumerate(results) for n in r.notes],
         "evidence": (f"{config.members} 'fedplane controlplane serve --etcd' processes on a 3-member etcd (loopback); leader crashed by "
                      "SIGKILL (restarted fresh) or SIGSTOP (woken after the take-over); embedded twins rebuilt from etcd by the new leader; "
-                     "stale writes audited from etcd's revision history"),
+                     "stale writes audited from etcd's revision history") if config.members > 1 else (
+                     "one 'fedplane controlplane serve --db' process (embedded mode) killed by SIGKILL mid-burst and mid-migration and "
+                     "started again on the same SQLite file; twins rebuilt from it; stale writes: not applicable (one process, file lock)"),
         "fleet": {"clusters": config.clusters, "regions": config.regions, "nodes_per_cluster": config.nodes_per_cluster,
                   "steady_workloads": config.steady_workloads, "burst": config.burst, "migrations_per_run": config.migrations,
                   "ready_delay_s": config.ready_delay_s, "lease_ttl_s": 5},

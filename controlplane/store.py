@@ -13,7 +13,6 @@ transaction. ``tests/controlplane/test_cp_store_contract.py`` runs one suite aga
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -87,7 +86,3 @@ def merge(found: list[tuple[str, Doc]], writes: dict[str, Doc | None], prefix: s
     ordered = sorted(rows.items(), reverse=reverse)
     return ordered[:limit] if limit else ordered
 
-
-def scan_iter(t: Txn, prefix: str) -> Iterator[Doc]:
-    for _key, doc in t.scan(prefix):
-        yield doc

@@ -112,7 +112,5 @@ def test_the_crash_drill_through_the_cli_keeps_every_goal() -> None:
 def test_ha_flag_input_errors_are_clear() -> None:
     wrong = cli("drill", "failover", "--scenario", "cluster-outage", "--ha", "3")
     assert wrong.returncode == 2 and "control-plane-crash only" in wrong.stderr and "Traceback" not in wrong.stderr
-    alone = cli("drill", "failover", "--scenario", "control-plane-crash", "--ha", "1")
-    assert alone.returncode == 2 and "at least 2 members" in alone.stderr
     nowhere = cli("controlplane", "serve", "--etcd", "http://127.0.0.1:1", "--port", "0", "--metrics-port", "-1", "--agent-port", "0")
     assert nowhere.returncode == 2 and "no etcd member answered" in " ".join(nowhere.stderr.split()) and "Traceback" not in nowhere.stderr

@@ -6,6 +6,7 @@ flight finishes, and a second process can share neither the file nor the port.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -157,3 +158,16 @@ def test_a_second_process_shares_neither_the_database_nor_the_port(plane: tuple[
     assert healthy(conn), "the first process is untouched"
     conn.close()
     assert os.path.exists(str(db) + ".lock")
+
+
+def test_the_crash_drill_on_one_sqlite_process_keeps_every_goal() -> None:
+    """``--ha 1``: the drill's kill -9 mid-burst and mid-migration, then a fresh process on the same file."""
+    done = subprocess.run(
+        [sys.executable, "-c", "from fedplane.cli import main; main()", "drill", "failover", "--scenario", "control-plane-crash",
+         "--ha", "1", "--runs", "1", "--json"], capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    j = json.loads(done.stdout)
+    assert j["crashes"] == {"SIGKILL": 1, "SIGSTOP": 0} and j["submits_in_flight_at_crash"] > 20 and j["migrations_in_flight_at_crash"] > 0
+    assert j["migrations_completed"] + j["migrations_rolled_back"] == j["migrations_total"] == 2
+    assert (j["duplicated"], j["lost"], j["half_recorded"]) == (0, 0, 0), j["notes"]
