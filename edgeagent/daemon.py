@@ -19,7 +19,7 @@ import signal
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedapi import twinlink
 from fedcore.nodes import Node
@@ -28,8 +28,7 @@ from edgeagent import federation, residency, twinwire
 from edgeagent.clusters import BindResult, ClusterAPI, ClusterUnavailable
 from edgeagent.config import AgentConfig
 from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
-from edgeagent.experience import ExperienceLog
-from edgeagent.journals import FrameLog
+from fedcore.framelog import FrameLog
 from edgeagent.ledger import Ledger
 from edgeagent.metrics import AgentMetrics
 from edgeagent.policy import ModelWatcher
@@ -42,6 +41,9 @@ from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring
 from gossip.members import MemberState
 from gossip.udp import Event, UdpGossip
+
+if TYPE_CHECKING:
+    from federated.runtime.experience import ExperienceLog
 
 log = logging.getLogger("edgeagent")
 
@@ -154,7 +156,6 @@ class Agent:
             await self._check_known()
         self._journal = FrameLog(self.data / JOURNAL)
         ledger = Ledger.replay(self.name, node.name, node.capacity, (op for batch in self._journal.read() for op in batch))
-        self._experience = ExperienceLog(self.data, self.config.experience_max_mib * 2**20)
         self.placer = Placer(node, ledger, HeuristicScorer(lambda: self.placer_.load), self.config.placement, loop.time())
         models = ModelWatcher(self.config.models_path)
         self._swap_model(models)
@@ -232,8 +233,8 @@ class Agent:
                 self._journal.append(ops)
         effects, self._queue = self._queue, []
         rows = [e.row for e in effects if isinstance(e, Experience)]
-        if rows and self._experience is not None:
-            self._experience.write(rows)
+        if rows:
+            self.experience_log().write(rows)
         return effects
 
     def _flush(self) -> None:
@@ -465,6 +466,14 @@ class Agent:
             return (f"cut off from peers: sees {alive} of {total} agents alive (own health score "
                     f"{self.placer.awareness}); no quorum, not acting for dead peers")
         return None
+
+    def experience_log(self) -> ExperienceLog:
+        """Opened at the first row: only an agent scoring with a model records experience (and loads its format)."""
+        if self._experience is None:
+            from federated.runtime.experience import ExperienceLog
+
+            self._experience = ExperienceLog(self.data, self.config.experience_max_mib * 2**20)
+        return self._experience
 
     def _swap_model(self, models: ModelWatcher) -> None:
         scorer = models.scan()

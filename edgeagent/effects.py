@@ -7,7 +7,10 @@ any of these, so nothing leaves the process that a restart could forget.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the row type is imported only by agents that score with a model (federated's runtime)
+    from federated.runtime.experience import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +53,9 @@ class Evict:
 
 @dataclass(frozen=True, slots=True)
 class Experience:
-    """One (state, action, outcome) row for the federated learner."""
+    """One decision's row for the experience log (state, action, outcome, delayed outcome)."""
 
-    row: dict[str, Any]
+    row: Row
 
 
 Effect = Publish | Bind | ReportNode | Evict | Experience

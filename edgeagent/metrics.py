@@ -79,8 +79,9 @@ class AgentMetrics:
             ("journal_bytes", self.journal_bytes(), "Size of the claims journal"),
         ):
             family(f"fedplane_agent_{name}", "gauge", doc, [f"fedplane_agent_{name} {value}"])
-        family("fedplane_agent_model_info", "gauge", "Policy in use",
-               [f'fedplane_agent_model_info{{version="{_label(self.placer.scorer.version)}"}} 1'])
+        scorer = self.placer.scorer
+        family("fedplane_agent_model_info", "gauge", "Policy in use: its version and its artifact (registry version) name",
+               [f'fedplane_agent_model_info{{version="{_label(scorer.version)}",artifact="{_label(scorer.artifact)}"}} 1'])
         family("fedplane_agent_decision_seconds", "histogram", "From seeing a pod pending to binding it here",
                self.decisions.samples("fedplane_agent_decision_seconds"))
         for name, kind, doc, reading in self._process():

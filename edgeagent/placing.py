@@ -56,7 +56,7 @@ from edgeagent.clusters import BindOutcome, BindResult, Phase, PodUpdate
 from edgeagent.config import PlacementSection
 from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
 from edgeagent.ledger import Ledger
-from edgeagent.scoring import Scorer, device_summary, estimate, features
+from edgeagent.scoring import Assessment, Scorer, device_summary, estimate
 
 log = logging.getLogger("edgeagent.placing")
 
@@ -80,7 +80,12 @@ class _Pending:
     due: float
     claimed_at: float | None = None
     claim_epoch: int = 0
-    features: np.ndarray | None = None
+    assessment: Assessment | None = None
+    """How our claim was scored (and the model's inputs): the experience row's state and action."""
+    model: str = ""
+    """The scorer version that made the claim: a model swapped in later does not re-attribute it."""
+    gpu_alloc_after: float = 0.0
+    frag_after: float = 0.0
     score: float = 0.0
     binding: bool = False
     elsewhere: bool = False
@@ -161,6 +166,8 @@ class Placer:
         self._known: dict[str, tuple[Pod, int, str]] = {}
         """Every unfinished pod the back end told us of: spec, epoch and node (for offline re-placement)."""
         self._binding: dict[str, _Pending] = {}
+        self._scored: dict[str, _Pending] = {}
+        """Running pods' claims, kept for the experience row should the pod be evicted."""
         self._held: set[str] = set()
         """Released claims whose pod the back end still shows on our node: their room stays taken."""
         self._peers: dict[str, _Peer] = {}
@@ -335,6 +342,7 @@ class Placer:
             self._requeue(uid, p)
         else:  # REJECTED: the back end has no room for it here after all; let others try
             self.counters.refused_binds += 1
+            self._experience(uid, p, "refused", now)
             self.ledger.bump_epoch(uid)
             self._publish_claims(uid)
             p.refused_until = now + REFUSED_BACKOFF * self.settings.retry_interval
@@ -431,8 +439,8 @@ class Placer:
             p.due, p.deferred = fallback, True
             return
         request = p.pod.request
-        feats = features(request, replica.free(), self.node.capacity, self.load)
-        score = self.scorer.score(p.pod, self.table)
+        assessment = self.scorer.assess(p.pod, self.table)
+        score = assessment.score
         if not np.isfinite(score):
             log.warning("scorer %s gave %r for %s: skipping the pod", self.scorer.version, score, uid)
             return
@@ -445,7 +453,10 @@ class Placer:
             return
         self.counters.claims += 1
         self._placements[uid] = (p.pod, placement)
-        p.claimed_at, p.claim_epoch, p.features, p.score = now, epoch, feats, score
+        p.claimed_at, p.claim_epoch, p.score, p.assessment, p.model = now, epoch, score, assessment, self.scorer.version
+        gpus = int(self.table.gpu_count[0]) * MILLI
+        p.gpu_alloc_after = 1.0 - float(self.table.gpu_free_total()[0]) / gpus if gpus else 0.0
+        p.frag_after = self.scorer.fragmentation(self.table) if assessment.node_x is not None else 0.0
         window = self.settings.claim_window
         p.first_claim = now if p.first_claim is None else p.first_claim
         p.due = max(p.first_claim + window, now + window * OWN_WINDOW)
@@ -478,6 +489,8 @@ class Placer:
         self.counters.decisions.append(now - p.seen)
         self._publish_claims(uid)
         self._experience(uid, p, "bound", now)
+        if p.assessment is not None and p.assessment.node_x is not None:
+            self._scored[uid] = p
 
     def _requeue(self, uid: str, p: _Pending) -> None:
         """Put a pod whose bind came back unfinished back among the pending, if the cluster still says pending."""
@@ -511,6 +524,9 @@ class Placer:
             if uid in self.running:
                 self._out.append(Evict(uid, self.running.pop(uid)))
                 self.counters.evictions += 1
+                scored = self._scored.pop(uid, None)
+                if scored is not None:
+                    self._experience(uid, scored, "evicted", now)
             self.ledger.release(uid)
             self.counters.lost += 1
             self._publish_claims(uid)
@@ -553,13 +569,13 @@ class Placer:
         if uid in self._held:
             self._held.discard(uid)
             self._free(uid)
+        self._scored.pop(uid, None)
         if uid in self.running:
             del self.running[uid]
             if isinstance(self.ledger.complete(uid), ClaimDelta):
                 self.counters.completed += 1
                 self._publish_claims(uid)
                 self._free(uid)
-                self._out.append(Experience({"t": now, "pod": uid, "outcome": "completed"}))
                 self._kick(now)
         elif uid not in self._binding and any(c.pod == uid for c in self.ledger.reservations()):
             self.ledger.bump_epoch(uid)  # gone before it ran anywhere: our claim has nothing left to win
@@ -661,11 +677,15 @@ class Placer:
                 p.deferred, p.due = False, min(p.due, now)
 
     def _experience(self, uid: str, p: _Pending, outcome: str, now: float) -> None:
-        self._out.append(Experience({
-            "t": now, "pod": uid, "epoch": p.claim_epoch, "model": self.scorer.version,
-            "features": [] if p.features is None else [round(float(x), 5) for x in p.features],
-            "score": p.score, "outcome": outcome, "decision_s": round(now - p.seen, 6),
-        }))
+        """Record a decision's outcome, with the inputs and version that scored it (only model-scored
+        decisions: the heuristic's have no features in the training spec)."""
+        a = p.assessment
+        if a is None or a.pod_x is None or a.node_x is None:
+            return
+        from federated.runtime.experience import Row  # loaded already with the model that scored it
+
+        self._out.append(Experience(Row(now, uid, p.model, a.score, a.pod_x, a.node_x, outcome, now - p.seen,
+                                        p.gpu_alloc_after, a.frag_before, p.frag_after)))
 
     def _flush(self) -> list[Effect]:
         out, self._out = self._out, []

@@ -22,6 +22,9 @@ import numpy as np
 
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
+from fedcore.scheduling.fragmentation import Fragmentation
+
+from edgeagent.scoring import Assessment
 
 log = logging.getLogger("edgeagent.policy")
 
@@ -37,13 +40,31 @@ class LearnedScorer:
 
         assert isinstance(runtime, PolicyRuntime)
         self.runtime = runtime
+        self._fragmentation: Fragmentation | None = None
 
     @property
     def version(self) -> str:
         return str(self.runtime.version)
 
+    @property
+    def artifact(self) -> str:
+        """The artifact's directory name (the registry version, e.g. ``v000003``)."""
+        return self.runtime.artifact.path.name if self.runtime.artifact is not None else ""
+
     def score(self, pod: Pod, table: NodeTable) -> float:
-        return float(self.runtime.scores(pod, table, OWN_ROW)[0])
+        return self.assess(pod, table).score
+
+    def assess(self, pod: Pod, table: NodeTable) -> Assessment:
+        """Score through the model, keeping the exact float32 inputs it read (the experience row's features)."""
+        pod_x, node_x = self.runtime.inputs(pod, table, OWN_ROW)
+        score = float(self.runtime.scorer(pod_x, node_x)[0])
+        return Assessment(score, pod_x[0].copy(), np.array(node_x[0]), self.fragmentation(table))
+
+    def fragmentation(self, table: NodeTable) -> float:
+        types = self.runtime.features.types
+        if self._fragmentation is None or self._fragmentation.types is not types:
+            self._fragmentation = Fragmentation(types)
+        return float(self._fragmentation.of_rows(table, OWN_ROW)[0])
 
 
 def _natural(name: str) -> list[object]:

@@ -1,17 +1,19 @@
-"""How an agent scores its own node for a pod: the scorer seam, the heuristic, the experience features.
+"""How an agent scores its own node for a pod: the scorer seam and the heuristic.
 
 A :class:`Scorer` scores the agent's one-row node table for a pod; the learned policy
 (:mod:`edgeagent.policy`, federated's runtime) and the heuristic fallback are
-interchangeable. The heuristic is best fit (fuller after placement is better, busy nodes
-a little worse); the same function, vectorised (:func:`estimate`), lets an agent estimate
-its peers' scores from their gossiped node states and hold back when it is clearly not
-among the best candidates. :func:`features` is the compact state recorded with each
-decision in the experience log (:data:`FEATURE_SPEC`).
+interchangeable. An :class:`Assessment` carries the score and, for the learned policy, the
+exact model inputs that produced it: what the experience log records for training
+(:mod:`federated.runtime.experience`). The heuristic is best fit (fuller after placement is
+better, busy nodes a little worse); the same function, vectorised (:func:`estimate`), lets
+an agent estimate its peers' scores from their gossiped node states and hold back when it
+is clearly not among the best candidates.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -20,10 +22,17 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI, GpuRequest, Resources
 
-FEATURE_SPEC = "edge-v1"
-"""Name of the experience log's feature layout below."""
-FEATURES = ("cpu_req", "mem_req", "gpu_req", "cpu_free", "mem_free", "gpu_free", "load", "wants_gpu")
 LOAD_PENALTY = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Assessment:
+    """A score and, when a model produced it, the model's inputs and the node's fragmentation before the claim."""
+
+    score: float
+    pod_x: np.ndarray | None = None
+    node_x: np.ndarray | None = None
+    frag_before: float = 0.0
 
 
 class Scorer(Protocol):
@@ -32,22 +41,24 @@ class Scorer(Protocol):
     @property
     def version(self) -> str: ...
 
+    @property
+    def artifact(self) -> str:
+        """The model artifact's name (its registry version), empty for the heuristic."""
+        ...
+
     def score(self, pod: Pod, table: NodeTable) -> float: ...
+
+    def assess(self, pod: Pod, table: NodeTable) -> Assessment: ...
+
+    def fragmentation(self, table: NodeTable) -> float:
+        """Expected GPU fragmentation of our node as it stands (milli-GPU; 0 where the scorer has no pod types)."""
+        ...
 
 
 def device_summary(table: NodeTable, row: int = 0) -> tuple[int, int]:
     """(wholly free devices, most milli free on one device) of a node: what :func:`estimate` needs of its GPUs."""
     devices = table.gpu_free[row, : int(table.gpu_count[row])]
     return int((devices == MILLI).sum()), int(devices.max(initial=0))
-
-
-def features(request: Resources, free: Resources, capacity: Resources, load: float) -> np.ndarray:
-    """The :data:`FEATURE_SPEC` vector: request and free share of capacity per dimension, load, GPU need."""
-    req = np.array([request.cpu_milli, request.memory_mib, request.gpu_milli], dtype=np.float32)
-    fre = np.array([free.cpu_milli, free.memory_mib, free.gpu_milli], dtype=np.float32)
-    cap = np.maximum(np.array([capacity.cpu_milli, capacity.memory_mib, capacity.gpu_milli], dtype=np.float32), 1.0)
-    wants = 1.0 if request.gpu_milli else 0.0
-    return np.concatenate([req / cap, fre / cap, np.array([load, wants], dtype=np.float32)]).astype(np.float32)
 
 
 def estimate(request: Resources, free: np.ndarray, capacity: np.ndarray, load: np.ndarray,
@@ -77,9 +88,16 @@ class HeuristicScorer:
     """Best fit (:func:`estimate` on our own row): the fallback when no policy model loads (armv7: always)."""
 
     version = "heuristic"
+    artifact = ""
 
     def __init__(self, load: Callable[[], float] = lambda: 0.0) -> None:
         self.load = load
+
+    def assess(self, pod: Pod, table: NodeTable) -> Assessment:
+        return Assessment(self.score(pod, table))
+
+    def fragmentation(self, table: NodeTable) -> float:
+        return 0.0
 
     def score(self, pod: Pod, table: NodeTable) -> float:
         free = np.array([[table.cpu_free[0], table.mem_free[0], 0, table.gpu_free_total()[0]]], dtype=np.float64)

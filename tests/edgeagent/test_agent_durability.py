@@ -1,4 +1,4 @@
-"""Claims, bindings and experience survive a restart: the journal replays to the same ledger."""
+"""Claims and bindings survive a restart: the journal replays to the same ledger."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from fedcore.resources import Resources
 
 from crdt.errors import InvalidDelta
 
-from edgeagent import journals
+from fedcore import framelog
 from edgeagent.clusters import Phase
-from edgeagent.experience import ExperienceLog
-from edgeagent.journals import FrameLog
+from fedcore.framelog import FrameLog
 from edgeagent.ledger import Ledger
 from edgeagent.simulating import PlacementSim
 
@@ -100,7 +99,7 @@ def test_a_failed_replace_leaves_the_journal_as_it_was_and_in_use(tmp_path: Path
     def refuse(src: object, dst: object) -> None:
         raise OSError(30, "Read-only file system")
 
-    monkeypatch.setattr(journals.os, "replace", refuse)
+    monkeypatch.setattr(framelog.os, "replace", refuse)
     with pytest.raises(OSError):
         log.replace([[["restore", b"state", [], []]]])
     log.append([["bind", "b"]])
@@ -142,12 +141,3 @@ def test_restarted_agent_neither_loses_nor_doubles_a_placement() -> None:
     owners = {uid: [n for n, p in sim.agents.items() if uid in p.running] for uid in running}
     assert all(owners[uid] == [node] for uid, node in running.items())
     assert sim.cluster.evidence.capacity_refusals == 0
-
-
-def test_experience_log_rotates_and_keeps_rows(tmp_path: Path) -> None:
-    log = ExperienceLog(tmp_path, max_bytes=300)
-    for i in range(20):
-        log.write([{"pod": f"p{i}", "outcome": "bound"}])
-    rows = list(log.rows())
-    assert rows[-1]["pod"] == "p19" and len(rows) < 20
-    assert (tmp_path / "experience.1.log").exists()

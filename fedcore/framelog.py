@@ -1,4 +1,4 @@
-"""Append-only, checksummed frame logs: the ledger's journal and the experience log.
+"""Append-only, checksummed frame logs: an edge agent's claims journal and its experience log.
 
 A frame is ``length (4 bytes) | crc32 (4 bytes) | msgpack payload``. Appends are
 buffered; :meth:`FrameLog.sync` makes everything appended so far durable. The
@@ -7,7 +7,12 @@ fsync (off the event loop) before any effect of those operations leaves the
 process, however many batches that fsync covers. A crash
 can only tear the last frame; :meth:`FrameLog.read` stops at the first frame whose
 length or checksum is wrong and truncates the file there, so what was committed
-is kept exactly and a torn tail is dropped, never misread.
+is kept exactly and a torn tail is dropped, never misread. :func:`read_frames` is the
+read-only form for another process (a trainer reading an agent's experience while the
+agent appends): it stops at a torn tail without touching the file.
+
+It lives in fedcore because both sides of the learning loop use it: the agent writes,
+federated's trainer reads.
 """
 
 from __future__ import annotations
@@ -15,13 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
 import msgpack
 
-log = logging.getLogger("edgeagent.journals")
+log = logging.getLogger("fedcore.framelog")
 
 _HEADER = 8
 MAX_FRAME = 64 * 1024 * 1024
@@ -65,18 +70,10 @@ class FrameLog:
         """Every intact frame, in order; a torn or corrupt tail is logged and cut off."""
         with open(self.path, "rb") as f:
             data = f.read()
-        offset = 0
-        while offset < len(data):
-            header = data[offset:offset + _HEADER]
-            size = int.from_bytes(header[:4], "big") if len(header) == _HEADER else -1
-            body = data[offset + _HEADER:offset + _HEADER + size] if 0 <= size <= MAX_FRAME else b""
-            if size < 0 or len(body) != size or zlib.crc32(body).to_bytes(4, "big") != header[4:]:
-                log.warning("%s: dropping a torn or corrupt tail of %d bytes at offset %d",
-                            self.path, len(data) - offset, offset)
-                self._file.truncate(offset)
-                return
-            yield msgpack.unpackb(body, raw=False, strict_map_key=False)
-            offset += _HEADER + size
+        end = yield from _frames(data)
+        if end < len(data):
+            log.warning("%s: dropping a torn or corrupt tail of %d bytes at offset %d", self.path, len(data) - end, end)
+            self._file.truncate(end)
 
     def replace(self, payloads: list[Any]) -> None:
         """Make ``payloads`` the whole file, durably, then keep appending after them.
@@ -105,6 +102,28 @@ class FrameLog:
         self._file.close()
         os.replace(self.path, keep)
         self._file = open(self.path, "ab")
+
+
+def read_frames(path: Path) -> Iterator[Any]:
+    """Every intact frame of ``path``, in order, without writing to it: a torn tail (a frame the
+    writer is still appending) ends the reading and stays as it is."""
+    with open(path, "rb") as f:
+        data = f.read()
+    yield from _frames(data)
+
+
+def _frames(data: bytes) -> Generator[Any, None, int]:
+    """Decode intact frames from the start of ``data``; returns the offset where they stop."""
+    offset = 0
+    while offset < len(data):
+        header = data[offset:offset + _HEADER]
+        size = int.from_bytes(header[:4], "big") if len(header) == _HEADER else -1
+        body = data[offset + _HEADER:offset + _HEADER + size] if 0 <= size <= MAX_FRAME else b""
+        if size < 0 or len(body) != size or zlib.crc32(body).to_bytes(4, "big") != header[4:]:
+            return offset
+        yield msgpack.unpackb(body, raw=False, strict_map_key=False)
+        offset += _HEADER + size
+    return offset
 
 
 def _frame(payload: Any) -> bytes:
