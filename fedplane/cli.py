@@ -44,6 +44,7 @@ BENCHES = {
     "agent": "edgeagent.commands:bench_agent",
     "kube": "fedplane.kubebench:bench_kube",
     "autoscale": "controlplane.autoscaling.commands:bench_autoscale",
+    "loop": "edgeagent.loopcmd:bench_loop",
 }
 
 COMMANDS = {
@@ -52,7 +53,7 @@ COMMANDS = {
     "sim": "fedcore.commands:sim",
     "demo": "controlplane.commands:demo",
     "policy": "federated.commands:policy",
-    "federated": "federated.flower.commands:federated",
+    "federated": "edgeagent.loopcmd:federated",
     "agent": "edgeagent.commands:agent",
     "autoscale": "controlplane.autoscaling.commands:autoscale",
 }

@@ -19,7 +19,7 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.scheduling import profiles
 from fedcore.scheduling.fragmentation import Fragmentation, PodTypes, fleet_fragmentation
-from fedcore.scheduling.framework import Scheduler
+from fedcore.scheduling.framework import Profile, Scheduler
 from fedcore.stats import percentile
 
 OVERLOAD = 1.3
@@ -61,12 +61,13 @@ def gpu_nodes(nodes: Sequence[Node]) -> list[Node]:
 def run(
     nodes: Sequence[Node],
     pods: Sequence[Pod],
-    profile: str,
+    profile: str | Callable[[profiles.ProfileContext], Profile],
     seed: int,
     arrived_load: float = 1.0,
     on_pod: Callable[[float, NodeTable], None] | None = None,
 ) -> SubmissionResult:
-    """Schedule the seed's submission order with ``profile`` and read the allocation at ``arrived_load``.
+    """Schedule the seed's submission order with ``profile`` (a name, or a factory for a profile built
+    by the caller) and read the allocation at ``arrived_load``.
 
     ``on_pod(arrived, table)`` is called after each pod with the share of cluster GPU arrived so far.
     """
@@ -78,7 +79,9 @@ def run(
     table = NodeTable(fleet)
     cluster_gpu = int(table.gpu_count.sum()) * 1000
     order = workload(pods, seed, cluster_gpu)
-    scheduler = Scheduler(profiles.make(profile, profiles.ProfileContext(seed, pods)), table, seed)
+    ctx = profiles.ProfileContext(seed, pods)
+    made = profiles.make(profile, ctx) if isinstance(profile, str) else profile(ctx)
+    scheduler = Scheduler(made, table, seed)
     start = time.perf_counter()
     arrived = 0
     unscheduled = 0
@@ -99,6 +102,6 @@ def run(
     frag = fleet_fragmentation(Fragmentation(PodTypes.from_pods(pods)), table)
     micros = np.array(times) * 1e6
     return SubmissionResult(
-        profile, seed, ratios["gpu"], ratios["cpu"], ratios["mem"], unscheduled, frag,
+        made.name, seed, ratios["gpu"], ratios["cpu"], ratios["mem"], unscheduled, frag,
         percentile(micros, 50), percentile(micros, 99), submitted, wall,
     )

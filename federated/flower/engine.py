@@ -56,11 +56,12 @@ class Engine:
         command = supervisor.supernode_command(self.address, supervisor.free_port(), node_config)
         self._spawn(name, command)
 
-    def run(self, overrides: Mapping[str, str | int | float | bool], timeout_s: float, tag: str = "run") -> str:
+    def run(self, overrides: Mapping[str, str | int | float | bool], timeout_s: float, tag: str = "run",
+            app: appdir.App = appdir.PLACEMENT) -> str:
         """``flwr run`` the app with ``overrides`` and stream until it finishes; returns its output."""
-        app = appdir.write(self.workdir / "app")
-        config = appdir.write_overrides(self.workdir / f"{tag}.toml", overrides)
-        command = [str(Path(sys.executable).parent / "flwr"), "run", str(app), CONNECTION, "--stream", "--run-config", str(config)]
+        app_dir = appdir.write(self.workdir / app.name, app)
+        config = appdir.write_overrides(self.workdir / f"{tag}.toml", overrides, app)
+        command = [str(Path(sys.executable).parent / "flwr"), "run", str(app_dir), CONNECTION, "--stream", "--run-config", str(config)]
         try:
             done = subprocess.run(command, check=False, env=self.env(), capture_output=True, text=True, timeout=timeout_s, start_new_session=True)
         except subprocess.TimeoutExpired as exc:

@@ -6,10 +6,15 @@ exporter (:func:`federated.exporting.export`); the manifest's ``training`` secti
 the round, the strategy, the round's metrics and the sha256 of ``state.npz``. A version is built
 in a hidden temporary directory and renamed into place, so readers never see half a model, and
 version numbers only grow. :func:`verify` checks every hash before anything is loaded.
+
+A rollout's verdicts are the registry's history (``history.jsonl``: version, round, status —
+``canary``, ``promoted``, ``rolled_back`` — and the metric behind it); :func:`promoted` is the
+version the fleet should run. Versions are never deleted: a rolled-back one stays for inspection.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -26,6 +31,7 @@ from federated.model import PlacementScorer
 from federated.runtime import artifacts
 
 STATE = "state.npz"
+HISTORY = "history.jsonl"
 _VERSION = re.compile(r"^v(\d{6})$")
 
 
@@ -62,6 +68,23 @@ def publish(root: Path, model: PlacementScorer, types: PodTypes, training: dict[
                     raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def record(root: Path, version: str, status: str, **figures: Any) -> None:
+    """Append a rollout verdict for ``version`` to the history (one JSON line, flushed)."""
+    with (root / HISTORY).open("a") as out:
+        out.write(json.dumps({"version": version, "status": status, **figures}) + "\n")
+
+
+def history(root: Path) -> list[dict[str, Any]]:
+    path = root / HISTORY
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def promoted(root: Path) -> str | None:
+    """The last version promoted to the whole fleet (None before the first)."""
+    done = [entry["version"] for entry in history(root) if entry["status"] == "promoted"]
+    return done[-1] if done else None
 
 
 def verify(path: Path) -> artifacts.Artifact:

@@ -63,18 +63,18 @@ class RunConfig:
         try:
             config = cls(
                 tag=str(values["run-tag"]),
-                rounds=_int(values, "num-rounds"),
-                target=_float(values, "target-quality"),
-                deadline_s=_float(values, "round-deadline-s"),
-                local_epochs=_int(values, "local-epochs"),
-                seed=_int(values, "seed"),
+                rounds=as_int(values, "num-rounds"),
+                target=as_float(values, "target-quality"),
+                deadline_s=as_float(values, "round-deadline-s"),
+                local_epochs=as_int(values, "local-epochs"),
+                seed=as_int(values, "seed"),
                 strategy=StrategyConfig(
                     rule=str(values["strategy"]),
-                    clip_norm=_float(values, "clip-norm"),
-                    clip_median_factor=_float(values, "clip-median-factor"),
-                    trim_beta=_float(values, "trim-beta"),
-                    krum_malicious=_int(values, "krum-malicious"),
-                    min_clients=_int(values, "min-clients"),
+                    clip_norm=as_float(values, "clip-norm"),
+                    clip_median_factor=as_float(values, "clip-median-factor"),
+                    trim_beta=as_float(values, "trim-beta"),
+                    krum_malicious=as_int(values, "krum-malicious"),
+                    min_clients=as_int(values, "min-clients"),
                 ),
                 data_dir=Path(str(values["data-dir"])),
                 registry_dir=Path(str(values["registry-dir"])),
@@ -87,7 +87,8 @@ class RunConfig:
         return config
 
 
-def _float(values: Mapping[str, object], key: str) -> float:
+def as_float(values: Mapping[str, object], key: str) -> float:
+    """``values[key]`` as a number, or a :class:`ConfigError` naming the key."""
     value = values[key]
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ConfigError(f"run-config {key!r} must be a number, got {value!r}")
@@ -97,8 +98,9 @@ def _float(values: Mapping[str, object], key: str) -> float:
         raise ConfigError(f"run-config {key!r} must be a number, got {value!r}") from None
 
 
-def _int(values: Mapping[str, object], key: str) -> int:
-    number = _float(values, key)
+def as_int(values: Mapping[str, object], key: str) -> int:
+    """``values[key]`` as a whole number, or a :class:`ConfigError` naming the key."""
+    number = as_float(values, key)
     if number != int(number):
         raise ConfigError(f"run-config {key!r} must be a whole number, got {values[key]!r}")
     return int(number)

@@ -1,0 +1,105 @@
+"""The loop's fleet metric: GPU allocation of a held-out workload on the twin, scored as the agents score.
+
+Held out: the openb pods after the first 80% (never trained on, :mod:`federated.splits`),
+submitted in the openb protocol's order for seeds ``0..seeds-1`` (benchmark seeds, never
+training seeds) to 100% arrived GPU load on the first ``nodes`` GPU nodes of the openb fleet.
+A model is judged through the int8 ONNX runtime the agents load (the ``learned`` profile over
+:class:`federated.runtime.scorer.PolicyRuntime`); a canary is judged on a *mixed* fleet, where
+the canary share of nodes scores with the candidate and every other node with the current model,
+in one score comparison: the fleet as it runs during a canary, which is also where one score
+scale across versions matters. Heuristics run the same protocol on the same nodes and seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fedcore.nodes import Node
+from fedcore.nodetable import NodeTable
+from fedcore.pods import Pod
+from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.scheduling.framework import Profile
+from fedcore.scheduling.profiles import ProfileContext
+from fedcore.traces import locate, openb
+from fedcore.twin import submission
+from federated import splits
+from federated.runtime.plugin import LearnedScore, normalize, profile_for
+from federated.runtime.scorer import PolicyRuntime
+
+NAME = "gpu_alloc_heldout"
+HIGHER_IS_BETTER = True
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOut:
+    """The held-out scenario: nodes, pods and seeds."""
+
+    nodes: list[Node]
+    pods: list[Pod]
+    seeds: tuple[int, ...]
+    types: PodTypes
+    """Typical pod shapes of the training pods: what a published model's manifest carries for the agents."""
+
+    @classmethod
+    def load(cls, traces: str | None, nodes: int, seeds: int) -> HeldOut:
+        folder = locate.traces_dir(traces or None)
+        fleet = submission.gpu_nodes(openb.load_nodes(folder / locate.OPENB_NODES))
+        pods = openb.load_pods(folder / locate.OPENB_PODS)
+        train = splits.openb_train_pods(pods)
+        return cls(fleet[:nodes] if nodes else fleet, pods[len(train):], tuple(range(seeds)), PodTypes.from_pods(train))
+
+    def describe(self) -> str:
+        return (f"GPU allocation ratio at 100% arrived GPU load: held-out openb pods (last {1 - splits.TRAIN_FRACTION:.0%}, "
+                f"{len(self.pods)} pods) on {len(self.nodes)} openb GPU nodes, seeds {list(self.seeds)}, mean; "
+                "models scored through the agents' int8 ONNX runtime")
+
+    def _mean(self, profile: object) -> float:
+        return float(np.mean([submission.run(self.nodes, self.pods, profile, seed).gpu_alloc_ratio  # type: ignore[arg-type]
+                              for seed in self.seeds]))
+
+    def heuristic(self, name: str) -> float:
+        return self._mean(name)
+
+    def model(self, model_dir: Path) -> float:
+        """The fleet metric with every node scoring through ``model_dir``'s int8 model."""
+        return self._mean(lambda ctx: profile_for(_runtime(model_dir, ctx), ctx.workload))
+
+    def mixed(self, current: Path, candidate: Path, share: float) -> float:
+        """The fleet metric while a ``share`` of nodes (spread evenly) runs ``candidate`` and the rest ``current``."""
+        canary = np.zeros(len(self.nodes), dtype=bool)
+        count = max(1, round(share * len(self.nodes)))
+        canary[np.linspace(0, len(self.nodes) - 1, count).round().astype(int)] = True
+        return self._mean(lambda ctx: _mixed_profile(_runtime(current, ctx), _runtime(candidate, ctx), canary, ctx))
+
+
+def _runtime(model_dir: Path, ctx: ProfileContext) -> PolicyRuntime:
+    return PolicyRuntime(model_dir, "int8", PodTypes.from_pods(ctx.workload))
+
+
+class _MixedScore(LearnedScore):
+    """Canary rows score with ``candidate``, the others with the current runtime; one normalisation for all."""
+
+    def __init__(self, current: PolicyRuntime, candidate: PolicyRuntime, canary: np.ndarray, workload: list[Pod]) -> None:
+        super().__init__(current, workload)
+        self.candidate = candidate
+        self.canary = canary
+        self._candidate_prepared: NodeTable | None = None
+
+    def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        if self._prepared is not table:
+            self.runtime.prepare(table, self.workload)
+            self._prepared = table
+        if self._candidate_prepared is not table:
+            self.candidate.prepare(table, self.workload)
+            self._candidate_prepared = table
+        scores = np.where(self.canary[rows], self.candidate.scores(pod, table, rows), self.runtime.scores(pod, table, rows))
+        return normalize(scores)
+
+
+def _mixed_profile(current: PolicyRuntime, candidate: PolicyRuntime, canary: np.ndarray, ctx: ProfileContext) -> Profile:
+    plugin = _MixedScore(current, candidate, canary, list(ctx.workload))
+    base = profile_for(current, ctx.workload)
+    return Profile("learned-canary", base.filters, [(plugin, 1.0)], devices=plugin)

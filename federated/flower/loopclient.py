@@ -1,0 +1,52 @@
+"""The loop's ClientApp: a region's trainer fits the global policy to its own agents' experience.
+
+One SuperNode per region (the regional trainer). Node config: ``agents`` (the region's agent
+data directories, ``os.pathsep``-separated: the experience logs the agents write, read without
+touching them), ``partition-id`` and optionally ``fault`` (:mod:`federated.flower.faults`).
+Train config from the server: ``prox``, ``window``, ``seed``, ``server-round``. Only weights
+and a few figures leave the region. numpy only: no torch in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from flwr.app import Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from federated.flower import learner
+from federated.flower.faults import Fault
+from federated.flower.records import ARRAYS, CONFIG, EXAMPLES, METRICS, from_record, to_record
+from federated.runtime import experience
+
+app = ClientApp()
+
+
+class NoExperience(ValueError):
+    """The region's agents have recorded nothing trainable yet (or the node config names no agents)."""
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    fault = Fault.parse(str(context.node_config.get("fault", "")))
+    agents = [Path(p) for p in str(context.node_config.get("agents", "")).split(os.pathsep) if p]
+    if not agents:
+        raise NoExperience("this SuperNode has no 'agents' in its node config: start it with agents=<dir>[:<dir>...]")
+    config = msg.content.config_records[CONFIG]
+    started = time.monotonic()
+    rows = experience.newest(agents, int(config["window"]))  # type: ignore[arg-type]
+    data = learner.batch(rows)
+    if len(data) == 0:
+        raise NoExperience(f"no trainable experience yet in {', '.join(map(str, agents))}")
+    fault.interrupt()
+    weights = learner.train(from_record(msg.content.array_records[ARRAYS]), data, float(config["prox"]))  # type: ignore[arg-type]
+    seed = int(config["seed"]) * 1000 + int(context.node_config.get("partition-id", 0)) * 100 + int(config["server-round"])  # type: ignore[arg-type]
+    weights = fault.tamper(weights, seed)
+    metrics = MetricRecord({
+        EXAMPLES: len(data), "train-s": time.monotonic() - started, "reward-mean": float(np.mean(data.target)),
+        "models-seen": len({r.model for r in rows}),
+    })
+    return Message(RecordDict({ARRAYS: to_record(weights), METRICS: metrics}), reply_to=msg)

@@ -1,0 +1,202 @@
+"""The loop's ServerApp: rounds of regional training on agents' experience, export, canary, promote or roll back.
+
+Per round: the global weights go to every region's trainer, the replies that arrive by the
+deadline are aggregated (FedAvg or a robust rule behind a norm bound, :mod:`strategies`), the
+candidate is exported to int8 ONNX and registered with its manifest (:mod:`registry`), installed
+on the canary agents and judged on the held-out twin scenario with the canary share of the fleet
+running it (:mod:`fleetmetric`). It is promoted to every agent when the fleet metric does not
+regress (beyond ``tolerance``), else rolled back: the canaries drop it and return to the previous
+model, and the next round starts from the previous global weights. Each round's verdict is in the
+registry's history and, with its figures, one JSON line of the report file. The agents' own
+``/metrics`` confirm what each runs (``agents_on_version``).
+
+Before round 1 the cold start (never a copy of the heuristic it is compared with) is published,
+installed everywhere and left to place pods for ``warmup-s``: the first experience. With
+``baselines`` set the run also measures the heuristics and central training (the same learner on
+every region's pooled experience, as many steps from the same cold start) on the same scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import ConfigRecord, Context, Message
+from flwr.serverapp import Grid, ServerApp
+
+from fedcore.scheduling.fragmentation import PodTypes
+from federated.flower import fleetmetric, learner, registry, rollout, strategies
+from federated.flower.loopconfig import Agent, LoopConfig
+from federated.flower.records import ARRAYS, EXAMPLES, METRICS, from_record, to_record
+from federated.flower.serverapp import send_and_collect
+from federated.model import PlacementScorer
+from federated.runtime import experience
+from federated.runtime.features import NODE_FEATURES
+
+log = logging.getLogger("flwr")
+HEURISTICS = ("fgd", "bestfit", "kube-default", "random")
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    torch.set_num_threads(1)
+    run(grid, LoopConfig.parse(dict(context.run_config)))
+
+
+def to_model(weights: dict[str, np.ndarray]) -> PlacementScorer:
+    model = PlacementScorer()
+    model.load_state_dict({k: torch.from_numpy(np.asarray(v, dtype=np.float32)) for k, v in weights.items()})
+    return model
+
+
+def bad_model(weights: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The rollback drill's candidate: the policy inverted on the same 0-100 scale (score 100 - s), so canary
+    nodes bid as high as good ones for the placements that fragment them most."""
+    out = {k: np.array(v, copy=True) for k, v in weights.items()}
+    out[learner.WIDE] = -out[learner.WIDE]
+    out[learner.WIDE][0, NODE_FEATURES.index("arch_match")] += 100.0  # 1 for every pod that names no architecture
+    return out
+
+
+def canaries(config: LoopConfig) -> list[Agent]:
+    """``canary`` agents, one region after another (the first agent of each, then the second...)."""
+    regions = list(config.regions().values())
+    order = [group[i] for i in range(max(map(len, regions))) for group in regions if i < len(group)]
+    return order[: config.canary]
+
+
+class Phases:
+    """Seconds spent in each phase of a round (where the round's wall time goes)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.spent[name] = round(now - self._last, 2)
+        self._last = now
+
+
+class Report:
+    """The report file: one JSON line per event, flushed as written (the bench and the CLI follow it)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+
+    def write(self, line: dict[str, Any]) -> None:
+        with self.path.open("a") as out:
+            out.write(json.dumps(line) + "\n")
+        log.info("%s", line)
+
+
+def run(grid: Grid, config: LoopConfig) -> None:
+    report = Report(config.report_file)
+    held = fleetmetric.HeldOut.load(config.traces, config.eval_nodes, config.eval_seeds)
+    types = held.types
+    torch.manual_seed(config.seed)
+    template = {k: v.detach().numpy().copy() for k, v in PlacementScorer().state_dict().items()}
+    weights = learner.cold_start(template, config.cold_start, config.seed)
+    root = config.registry_dir
+    current = registry.publish(root, to_model(weights), types, {"run": config.tag, "round": 0, "cold_start": config.cold_start})
+    current_metric = held.model(current)
+    registry.record(root, current.name, "promoted", round=0, metric=current_metric, run=config.tag)
+    for agent in config.fleet:
+        rollout.reset(agent)
+        rollout.install(agent, current)
+    seen = rollout.wait_for({a.name: current.name for a in config.fleet}, config.fleet, config.swap_timeout_s)
+    report.write({"event": "start", "cold_start": learner.describe_cold_start(config.cold_start, config.seed),
+                  "metric": fleetmetric.NAME, "higher_is_better": fleetmetric.HIGHER_IS_BETTER, "metric_detail": held.describe(),
+                  "model_version": current.name, "first_metric": current_metric,
+                  "agents_on_version": sum(v == current.name for v in seen.values()), "agents": len(config.fleet)})
+    if config.baselines:
+        report.write({"event": "heuristics", **{name: held.heuristic(name) for name in HEURISTICS}})
+    time.sleep(config.warmup_s)
+    strategy = strategies.make(config.strategy)
+    canary = canaries(config)
+    for rnd in range(1, config.rounds + 1):
+        started = time.monotonic()
+        phases = Phases()
+        line = train_round(grid, strategy, config, rnd, weights)
+        phases.mark("train")
+        candidate = line.pop("weights")
+        if rnd == config.drill_round:
+            candidate, line["drill"] = bad_model(candidate if candidate is not None else weights), True
+        if candidate is None:
+            line.update(canary="skipped", metric=current_metric, model_version=current.name)
+        else:
+            version = registry.publish(root, to_model(candidate), types, {
+                "run": config.tag, "round": rnd, "strategy": config.strategy.rule, "clients": line["answered"],
+                "examples": line["examples"], "drill": rnd == config.drill_round})
+            registry.record(root, version.name, "canary", round=rnd, run=config.tag)
+            phases.mark("publish")
+            for agent in canary:
+                rollout.install(agent, version)
+            on_canary = rollout.wait_for({a.name: version.name for a in canary}, config.fleet, config.swap_timeout_s)
+            phases.mark("canary_swap")
+            mixed = held.mixed(current, version, len(canary) / len(config.fleet))
+            phases.mark("canary_eval")
+            line.update(candidate=version.name, canary_metric=mixed,
+                        canary_agents_on_candidate=sum(v == version.name for v in on_canary.values()))
+            if mixed >= current_metric * (1.0 - config.tolerance):
+                for agent in config.fleet:
+                    rollout.install(agent, version)
+                current, current_metric, weights = version, held.model(version), candidate
+                registry.record(root, version.name, "promoted", round=rnd, metric=current_metric, canary_metric=mixed, run=config.tag)
+                line["canary"] = "promoted"
+            else:
+                for agent in canary:
+                    rollout.remove(agent, version.name)
+                registry.record(root, version.name, "rolled_back", round=rnd, canary_metric=mixed, baseline=current_metric, run=config.tag)
+                line["canary"] = "rolled_back"
+            line.update(metric=current_metric, model_version=current.name)
+            phases.mark("verdict")
+        seen = rollout.wait_for({a.name: current.name for a in config.fleet}, config.fleet, config.swap_timeout_s)
+        phases.mark("fleet_swap")
+        line["agents_on_version"] = sum(v == current.name for v in seen.values())
+        line["round_wall_s"] = time.monotonic() - started
+        line["phases_s"] = phases.spent
+        report.write(line)
+    if config.baselines:
+        report.write({"event": "central", **central(config, types, held, root)})
+    report.write({"event": "end", "final_metric": current_metric, "model_version": current.name})
+
+
+def train_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, weights: dict[str, np.ndarray]) -> dict[str, Any]:
+    """Send, wait up to the deadline, aggregate: the round's figures and the aggregated ``weights`` (None if nobody answered)."""
+    sent = to_record(weights)
+    train_config = ConfigRecord({"prox": config.prox, "window": config.window, "seed": config.seed})
+    messages = list(strategy.configure_train(rnd, sent, train_config, grid))
+    replies = send_and_collect(grid, messages, config.deadline_s)
+    ok = [m for m in replies if not m.has_error()]
+    record, metrics = strategy.aggregate_train(rnd, replies) if ok else (None, None)
+    return {
+        "round": rnd, "asked": len(messages), "answered": len(ok), "failed": len(replies) - len(ok),
+        "missing": len(messages) - len(replies),
+        "examples": [int(m.content.metric_records[METRICS][EXAMPLES]) for m in ok],  # type: ignore[call-overload]
+        "bytes_down": sent.count_bytes() * len(messages),
+        "bytes_up": sum(m.content.array_records[ARRAYS].count_bytes() for m in ok if ARRAYS in m.content.array_records),
+        "train_metrics": dict(metrics) if metrics is not None else {},
+        "weights": from_record(record) if record is not None else None,
+    }
+
+
+def central(config: LoopConfig, types: PodTypes, held: fleetmetric.HeldOut, root: Path) -> dict[str, Any]:
+    """One model trained by the same learner on every region's pooled experience (the newest ``window`` rows of
+    each agent, as the regions' last round saw), ``rounds`` steps from the same cold start."""
+    started = time.monotonic()
+    data = learner.batch(experience.newest([Path(a.data) for a in config.fleet], config.window))
+    torch.manual_seed(config.seed)
+    template = {k: v.detach().numpy().copy() for k, v in PlacementScorer().state_dict().items()}
+    weights = learner.cold_start(template, config.cold_start, config.seed)
+    for _ in range(config.rounds):
+        weights = learner.train(weights, data, config.prox)
+    version = registry.publish(root / "central", to_model(weights), types, {"run": f"{config.tag}-central", "examples": len(data)})
+    return {"central_metric": held.model(version), "examples": len(data), "train_s": time.monotonic() - started}

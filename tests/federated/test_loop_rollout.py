@@ -1,0 +1,156 @@
+"""Rollout pieces of the learning loop: install and roll back on an agent's models directory, what /metrics says,
+the registry's history, the drill's bad model, the canary metric's one comparison, and the robust rule's bound."""
+
+from __future__ import annotations
+
+import http.server
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from edgeagent.policy import ModelWatcher
+from federated.flower import aggregation, fleetmetric, learner, loopserver, registry, rollout, strategies
+from federated.flower.loopconfig import Agent
+from federated.model import PlacementScorer
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES
+from tests.federated.test_flower_aggregation import reply
+
+
+def _weights(kind: str = "random", seed: int = 0) -> dict[str, np.ndarray]:
+    torch.manual_seed(seed)
+    template = {k: v.detach().numpy().copy() for k, v in PlacementScorer().state_dict().items()}
+    return learner.cold_start(template, kind, seed)
+
+
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Two registry versions (a random and a best-fit cold start) with verified artifacts."""
+    pytest.importorskip("onnxruntime")
+    root = tmp_path_factory.mktemp("registry")
+    held = fleetmetric.HeldOut.load(None, nodes=16, seeds=1)
+    return [registry.publish(root, loopserver.to_model(_weights(kind)), held.types, {"run": "test"}) for kind in ("random", "bestfit")]
+
+
+def test_rollback_leaves_the_agent_on_its_previous_model(versions: list[Path], tmp_path: Path) -> None:
+    agent = Agent("a0", "region-0", str(tmp_path / "models"), str(tmp_path), 0)
+    (tmp_path / "models").mkdir()
+    watcher = ModelWatcher(tmp_path / "models")
+    rollout.install(agent, versions[0])
+    first = watcher.scan()
+    assert first is not None and first.artifact == versions[0].name
+    rollout.install(agent, versions[1])
+    assert watcher.scan() is first and first.artifact == versions[1].name, "hot-swapped in place"
+    rollout.remove(agent, versions[1].name)
+    assert watcher.scan() is first and first.artifact == versions[0].name, "the previous model is back"
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == [versions[0].name]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no staging left behind"
+
+
+def test_registry_keeps_history_and_names_the_promoted_version(versions: list[Path]) -> None:
+    root = versions[0].parent
+    registry.record(root, versions[0].name, "promoted", round=0)
+    registry.record(root, versions[1].name, "canary", round=1)
+    registry.record(root, versions[1].name, "rolled_back", round=1)
+    assert registry.promoted(root) == versions[0].name
+    assert [e["status"] for e in registry.history(root)] == ["promoted", "canary", "rolled_back"]
+    assert [v.name for v in registry.versions(root)] == [v.name for v in versions], "a rolled-back version is kept"
+
+
+@pytest.fixture
+def metrics_server() -> Iterator[tuple[int, list[str]]]:
+    """A stand-in /metrics endpoint whose model_info artifact the test sets."""
+    state = ["v000001"]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = f'fedplane_agent_model_info{{version="abc-int8",artifact="{state[0]}"}} 1\n'.encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1], state
+    server.shutdown()
+
+
+def test_wait_for_reads_what_each_agent_says_it_runs(metrics_server: tuple[int, list[str]]) -> None:
+    port, state = metrics_server
+    live, dead = Agent("a0", "r0", "", "", port), Agent("a1", "r0", "", "", 1)
+    assert rollout.running(live) == "v000001" and rollout.running(dead) is None
+    threading.Timer(0.3, lambda: state.__setitem__(0, "v000002")).start()
+    seen = rollout.wait_for({"a0": "v000002", "a1": "v000002"}, [live, dead], timeout_s=3.0)
+    assert seen == {"a0": "v000002", "a1": None}
+
+
+def test_drill_model_inverts_scores_on_the_same_scale() -> None:
+    weights = _weights("bestfit")
+    good, bad = loopserver.to_model(weights), loopserver.to_model(loopserver.bad_model(weights))
+    rng = np.random.default_rng(0)
+    pods = torch.from_numpy(rng.random((4, len(POD_FEATURES)), dtype=np.float32))
+    nodes = torch.from_numpy(rng.random((4, 5, len(NODE_FEATURES)), dtype=np.float32))
+    nodes[..., NODE_FEATURES.index("arch_match")] = 1.0
+    with torch.no_grad():
+        np.testing.assert_allclose(bad.batched(pods, nodes).numpy(), 100.0 - good.batched(pods, nodes).numpy(), atol=1e-3)
+
+
+def test_a_canary_of_the_current_model_is_the_current_fleet(versions: list[Path]) -> None:
+    """The mixed fleet with the same model on both sides is exactly the plain fleet (one score comparison)."""
+    held = fleetmetric.HeldOut.load(None, nodes=16, seeds=1)
+    assert held.mixed(versions[1], versions[1], 0.25) == held.model(versions[1])
+    assert 0.0 < held.model(versions[0]) <= 1.0
+
+
+def test_canaries_are_spread_over_regions() -> None:
+    fleet = [Agent(f"r{r}-{i}", f"region-{r}", "", "", 0) for r in range(3) for i in range(3)]
+
+    class Config:
+        canary = 4
+
+        def regions(self) -> dict[str, list[Agent]]:
+            out: dict[str, list[Agent]] = {}
+            for a in fleet:
+                out.setdefault(a.region, []).append(a)
+            return out
+
+    assert [a.name for a in loopserver.canaries(Config())] == ["r0-0", "r1-0", "r2-0", "r0-1"]  # type: ignore[arg-type]
+
+
+def test_a_poisoned_region_stays_inside_the_robust_rules_bound() -> None:
+    """Three regions fit the same global model to their own rows; one sends its update x -10. FedAvg is dragged
+    far; the median behind a 1 x median norm bound stays, coordinate by coordinate, between the honest updates."""
+    rng = np.random.default_rng(1)
+    start = _weights("random")
+    honest = []
+    for region in range(2):
+        pods = rng.random((200, len(POD_FEATURES)), dtype=np.float32)
+        nodes = rng.random((200, 1, len(NODE_FEATURES)), dtype=np.float32)
+        target = (100.0 * nodes[:, :, NODE_FEATURES.index("fgd_score")] + region).astype(np.float32)
+        ones = np.ones((200, 1), bool)
+        honest.append(learner.train(start, learner.Decisions(pods, nodes, target, ones, ones), prox=0.05))
+    poisoned = {k: (v * -10.0).astype(v.dtype) for k, v in honest[0].items()}
+    clients = [(honest[0], 200), (honest[1], 200), (poisoned, 200)]
+
+    def aggregate(config: strategies.StrategyConfig) -> dict[str, np.ndarray]:
+        strategy = strategies.make(config)
+        strategy.reference = dict(start)  # type: ignore[attr-defined]
+        arrays, _ = strategy.aggregate_train(1, [reply(w, n) for w, n in clients])
+        assert arrays is not None
+        return {k: v.numpy() for k, v in arrays.items()}
+
+    robust = aggregate(strategies.StrategyConfig("median", clip_median_factor=1.0, min_clients=3))
+    low = np.minimum(honest[0][learner.WIDE], honest[1][learner.WIDE])
+    high = np.maximum(honest[0][learner.WIDE], honest[1][learner.WIDE])
+    assert np.all(robust[learner.WIDE] >= low - 1e-4) and np.all(robust[learner.WIDE] <= high + 1e-4)
+    bound = aggregation.median_bound([aggregation.update_norm(w, start) for w, _ in clients], 1.0)
+    assert aggregation.update_norm(robust, start) <= bound * np.sqrt(len(clients)) + 1e-3
+    fedavg = aggregate(strategies.StrategyConfig("fedavg", min_clients=3))
+    assert aggregation.update_norm(fedavg, start) > 2 * aggregation.update_norm(robust, start), "plain FedAvg is dragged off"
