@@ -3,8 +3,10 @@
 The supervisor belongs to ``federated`` (``federated.flower.supervisor``: restart with
 backoff, process-group stop); the agent imports it only when ``federation.enabled`` is
 set, runs it as a task, and on shutdown sets its stop event and waits for the SuperNode
-to be stopped. The SuperNode trains on ``<data_dir>/federated`` (federated's experience
-format) and keeps its Flower state in ``<data_dir>/flwr``: nothing outside the data directory.
+to be stopped. The SuperNode's ClientApp (the learning loop's, ``federated.flower.loopclient``)
+reads the experience log the agent writes in ``<data_dir>`` and keeps its Flower state in
+``<data_dir>/flwr``: nothing outside the data directory. The loop's bench and CLI run one
+SuperNode per region instead (``edgeagent.learning`` says why: its footprint).
 """
 
 from __future__ import annotations
@@ -25,10 +27,9 @@ async def supervise(settings: FederationSection, data_dir: Path) -> None:
     except ImportError as exc:
         log.error("federation is enabled but its supervisor is unavailable (%s); the agent runs without it", exc)
         return
-    experience, home = data_dir / "federated", data_dir / "flwr"
-    experience.mkdir(parents=True, exist_ok=True)
+    home = data_dir / "flwr"
     home.mkdir(parents=True, exist_ok=True)
-    spec = SuperNodeSpec(superlink=settings.superlink, experience=experience, home=home,
+    spec = SuperNodeSpec(superlink=settings.superlink, experience=data_dir, home=home,
                          backoff_base_s=settings.restart_after)
     stop = asyncio.Event()
     runner = asyncio.ensure_future(supervise_supernode(spec, stop))

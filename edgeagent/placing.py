@@ -444,7 +444,7 @@ class Placer:
         if not np.isfinite(score):
             log.warning("scorer %s gave %r for %s: skipping the pod", self.scorer.version, score, uid)
             return
-        placement = self.table.allocate(p.pod, 0)
+        placement = self.table.allocate(p.pod, 0, self.scorer.devices(p.pod, self.table))
         out = self.ledger.claim(uid, epoch, score, request)
         if isinstance(out, Status):
             self.table.release(p.pod, placement)

@@ -50,6 +50,10 @@ class Scorer(Protocol):
 
     def assess(self, pod: Pod, table: NodeTable) -> Assessment: ...
 
+    def devices(self, pod: Pod, table: NodeTable) -> tuple[int, ...] | None:
+        """The GPU devices the pod should take on our node (None: the node table's best fit)."""
+        ...
+
     def fragmentation(self, table: NodeTable) -> float:
         """Expected GPU fragmentation of our node as it stands (milli-GPU; 0 where the scorer has no pod types)."""
         ...
@@ -95,6 +99,9 @@ class HeuristicScorer:
 
     def assess(self, pod: Pod, table: NodeTable) -> Assessment:
         return Assessment(self.score(pod, table))
+
+    def devices(self, pod: Pod, table: NodeTable) -> tuple[int, ...] | None:
+        return None
 
     def fragmentation(self, table: NodeTable) -> float:
         return 0.0

@@ -2,7 +2,8 @@
 
 This module imports neither torch nor flwr, so the edge agent can call
 :func:`supervise_supernode` to keep a ``flower-supernode`` running beside it, bound to its local
-experience log: the SuperNode restarts with exponential backoff when it exits, and stops cleanly
+experience log (the learning loop's ClientApp, :mod:`federated.flower.loopclient`, trains on it): the
+SuperNode restarts with exponential backoff when it exits, and stops cleanly
 (SIGTERM to its whole process group, SIGKILL after a grace period) when the agent sets ``stop``.
 Every Flower process runs in its own session, so stopping its group also ends the ClientApp
 processes it spawned. The engine (:mod:`federated.flower.engine`) reuses the same pieces.
@@ -153,12 +154,12 @@ def backoff_s(failures: int, base_s: float, cap_s: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class SuperNodeSpec:
-    """What an edge agent supervises: a SuperNode bound to its region's experience log."""
+    """What an edge agent supervises: a SuperNode bound to its own experience log (one region of one agent)."""
 
     superlink: str
     """The SuperLink's Fleet address, ``host:port``."""
     experience: Path
-    """The region's experience log (a directory of ``.npz`` files, see ``federated.flower.experience``)."""
+    """The agent's data directory, where it writes its experience log (``federated.runtime.experience``)."""
     home: Path
     """A private ``FLWR_HOME`` (state, logs)."""
     partition_id: int = 0
@@ -171,7 +172,7 @@ class SuperNodeSpec:
     """A SuperNode that ran this long before exiting restarts without accumulated backoff."""
 
     def command(self) -> list[str]:
-        config = {"partition-id": self.partition_id, "data-path": str(self.experience), **self.extra_config}
+        config = {"partition-id": self.partition_id, "agents": str(self.experience), **self.extra_config}
         return supernode_command(self.superlink, self.port or free_port(), config)
 
 

@@ -28,7 +28,7 @@ def test_supernode_command_is_offline_and_quoted(tmp_path: Path) -> None:
     spec = SuperNodeSpec("127.0.0.1:9092", tmp_path / "exp dir", tmp_path, partition_id=2, port=9999)
     command = spec.command()
     assert command[0].endswith("flower-supernode") and "--insecure" in command
-    assert command[command.index("--node-config") + 1] == f"partition-id=2 data-path='{tmp_path / 'exp dir'}'"
+    assert command[command.index("--node-config") + 1] == f"partition-id=2 agents='{tmp_path / 'exp dir'}'"
     with pytest.raises(ValueError, match="quotes"):
         supervisor.node_config_arg({"data-path": "it's"})
     env = supervisor.flower_env(tmp_path, {"PATH": "/usr/bin"})

@@ -66,7 +66,7 @@ def test_agent_row_becomes_the_trainers_batch_bit_for_bit(tmp_path: Path) -> Non
     for pod in PODS:
         pod_x, node_x = reference.inputs(pod, table, np.array([0]))
         expected.append((pod_x[0].copy(), np.array(node_x[0])))
-        table.allocate(pod, 0)
+        table.allocate(pod, 0, (reference.features.drops.best_device(pod, table, 0),) if pod.gpu.is_sharing else None)
 
     log = ExperienceLog(tmp_path / "agent", 1 << 20)
     log.write(rows)
