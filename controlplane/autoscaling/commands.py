@@ -15,7 +15,7 @@ from fedcore.commands import fail, traces_option
 
 @click.command("autoscale")
 @traces_option
-@click.option("--train-steps", type=click.IntRange(min=0), default=30_000, show_default=True,
+@click.option("--train-steps", type=click.IntRange(min=0), default=60_000, show_default=True,
               help="PPO steps for the learned residual (0: leave it out; needs the train extra).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--plot-dir", type=click.Path(file_okay=False), default=".", show_default=True,

@@ -15,7 +15,7 @@ replica serves 1.0 at 100%); every controller aims at the same ``TARGET`` utiliz
 - :class:`Static`: the training part's peak at the target, from the start.
 - Forecast-fed HPA is :class:`Hpa` with a second, external metric — the forecast's calibrated
   quantile of peak demand over the start-up horizon (Crane EffectiveHPA: HPA stays the actuator),
-  its target 1.0 per pod: the quantile already is the headroom, so it must fit at 100%.
+  its per-pod target between the HPA's and 1.0 (the quantile already is headroom), chosen on history.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ class Hpa:
     """HPA v2 with its default behaviour; ``forecast_metric`` adds the forecast as an external metric."""
 
     forecast_metric: bool = False
+    forecast_target: float = 1.0   # per pod: the calibrated peak must fit at this utilization (1.0: the quantile is the headroom)
     sync_s: float = 15.0
     tolerance: float = 0.1
     window_s: float = 300.0        # scale-down stabilization
@@ -96,9 +97,9 @@ class Hpa:
         return math.ceil(ratio * ready)
 
     def external_rec(self, peak: float, cur: int) -> int:
-        """AverageValue target of 1.0 per pod: the calibrated peak must fit once the new pods are ready."""
-        ratio = peak / cur
-        return cur if abs(ratio - 1) <= self.tolerance else math.ceil(peak)
+        """AverageValue target per pod: the calibrated peak must fit once the new pods are ready."""
+        ratio = peak / (self.forecast_target * cur)
+        return cur if abs(ratio - 1) <= self.tolerance else math.ceil(peak / self.forecast_target)
 
     def behave(self, now: float, cur: int, rec: int) -> int:
         rec = min(max(rec, self.min_replicas), self.max_replicas)

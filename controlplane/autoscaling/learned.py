@@ -13,6 +13,7 @@ training part of each series only.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -21,18 +22,24 @@ import numpy as np
 from controlplane.autoscaling.controllers import Hpa, Observation
 
 UP = 0.25          # the largest residual up: +25% of the base's desire
-FEATURES = 6
+FLOOR_UTIL = 0.9   # the residual never leaves fewer pods than run the calibrated peak at this utilization
+FEATURES = 8
+MEMORY_S = 300.0   # demand kept for the volatility features
 
 
 def floor_for(obs: Observation) -> int:
     """Fewest replicas the residual may leave: the calibrated peak and the demand now, at 100%."""
-    return max(1, math.ceil(max(obs.forecast or 0.0, obs.demand)))
+    return max(1, math.ceil(max(obs.forecast or 0.0, obs.demand) / FLOOR_UTIL))
 
 
-def features(obs: Observation, base: Hpa) -> np.ndarray:
+def features(obs: Observation, base: Hpa, recent: deque[tuple[float, float]]) -> np.ndarray:
+    """What the policy sees, relative to the replicas asked for (so one policy fits every workload size)."""
     scale = max(obs.replicas, 1)
+    values = [v for _, v in recent] or [obs.demand]
+    minute_ago = next((v for t, v in recent if t >= obs.now - 60.0), obs.demand)
     return np.array([obs.demand / scale, (obs.forecast or obs.demand) / scale, obs.ready / scale,
-                     base.desired / scale, floor_for(obs) / scale, math.log(scale) / 5], dtype=np.float32)
+                     base.desired / scale, floor_for(obs) / scale, math.log(scale) / 5,
+                     (max(values) - min(values)) / scale, (obs.demand - minute_ago) / scale], dtype=np.float32)
 
 
 def adjusted(base: int, floor: int, a: float) -> int:
@@ -45,16 +52,29 @@ def adjusted(base: int, floor: int, a: float) -> int:
 @dataclass(slots=True)
 class Residual:
     policy: Callable[[np.ndarray], float]
+    forecast_target: float = 1.0
     name: str = "learned"
-    base: Hpa = field(default_factory=lambda: Hpa(forecast_metric=True, name="forecast_hpa"))
+    base: Hpa = field(init=False)
     desired: int = 1
     reason: str = ""
+    recent: deque[tuple[float, float]] = field(default_factory=deque)
+
+    def __post_init__(self) -> None:
+        self.base = Hpa(forecast_metric=True, forecast_target=self.forecast_target, name="forecast_hpa")
+
+    def features(self, obs: Observation) -> np.ndarray:
+        return features(obs, self.base, self.recent)
 
     def decide(self, obs: Observation) -> int:
-        if obs.now < self.base.next_at:
+        due = obs.now >= self.base.next_at
+        x = self.features(obs) if due else None  # seen before this sample joins the memory, as the trainer sees it
+        self.recent.append((obs.now, obs.demand))
+        while self.recent[0][0] < obs.now - MEMORY_S:
+            self.recent.popleft()
+        if x is None:
             self.base.decide(obs)  # keeps its metric window
             return self.desired
-        a = float(self.policy(features(obs, self.base)))
+        a = float(self.policy(x))
         want = self.base.decide(obs)
         self.desired = max(1, adjusted(want, floor_for(obs), a))
         self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{self.desired - want} (residual {a:+.2f})"

@@ -17,7 +17,7 @@ import numpy as np
 
 from controlplane.autoscaling.benchmarking import feed_at, tick_demand
 from controlplane.autoscaling.controllers import TARGET
-from controlplane.autoscaling.learned import FEATURES, MlpPolicy, Residual, features, from_sb3
+from controlplane.autoscaling.learned import FEATURES, MlpPolicy, Residual, from_sb3
 from controlplane.autoscaling.series import Series
 from controlplane.autoscaling.simulating import ReplicaSet, Sim
 
@@ -29,8 +29,8 @@ STEPS_PER_DECISION = 3
 Feeds = dict[tuple[str, float], np.ndarray]
 
 
-def make_env(series: Sequence[Series], startups: Sequence[float], feeds: Feeds, seed: int) -> Any:
-    """The residual's environment; ``feeds`` holds :func:`peak_feed` per (series, start-up)."""
+def make_env(series: Sequence[Series], startups: Sequence[float], feeds: Feeds, targets: dict[float, float], seed: int) -> Any:
+    """The residual's environment; ``feeds`` holds :func:`peak_feed` per (series, start-up), ``targets`` the forecast target."""
     import gymnasium as gym
 
     class ResidualEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -47,14 +47,14 @@ def make_env(series: Sequence[Series], startups: Sequence[float], feeds: Feeds, 
             day = s.season
             start = self.rng.randrange(day, max(day + 1, s.split - int(EPISODE_DAYS * day)))
             demand = tick_demand(s, start, EPISODE_DAYS)
-            self.ctl = Residual(lambda x: self.action)
+            self.ctl = Residual(lambda x: self.action, targets[startup])
             initial = math.ceil(float(demand[0]) / TARGET)
             self.sim = Sim(self.ctl, demand, ReplicaSet(startup, [0.0] * initial), feed_at(s, start, feeds[(s.name, startup)]))
             self.scale = max(float(np.mean(demand)) / TARGET, 1.0)
             return self._features(), {}
 
         def _features(self) -> np.ndarray:
-            return np.clip(features(self.sim.observe(), self.ctl.base), -10, 10)
+            return np.clip(self.ctl.features(self.sim.observe()), -10, 10)
 
         def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
             self.action = float(action[0])
@@ -72,7 +72,8 @@ def make_env(series: Sequence[Series], startups: Sequence[float], feeds: Feeds, 
     return ResidualEnv()
 
 
-def train(series: Sequence[Series], startups: Sequence[float], feeds: Feeds, steps: int, seed: int = 0) -> MlpPolicy:
+def train(series: Sequence[Series], startups: Sequence[float], feeds: Feeds, targets: dict[float, float], steps: int,
+          seed: int = 0) -> MlpPolicy:
     """A PPO residual policy trained for ``steps`` decisions; its numpy copy."""
     import tempfile
 
@@ -81,7 +82,7 @@ def train(series: Sequence[Series], startups: Sequence[float], feeds: Feeds, ste
     from stable_baselines3.common.logger import configure
 
     torch.set_num_threads(1)
-    env = make_env(series, startups, feeds, seed)
+    env = make_env(series, startups, feeds, targets, seed)
     with tempfile.TemporaryDirectory() as logs:  # SB3 would leave a folder per learn() otherwise
         model = PPO("MlpPolicy", env, seed=seed, n_steps=2048, batch_size=256, gamma=0.98, learning_rate=3e-4,
                     ent_coef=0.0, verbose=0, device="cpu")

@@ -327,3 +327,13 @@ def test_grpc_and_cli_enable_status_disable(tmp_path: Path) -> None:
             plane.close()
 
     asyncio.run(scenario())
+
+
+def test_forecast_target_is_chosen_on_training_parts_only() -> None:
+    s = sr.as_demand("sine", 300.0, daily(10, 1.5, seed=3))
+    held_out = np.full(len(s.values) - s.split, 50.0)   # a wholly different held-out part
+    t = sr.Series("sine", 300.0, np.concatenate([s.values[: s.split], held_out]))
+    feeds = {(v.name, 300.0): benchmarking.peak_feed(v, 300.0) for v in (s,)}
+    other = {(v.name, 300.0): benchmarking.peak_feed(v, 300.0) for v in (t,)}
+    assert np.array_equal(feeds[("sine", 300.0)][: s.split], other[("sine", 300.0)][: s.split])
+    assert benchmarking.choose_forecast_target([s], feeds, 300.0) == benchmarking.choose_forecast_target([t], other, 300.0)
