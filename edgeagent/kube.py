@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,6 +33,7 @@ from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phas
 log = logging.getLogger("edgeagent.kube")
 
 WATCH_SECONDS = 300
+NODE_TTL_S = 5.0
 _PHASES = {"Pending": Phase.PENDING, "Running": Phase.RUNNING, "Succeeded": Phase.SUCCEEDED, "Failed": Phase.FAILED}
 
 
@@ -66,6 +68,8 @@ class KubeCluster:
         self.core = kubernetes.client.CoreV1Api(api_client)
         self.scheduler_name = scheduler_name
         self.timeout = timeout
+        self._nodes: dict[str, tuple[float, kubeobjects.KubeNode]] = {}
+        """Nodes as last read (allocatable, readiness, taints), kept NODE_TTL_S for the pre-bind room check."""
 
     async def watch(self) -> AsyncIterator[PodUpdate]:
         loop = asyncio.get_running_loop()
@@ -122,11 +126,16 @@ class KubeCluster:
             return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
         if current.epoch != epoch:
             return BindResult(BindOutcome.STALE_EPOCH, current.node, current.epoch, f"pod is at epoch {current.epoch}")
+        if current.phase.finished:  # it keeps its nodeName after it ends: never "already bound"
+            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod is {current.phase.value}")
         if current.node:
             outcome = BindOutcome.ALREADY_BOUND if current.node == node else BindOutcome.DUPLICATE
             return BindResult(outcome, current.node, epoch)
         if current.phase is not Phase.PENDING:
             return BindResult(BindOutcome.REJECTED, node, epoch, f"pod is {current.phase.value}")
+        problem = await self._room(node, name, current)
+        if problem:
+            return BindResult(BindOutcome.REJECTED, node, epoch, problem)
         try:
             await asyncio.to_thread(self.core.create_namespaced_pod_binding, name, namespace, body,
                                     _preload_content=False, _request_timeout=self.timeout)
@@ -196,6 +205,28 @@ class KubeCluster:
 
     async def close(self) -> None:
         """Nothing to close: the client's pool dies with the process."""
+
+    async def _room(self, node: str, name: str, pod: PodUpdate) -> str:
+        """Why the pod cannot go to the node now ("" if it fits), counting every pod bound there
+        (other schedulers' and DaemonSets' too): a bind the kubelet would refuse is not made."""
+        try:
+            cached = self._nodes.get(node)
+            if cached is None or time.monotonic() - cached[0] > NODE_TTL_S:
+                resp = await asyncio.to_thread(self.core.read_node, node, _preload_content=False, _request_timeout=self.timeout)
+                cached = self._nodes[node] = (time.monotonic(), kubeobjects.read_node(json.loads(resp.data)))
+            on_node = await asyncio.to_thread(self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}",
+                                              _preload_content=False, _request_timeout=self.timeout)
+        except self.k8s.client.ApiException as exc:
+            if exc.status == 404:
+                return f"node {node} does not exist"
+            raise ClusterUnavailable(f"read node {node}: {exc.status} {exc.reason}") from exc
+        except Exception as exc:
+            raise ClusterUnavailable(f"read node {node}: {exc!r:.200}") from exc
+        wants = kubeobjects.Requests(pod.pod.cpu_milli, pod.pod.memory_mib, pod.pod.gpu.count)
+        problem = kubeobjects.room_problem(cached[1], json.loads(on_node.data).get("items") or [], wants, name)
+        if problem:
+            self._nodes.pop(node, None)  # read it afresh next time: it may have grown or become ready
+        return problem
 
     async def _read_raw(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod as a dict; None when it does not exist."""

@@ -188,6 +188,8 @@ class InMemoryCluster:
         p = self.pods.get(pod)
         if p is None or epoch != p.epoch:
             return BindResult(BindOutcome.STALE_EPOCH, epoch=0 if p is None else p.epoch, reason="not the current epoch")
+        if p.phase in (Phase.SUCCEEDED, Phase.FAILED):  # a retry: the first call already ended it
+            return BindResult(BindOutcome.REJECTED, epoch=p.epoch, reason=f"pod is {p.phase.value} already")
         self.finish(pod, succeeded)
         return BindResult(BindOutcome.BOUND, epoch=p.epoch)
 

@@ -353,3 +353,29 @@ def read_node(obj: Mapping[str, Any]) -> KubeNode:
     if spec.get("unschedulable"):
         node_taints += (Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE),)
     return KubeNode(name, capacity, arch, arch_label, ready, labels, node_taints, "; ".join(problems))
+
+
+def room_problem(node: KubeNode, on_node: list[Mapping[str, Any]], pod: Requests, name: str) -> str:
+    """Why ``pod`` cannot be bound to ``node`` now ("" when it fits), counting every unfinished pod
+    already bound there as the scheduler does (pods of other schedulers and DaemonSets included)."""
+    if node.problem:
+        return f"node {node.name}: {node.problem}"
+    if not node.ready:
+        return f"node {node.name} is not ready"
+    used = Requests()
+    for other in on_node:
+        meta = other.get("metadata") or {}
+        if meta.get("name") == name or (other.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        try:
+            used = used + effective_requests(other.get("spec") or {})
+        except KubeObjectError:
+            continue  # the API server admitted it; a request we cannot read is not ours to refuse
+    free = Requests(node.capacity.cpu_milli - used.cpu_milli, node.capacity.memory_mib - used.memory_mib,
+                    node.capacity.gpu_milli // MILLI - used.gpus)
+    short = [what for what, want, have in (("cpu", pod.cpu_milli, free.cpu_milli), ("memory", pod.memory_mib, free.memory_mib),
+                                             ("gpus", pod.gpus, free.gpus)) if want > have]
+    if short:
+        return (f"node {node.name} has no room: needs {pod.cpu_milli}m cpu, {pod.memory_mib}Mi, {pod.gpus} gpus; "
+                f"free {free.cpu_milli}m, {free.memory_mib}Mi, {free.gpus} (short of {', '.join(short)})")
+    return ""

@@ -121,11 +121,16 @@ class KubernetesCluster:
             return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
         if epoch != state.epoch:
             return BindResult(BindOutcome.STALE_EPOCH, state.node, state.epoch, f"epoch {epoch} is not the pod's {state.epoch}")
+        if state.phase in (Phase.SUCCEEDED, Phase.FAILED):  # it keeps its nodeName after it ends
+            return BindResult(BindOutcome.REJECTED, node, state.epoch, f"pod is {state.phase.value}")
         if state.node:
             outcome = BindOutcome.ALREADY_BOUND if state.node == node else BindOutcome.DUPLICATE
             return BindResult(outcome, state.node, state.epoch)
         if state.phase is not Phase.PENDING:
             return BindResult(BindOutcome.REJECTED, node, state.epoch, f"pod is {state.phase.value}")
+        problem = self._room(node, pod)
+        if problem:
+            return BindResult(BindOutcome.REJECTED, node, state.epoch, problem)
         body = self.k8s.client.V1Binding(
             metadata=self.k8s.client.V1ObjectMeta(name=pod, namespace=self.namespace),
             target=self.k8s.client.V1ObjectReference(api_version="v1", kind="Node", name=node),
@@ -259,6 +264,21 @@ class KubernetesCluster:
             return None
         raw: dict[str, Any] = json.loads(resp.data)
         return raw
+
+    def _room(self, node: str, pod: str) -> str:
+        """Why the pod cannot go to the node now ("" if it fits), as the scheduler would count it."""
+        try:
+            raw_node = json.loads(self._call(lambda: self.core.read_node(node, _preload_content=False, _request_timeout=TIMEOUT_S)).data)
+        except errors.NotFound:
+            return f"node {node} does not exist"
+        raw_pod = self._read_raw(pod) or {}
+        on_node = json.loads(self._call(lambda: self.core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node}", _preload_content=False, _request_timeout=TIMEOUT_S)).data).get("items") or []
+        try:
+            wants = kubeobjects.effective_requests(raw_pod.get("spec") or {}, f"pod {pod}")
+        except KubeObjectError as exc:
+            return str(exc)
+        return kubeobjects.room_problem(kubeobjects.read_node(raw_node), on_node, wants, pod)
 
     def _read_pod(self, pod: str) -> PodState | None:
         raw = self._read_raw(pod)

@@ -275,6 +275,8 @@ class TwinCluster:
         if epoch != p.epoch:
             self.safety.stale_binds += 1
             return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} != current {p.epoch}")
+        if p.phase in (Phase.SUCCEEDED, Phase.FAILED):  # a retry: the first call already ended it
+            return BindResult(BindOutcome.REJECTED, epoch=p.epoch, reason=f"pod is {p.phase.value} already")
         self._unbind(p)
         p.phase = Phase.SUCCEEDED if succeeded else Phase.FAILED
         self._emit(EventKind.MODIFIED, p)

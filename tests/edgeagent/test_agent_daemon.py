@@ -69,7 +69,9 @@ def test_three_agents_place_restart_and_keep_their_pods(
         await until(lambda: all(a.http_port and len(a.gossip_.members()) == 3 for a in agents.values()), 15, "gossip join")
         for i in range(12):
             cluster.submit(Pod(f"p{i}", 1000, 1024))
-        await until(lambda: len(running()) == 12, 20, "12 pods placed")
+        # the cluster binds before the agent reads its answer off the twin link: wait for both
+        await until(lambda: len(running()) == 12 and sum(len(a.placer_.running) for a in agents.values()) == 12, 20,
+                    "12 pods placed and every bind answered")
 
         held = dict(agents["a1"].placer_.running)
         agents["a1"].stop()

@@ -81,6 +81,8 @@ def test_watch_binding_and_fencing_against_the_api(kube: KubeDouble) -> None:
 
 
 def test_eviction_respects_disruption_budgets_and_is_fenced_and_idempotent(kube: KubeDouble) -> None:
+    kube.put(NODES, None, "edge-1", {"metadata": {"labels": {"kubernetes.io/arch": "arm64"}},
+                                    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}}})
     kube.put(PODS, "default", "web-1", pod("fedplane", epoch=3))
     kube.put(PDBS, "default", "web", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                                       "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})

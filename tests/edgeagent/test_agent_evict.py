@@ -1,0 +1,60 @@
+"""An agent's Evict stops the pod at the back end: after the journal commit, retried while the
+cluster is unreachable, fenced by epoch and harmless when repeated."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from edgeagent import config
+from edgeagent.clusters import Phase
+from edgeagent.daemon import Agent
+from edgeagent.effects import Evict
+from edgeagent.memcluster import InMemoryCluster
+from fedcore.loopback import free_ports
+from fedcore.nodes import Node
+from fedcore.pods import Pod
+
+pytestmark = pytest.mark.integration
+
+
+async def until(predicate: object, timeout: float, what: str) -> None:
+    assert callable(predicate)
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def test_evict_stops_the_pod_at_the_back_end_after_retries(tmp_path: Path) -> None:
+    cluster = InMemoryCluster([Node("a0", 8000, 16384)])
+    (port,) = free_ports(1)
+    settings = config.parse({"node": "a0", "data_dir": str(tmp_path / "a0"), "log_level": "warning",
+                             "gossip": {"bind": f"127.0.0.1:{port}"}, "probe": {"kind": "twin"}, "http": {"bind": ""}})
+
+    async def scenario() -> Agent:
+        agent = Agent(settings, cluster=cluster, handle_signals=False)
+        task = asyncio.create_task(agent.run())
+        await until(lambda: agent.placer is not None, 10, "the agent to start")
+        cluster.submit(Pod("p0", 1000, 1024))
+        cluster.submit(Pod("p1", 1000, 1024))
+        await until(lambda: all(p.phase is Phase.RUNNING for p in cluster.pods.values()), 10, "both pods bound")
+        cluster.reachable = False  # the first attempts fail: the agent must keep trying
+        agent._apply([Evict("p0", 1), Evict("p1", 7)])
+        await asyncio.sleep(0.5)
+        assert "p0" in cluster.pods and agent.placer_.counters.evictions_done == 0
+        cluster.reachable = True
+        await until(lambda: agent.placer_.counters.evictions_done == 2, 15, "both evictions answered")
+        agent._apply([Evict("p0", 1)])  # a retry after a crash, say: the pod is gone, nothing else happens
+        await until(lambda: agent.placer_.counters.evictions_done == 3, 15, "the repeated eviction answered")
+        agent.stop()
+        await task
+        return agent
+
+    asyncio.run(scenario())
+    assert "p0" not in cluster.pods, "evicted at the back end"
+    assert cluster.pods["p1"].phase is Phase.RUNNING, "epoch 7 is not p1's: its copy runs on"
+    assert cluster.evidence.evictions == 1
