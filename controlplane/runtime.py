@@ -247,7 +247,8 @@ class ControlPlane:
         """Make the clusters hold what the store says they should (on start and on takeover).
 
         Every placed replica count is created where it is missing (an embedded twin starts
-        empty after a restart; a member cluster may have lost a Deployment) or scaled up where
+        empty after a restart; a member cluster may have lost a Deployment), at a bumped fencing
+        epoch, or scaled up where
         short; nothing is scaled down here, so a migration in flight (resumed from the journal
         by the executor) is never undone. An unreachable cluster is left to failover. Returns
         what was repaired, also recorded as a decision.
@@ -264,8 +265,13 @@ class ControlPlane:
                     try:
                         have = backend.get_workload(p.workload).spec.replicas
                     except errors.NotFound:
-                        backend.create_workload(w.spec(p.replicas, p.epoch))
-                        repaired.append(f"{p.workload}: {p.replicas} replicas re-created on {p.cluster} (epoch {p.epoch})")
+                        # a new incarnation gets a new fencing epoch: binders (edge agents) that still
+                        # hold claims on the lost pods' (pod, epoch) would otherwise never bind them again
+                        with self.store.tx():
+                            epoch = self.registry.bump_epoch(p.workload)
+                            self.registry.set_placement(Placement(p.workload, p.cluster, p.replicas, epoch))
+                        backend.create_workload(w.spec(p.replicas, epoch))
+                        repaired.append(f"{p.workload}: {p.replicas} replicas re-created on {p.cluster} (epoch {p.epoch} -> {epoch})")
                         continue
                     if have < p.replicas:
                         backend.scale_workload(p.workload, p.replicas)

@@ -171,3 +171,36 @@ def test_the_crash_drill_on_one_sqlite_process_keeps_every_goal() -> None:
     assert j["crashes"] == {"SIGKILL": 1, "SIGSTOP": 0} and j["submits_in_flight_at_crash"] > 20 and j["migrations_in_flight_at_crash"] > 0
     assert j["migrations_completed"] + j["migrations_rolled_back"] == j["migrations_total"] == 2
     assert (j["duplicated"], j["lost"], j["half_recorded"]) == (0, 0, 0), j["notes"]
+
+
+def test_real_agents_bind_the_rebuilt_twin_after_a_kill_9(plane: tuple[Path, int, list[subprocess.Popen[bytes]]]) -> None:
+    """Edge agents still hold claims on the lost pods' (pod, epoch): the rebuilt workload's new epoch lets them bind it again."""
+    import asyncio
+
+    from controlplane.agentfleet import AgentFleet
+
+    db, port, procs = plane
+    (link,) = free_ports(1)
+    args = ("--twin-clusters", "1", "--twin-nodes", "3", "--agents-bind", "--agent-port", str(link))
+
+    async def run() -> None:
+        procs.append(serve(db, port, *args))
+        conn = client.connect(f"127.0.0.1:{port}")
+        until(lambda: healthy(conn, 1), 30, "cluster healthy")
+        fleet = AgentFleet({"c0": ["c0-n0", "c0-n1", "c0-n2"]}, time.monotonic)
+        await fleet.start(f"127.0.0.1:{port}", f"127.0.0.1:{link}")
+        try:
+            assert conn.control.SubmitWorkload(cp.SubmitWorkloadRequest(workload=spec("web", 6))).accepted
+            await asyncio.to_thread(until, lambda: all_ready(conn)["web"] == (6, 6), 30, "agents bound every pod")
+            before = conn.control.GetPlacements(cp.GetPlacementsRequest(workload="web")).workloads[0].placements[0].epoch
+            procs[0].send_signal(signal.SIGKILL)
+            procs[0].wait(10)
+            procs.append(serve(db, port, *args))
+            await asyncio.to_thread(until, lambda: all_ready(conn).get("web") == (6, 6), 40, "agents bound the rebuilt pods")
+            after = conn.control.GetPlacements(cp.GetPlacementsRequest(workload="web")).workloads[0].placements[0].epoch
+            assert after > before
+        finally:
+            await fleet.stop()
+            conn.close()
+
+    asyncio.run(run())
