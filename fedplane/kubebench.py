@@ -36,7 +36,8 @@ import click
 
 from fedcore.kubeobjects import EPOCH_ANNOTATION, SCHEDULER_NAME, WORKLOAD_LABEL
 from fedcore.loopback import free_ports
-from fedplane.kubedouble import NODES, PDBS, PODS, KubeDouble, workload_of
+from fedplane.kubeclusters import ClusterHandle, DoubleCluster
+from fedplane.kubedouble import workload_of
 
 AGENT_UA = "fedplane-agent"
 CONTROL_PLANE_UA = "fedplane-controlplane"
@@ -56,7 +57,8 @@ class KubeScenario:
     pod_memory_mib: int = 256
     tick_s: float = 0.2
     timeout_s: float = 120.0
-    seed: int = 1
+    prefix: str = "w"
+    """Workload names are this plus a number."""
 
 
 @dataclass(slots=True)
@@ -114,13 +116,21 @@ def _node(name: str, s: KubeScenario) -> dict[str, Any]:
                        "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
-def _running(double: KubeDouble) -> list[dict[str, Any]]:
-    return [p for p in double.items(PODS) if (p.get("spec") or {}).get("nodeName")
-            and (p.get("status") or {}).get("phase") == "Running"]
+def _running(cluster: ClusterHandle) -> list[dict[str, Any]]:
+    return [p for p in cluster.pods() if (p.get("spec") or {}).get("nodeName")
+            and (p.get("status") or {}).get("phase") == "Running" and not (p.get("metadata") or {}).get("deletionTimestamp")]
 
 
-async def run_scenario(s: KubeScenario, workdir: Path, log_level: int = logging.WARNING) -> Figures:
-    """The whole scenario; returns its figures (raises TimeoutError when a step never completes)."""
+def double_clusters(s: KubeScenario) -> list[ClusterHandle]:
+    return [DoubleCluster(f"k{i}", {f"k{i}-n{j}": _node(f"k{i}-n{j}", s) for j in range(s.agents)}) for i in range(s.clusters)]
+
+
+async def run_scenario(s: KubeScenario, workdir: Path, clusters: list[ClusterHandle] | None = None,
+                       log_level: int = logging.WARNING) -> Figures:
+    """The whole scenario on ``clusters`` (default: API doubles); returns its figures.
+
+    Raises TimeoutError when a step never completes. The clusters are closed at the end.
+    """
     import kubernetes  # noqa: F401  (fail early and clearly without the 'full' extra)
 
     from controlplane.registry import BackendKind, ClusterSpec, PlacementState, Placer
@@ -134,51 +144,49 @@ async def run_scenario(s: KubeScenario, workdir: Path, log_level: int = logging.
 
     logging.getLogger("edgeagent").setLevel(log_level)
     logging.getLogger("controlplane").setLevel(log_level)
-    names = [f"k{i}" for i in range(s.clusters)]
-    doubles = {c: KubeDouble(controllers=True).start() for c in names}
+    handles = {h.name: h for h in (clusters if clusters is not None else double_clusters(s))}
+    names = list(handles)
     figures = Figures()
     agents: list[Agent] = []
     tasks: list[asyncio.Task[None]] = []
     ticker: _Ticker | None = None
     plane: ControlPlane | None = None
     try:
-        for c, d in doubles.items():
-            for i in range(s.agents):
-                d.put(NODES, None, f"{c}-n{i}", _node(f"{c}-n{i}", s))
         backends = Backends(time.monotonic)
-        for c, d in doubles.items():
-            backends.by_name[c] = KubernetesCluster(c, d.client(CONTROL_PLANE_UA))
+        for c, h in handles.items():
+            backends.by_name[c] = KubernetesCluster(c, h.client(CONTROL_PLANE_UA), h.namespace)
         timings = Timings(probe_interval_s=s.tick_s, report_interval_s=s.tick_s, fresh_s=5 * s.tick_s)
         plane = ControlPlane(workdir / "cp.db", backends, time.monotonic, timings)
         for i, c in enumerate(names):
             plane.register_cluster(ClusterSpec(c, f"r{i}", BackendKind.KUBERNETES, kube_context=c, placer=Placer.AGENTS))
 
-        ports = iter(free_ports(s.clusters * s.agents))
-        for c, d in doubles.items():
-            gossip = {f"{c}-n{i}": next(ports) for i in range(s.agents)}
+        per_cluster = {c: h.nodes() for c, h in handles.items()}
+        ports = iter(free_ports(sum(len(n) for n in per_cluster.values())))
+        for c, h in handles.items():
+            gossip = {node: next(ports) for node in per_cluster[c]}
             for node, port in gossip.items():
                 cfg = agent_config.parse({
-                    "node": node, "cluster": c, "data_dir": str(workdir / node), "log_level": "warning",
+                    "node": node, "cluster": c, "data_dir": str(workdir / c / node), "log_level": "warning",
                     "gossip": {"bind": f"127.0.0.1:{port}", "seeds": [f"127.0.0.1:{p}" for n, p in gossip.items() if n != node]},
                     "backend": {"kind": "kubernetes", "scheduler_name": SCHEDULER_NAME, "status_interval": 30.0},
                     "probe": {"kind": "twin", "interval": 1.0}, "http": {"bind": ""},
                 })
-                cluster = KubeCluster("", SCHEDULER_NAME, 5.0, api_client=d.client(f"{AGENT_UA}/{node}"))
+                cluster = KubeCluster("", SCHEDULER_NAME, 5.0, api_client=h.client(f"{AGENT_UA}/{node}"))
                 agents.append(Agent(cfg, cluster=cluster, handle_signals=False))
         tasks = [asyncio.create_task(a.run()) for a in agents]
-        await _until(lambda: all(a.gossip is not None and len(a.gossip.members()) == s.agents for a in agents), 30, "gossip to join")
+        await _until(lambda: all(a.gossip is not None and len(a.gossip.members()) == len(per_cluster[a.config.cluster])
+                                 for a in agents), 30, "gossip to join")
 
         ticker = _Ticker(plane, s.tick_s)
         ticker.thread.start()
-        await _until(lambda: all(v.health.value == "healthy" for v, _ in plane.verdicts.values()) and len(plane.verdicts) == s.clusters,
+        await _until(lambda: all(v.health.value == "healthy" for v, _ in plane.verdicts.values()) and len(plane.verdicts) == len(names),
                      30, "every cluster to be judged healthy")
 
-        workloads = [Workload(f"w{k:03d}", s.replicas, Template(s.pod_cpu_milli, s.pod_memory_mib), Policy(spread=Spread.NONE))
+        workloads = [Workload(f"{s.prefix}{k:03d}", s.replicas, Template(s.pod_cpu_milli, s.pod_memory_mib), Policy(spread=Spread.NONE))
                      for k in range(s.pods // s.replicas)]
-        for d in doubles.values():  # what a careful operator adds: at most one replica of a workload down at a time
+        for h in handles.values():  # what a careful operator adds: at most one replica of a workload down at a time
             for w in workloads:
-                d.put(PDBS, "default", f"{w.name}-pdb", {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                                                         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {WORKLOAD_LABEL: w.name}}}})
+                h.add_budget(w.name, 1)
         t0 = time.monotonic()
         for w in workloads:
             choice = await asyncio.to_thread(plane.submit, w, False)
@@ -187,34 +195,26 @@ async def run_scenario(s: KubeScenario, workdir: Path, log_level: int = logging.
         total = len(workloads) * s.replicas
 
         def ready_seen_by_plane() -> bool:
-            seen = 0
-            for c in names:
-                for w in backends(c).list_workloads():
-                    seen += w.ready_replicas
-            return seen >= total
+            return sum(w.ready_replicas for c in names for w in backends(c).list_workloads()) >= total
 
         t_placed = await _until(ready_seen_by_plane, s.timeout_s, f"the control plane to see {total} ready replicas")
         figures.phases["place_s"] = round(t_placed - t0, 3)
-        waits = []
-        for d in doubles.values():
-            assert d.handler is not None
-            waits += [d.handler.bound_at[k] - d.handler.created_at[k] for k in d.handler.bound_at if k in d.handler.created_at]
-        waits.sort()
+        waits = sorted(w for h in handles.values() for w in h.waits()) or [float("nan")]
         figures.placed_s_p50 = round(statistics.median(waits), 3)
         figures.placed_s_p99 = round(waits[min(len(waits) - 1, int(0.99 * len(waits)))], 3)
 
-        counts = {c: len(_running(d)) for c, d in doubles.items()}
+        counts = {c: len(_running(h)) for c, h in handles.items()}
         dark = max(sorted(counts), key=lambda c: counts[c])
         figures.dark_cluster = dark
         live = [c for c in names if c != dark]
         t_dark = time.monotonic()
-        doubles[dark].set_dark(True)
+        handles[dark].set_dark(True)
 
         def failed_over() -> bool:
             current = {w.name: w.replicas for w in plane.registry.workloads()}
             running: dict[str, int] = {}
             for c in live:
-                for p in _running(doubles[c]):
+                for p in _running(handles[c]):
                     running[workload_of(p)] = running.get(workload_of(p), 0) + 1
             return all(running.get(n, 0) >= k for n, k in current.items())
 
@@ -226,18 +226,18 @@ async def run_scenario(s: KubeScenario, workdir: Path, log_level: int = logging.
         await _until(lambda: not plane.journal.active() and any(
             p.state is PlacementState.STALE for p in plane.registry.placements()), s.timeout_s,
             f"the failover migrations to finish, leaving {dark}'s copies stale")
-        doubles[dark].set_dark(False)
+        handles[dark].set_dark(False)
         t_back = time.monotonic()
 
         def cleaned() -> bool:
             stale = [p for p in plane.registry.placements() if p.state is PlacementState.STALE]
-            return not stale and not _running(doubles[dark])
+            return not stale and not _running(handles[dark])
 
         t_clean = await _until(cleaned, s.timeout_s, f"{dark}'s stale pods to be evicted")
         figures.phases["cleanup_s"] = round(t_clean - t_back, 3)
         await asyncio.sleep(2 * s.tick_s)  # let the agents of the returned cluster see the evictions
 
-        _judge(figures, plane, doubles, s)
+        _judge(figures, plane, handles)
         figures.agent_evictions_requested = sum(a.placer_.counters.evictions for a in agents)
         figures.agent_evictions_done = sum(a.placer_.counters.evictions_done for a in agents)
         registry = plane.metrics.registry
@@ -257,30 +257,25 @@ async def run_scenario(s: KubeScenario, workdir: Path, log_level: int = logging.
             a.stop()
         if tasks:
             await asyncio.wait(tasks, timeout=30)
-        for a in agents:
-            a.stop()
         if plane is not None:
             plane.close()
-        for d in reversed(list(doubles.values())):
-            d.stop()
+        for h in reversed(list(handles.values())):  # kmock chains a resolver per server: stop in reverse
+            h.close()
 
 
-def _judge(f: Figures, plane: Any, doubles: dict[str, KubeDouble], s: KubeScenario) -> None:
+def _judge(f: Figures, plane: Any, handles: dict[str, ClusterHandle]) -> None:
     """Count what runs at the end against the control plane's desired state: lost, duplicated, who bound it."""
     desired = {w.name: w.replicas for w in plane.registry.workloads()}
-    epochs = {}
-    for w in desired:
-        placements = plane.registry.placements(w)
-        epochs[w] = max((p.epoch for p in placements), default=1)
+    epochs = {w: max((p.epoch for p in plane.registry.placements(w)), default=1) for w in desired}
     running: dict[str, int] = {}
-    for d in doubles.values():
-        assert d.handler is not None
-        for p in _running(d):
+    for h in handles.values():
+        for p in _running(h):
             w = workload_of(p)
+            if w not in desired:
+                continue
             running[w] = running.get(w, 0) + 1
             meta = p.get("metadata") or {}
-            binder = d.handler.binders.get((meta.get("namespace", ""), meta.get("name", "")), "")
-            if binder.startswith(AGENT_UA):
+            if h.binder(p).startswith(AGENT_UA):
                 f.bound_by_agents += 1
             else:
                 f.bound_by_other += 1
@@ -290,7 +285,7 @@ def _judge(f: Figures, plane: Any, doubles: dict[str, KubeDouble], s: KubeScenar
     for w, k in desired.items():
         f.lost += max(0, k - running.get(w, 0))
         f.duplicated += max(0, running.get(w, 0) - k)
-    f.stale_pods_left = len(_running(doubles[f.dark_cluster])) if f.dark_cluster else 0
+    f.stale_pods_left = len(_running(handles[f.dark_cluster])) if f.dark_cluster else 0
 
 
 @click.command("kube")
@@ -299,8 +294,12 @@ def _judge(f: Figures, plane: Any, doubles: dict[str, KubeDouble], s: KubeScenar
 @click.option("--pods", default=300, show_default=True, type=click.IntRange(1, 5000), help="pods in total")
 @click.option("--replicas", default=10, show_default=True, type=click.IntRange(1, 1000), help="replicas per workload")
 @click.option("--timeout", default=120.0, show_default=True, type=click.FloatRange(5, 3600), help="seconds any one step may take")
+@click.option("--context", "contexts", multiple=True,
+              help="run on this real cluster's kubeconfig context instead (repeat, two or more; kind/k3d: see README)")
+@click.option("--kubeconfig", type=click.Path(dir_okay=False), help="kubeconfig for --context (default $KUBECONFIG)")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON object")
-def bench_kube(clusters: int, agents: int, pods: int, replicas: int, timeout: float, as_json: bool) -> None:
+def bench_kube(clusters: int, agents: int, pods: int, replicas: int, timeout: float, contexts: tuple[str, ...],
+               kubeconfig: str | None, as_json: bool) -> None:
     """Control plane -> agents bind -> a cluster goes dark -> failover -> it returns -> its stale pods are evicted.
 
     Every cluster is a Kubernetes API double served over HTTP (kmock plus binding, eviction with
@@ -309,14 +308,27 @@ def bench_kube(clusters: int, agents: int, pods: int, replicas: int, timeout: fl
     """
     if pods % replicas:
         raise click.UsageError(f"--pods {pods} must be a multiple of --replicas {replicas}")
-    scenario = KubeScenario(clusters=clusters, agents=agents, pods=pods, replicas=replicas, timeout_s=timeout)
+    if len(contexts) == 1:
+        raise click.UsageError("--context: give two or more (one goes dark, the others take its workloads)")
+    handles: list[ClusterHandle] | None = None
+    if contexts:
+        from fedplane.kubeclusters import RealCluster
+
+        try:
+            handles = [RealCluster(f"c{i}", ctx, kubeconfig) for i, ctx in enumerate(contexts)]
+        except Exception as exc:  # the client's config errors come in many types
+            raise click.ClickException(f"cannot use kubeconfig context(s) {', '.join(contexts)}: {exc}") from None
+        clusters = len(contexts)
+    scenario = KubeScenario(clusters=clusters, agents=agents, pods=pods, replicas=replicas, timeout_s=timeout,
+                            **({"pod_cpu_milli": 10, "pod_memory_mib": 16} if contexts else {}))
     with tempfile.TemporaryDirectory(prefix="fedplane-bench-kube-") as tmp:
         try:
-            figures = asyncio.run(run_scenario(scenario, Path(tmp)))
+            figures = asyncio.run(run_scenario(scenario, Path(tmp), handles))
         except TimeoutError as exc:
             raise click.ClickException(str(exc)) from None
     out = {**asdict(figures), "scenario": asdict(scenario),
-           "api": "kmock 0.8 API double over HTTP + binding/eviction/PDB/Deployment controller; real kubernetes client",
+           "api": (f"real clusters {', '.join(contexts)} through loopback TCP gates" if contexts else
+                   "kmock 0.8 API double over HTTP + binding/eviction/PDB/Deployment controller; real kubernetes client"),
            "evictions_by": "control plane cleanup (Eviction API) + agents' Evict effects"}
     if as_json:
         click.echo(json.dumps(out))

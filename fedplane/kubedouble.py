@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import datetime
 import itertools
 import json
 import threading
@@ -130,7 +131,8 @@ class FedKube(kmock.KubernetesEmulator):
                                                 f"{self.objects[key]['spec']['nodeName']}")
             node = request.data["target"]["name"]
             self.objects[key].patch({"spec": {"nodeName": node}, "status": {  # the kubelet starts it at once
-                "phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}]}})
+                "phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp()},
+                                                   {"type": "Ready", "status": "True", "lastTransitionTime": _stamp()}]}})
             self.binders[(request.namespace or "", name)] = request.headers.get("User-Agent", "")
             self.bound_at[(request.namespace or "", name)] = time.monotonic()
             await self._buses[PODS].put({"type": "MODIFIED", "object": self.objects[key].raw})
@@ -224,7 +226,7 @@ class FedKube(kmock.KubernetesEmulator):
         name = f"{deployment}-{next(self._serial):05d}"
         pod = {
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {**meta, "name": name, "namespace": ns, "uid": str(uuid.uuid4()),
+            "metadata": {**meta, "name": name, "namespace": ns, "uid": str(uuid.uuid4()), "creationTimestamp": _stamp(),
                          "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment,
                                               "uid": d.get("metadata", {}).get("uid", ""), "controller": True}]},
             "spec": template.get("spec") or {},
@@ -233,6 +235,11 @@ class FedKube(kmock.KubernetesEmulator):
         self.objects[PODS, ns, name] = pod
         self.created_at[(ns, name)] = time.monotonic()
         await self._buses[PODS].put({"type": "ADDED", "object": self.objects[PODS, ns, name].raw})
+
+
+def _stamp() -> str:
+    """A timestamp as the API server writes them (RFC 3339, UTC; the double keeps microseconds)."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _ready(pod: dict[str, Any]) -> bool:

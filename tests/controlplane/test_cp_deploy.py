@@ -49,6 +49,7 @@ def test_rbac_is_least_privilege() -> None:
     cluster_wide = [r for d in docs if d["kind"] == "ClusterRole" for r in d["rules"]]
     assert cluster_wide == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
     assert ("", "pods/binding", "create") in granted and ("apps", "deployments/scale", "patch") in granted
+    assert ("", "pods/eviction", "create") in granted and ("apps", "replicasets", "delete") in granted
 
 
 def test_renderer_refuses_constructs_it_does_not_understand(tmp_path: object) -> None:

@@ -31,10 +31,10 @@ def test_manifest_is_valid_against_the_kubernetes_schema(doc: dict[str, object])
     kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
 
 
-def test_rbac_allows_only_reading_pods_and_nodes_and_binding() -> None:
+def test_rbac_allows_only_reading_pods_and_nodes_binding_and_evicting() -> None:
     (role,) = by_kind("ClusterRole")
     granted = {(res, verb) for rule in role["rules"] for res in rule["resources"] for verb in rule["verbs"]}
-    assert granted == {("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods/binding", "create"),
+    assert granted == {("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods/binding", "create"), ("pods/eviction", "create"),
                        ("nodes", "get"), ("nodes", "list"), ("nodes", "watch")}
     (binding,) = by_kind("ClusterRoleBinding")
     (account,) = by_kind("ServiceAccount")
