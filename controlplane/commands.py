@@ -230,6 +230,7 @@ def _cluster_row(c: dict[str, Any]) -> dict[str, Any]:
     verdict = c.get("verdict", {})
     return {
         "cluster": c["spec"]["name"], "region": c["spec"].get("region", ""),
+        "placer": c["spec"].get("placer") or "agents",
         "health": verdict.get("health", "").removeprefix("HEALTH_").lower(),
         "load": round(c.get("load", 0.0), 3), "forecast": round(c.get("load_forecast", 0.0), 3),
         "nodes": c.get("nodes", 0), "agents": c.get("agents_reporting", 0), "taints": " ".join(c.get("taints", [])),
