@@ -56,12 +56,16 @@ class Autoscaling:
         self.scalers = {s.workload: Autoscaler.build(s, traces) for s in book.all()}
         self.seen: dict[str, tuple[int, int]] = {}  # workload -> (ready, replicas) at the last tick
 
-    def enable(self, spec: AutoscaleSpec, now: float) -> Status:
-        w = self.registry.workload(spec.workload)
-        if w is None:
+    def prepare(self, spec: AutoscaleSpec, now: float) -> Autoscaler:
+        """Load the series and fit the forecaster (seconds: call it outside the control plane's lock)."""
+        if self.registry.workload(spec.workload) is None:
             raise KeyError(f"unknown workload {spec.workload!r}")
-        spec = replace(spec, enabled_at=now)
-        scaler = Autoscaler.build(spec, self.traces)
+        return Autoscaler.build(replace(spec, enabled_at=now), self.traces)
+
+    def enable(self, spec: AutoscaleSpec, now: float, scaler: Autoscaler | None = None) -> Status:
+        """Autoscale ``spec.workload`` from ``now`` (with ``scaler`` from :meth:`prepare`, if already built)."""
+        scaler = scaler or self.prepare(spec, now)
+        spec = scaler.spec
         self.book.put(spec)
         self.scalers[spec.workload] = scaler
         why = scaler.fallback or f"{spec.policy} on series {spec.series}, start-up {spec.startup_s:.0f} s"

@@ -41,8 +41,10 @@ class AutoscalerService(autoscale_pb2_grpc.AutoscalerServicer):
 
     def _enable(self, m: pb.AutoscaleSpec) -> Status:
         spec = spec_from(m)  # ValueError -> INVALID_ARGUMENT
+        now = self.plane.clock()
+        scaler = self.plane.autoscaling.prepare(spec, now)  # the slow part, outside the reconcile lock
         with self.plane.lock:
-            return self.plane.autoscaling.enable(spec, self.plane.clock())
+            return self.plane.autoscaling.enable(spec, now, scaler)
 
     def _disable(self, workload: str) -> Status:
         with self.plane.lock:

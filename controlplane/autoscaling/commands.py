@@ -18,7 +18,7 @@ from fedcore.commands import fail, traces_option
 @click.option("--train-steps", type=click.IntRange(min=0), default=60_000, show_default=True,
               help="PPO steps for the learned residual (0: leave it out; needs the train extra).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--plot-dir", type=click.Path(file_okay=False), default=".", show_default=True,
+@click.option("--plot-dir", type=click.Path(file_okay=False), default="fedplane-autoscale", show_default=True,
               help="Where the PNG per series and start-up goes.")
 @click.option("--no-plots", is_flag=True, help="Write no PNG.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

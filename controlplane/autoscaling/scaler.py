@@ -24,6 +24,7 @@ from controlplane.autoscaling.peaks import PeakForecast
 from controlplane.autoscaling.specs import AutoscaleSpec
 
 MIN_HISTORY = 128   # samples before the held-out part: fewer and the quantile cannot be calibrated
+FIT_SAMPLES = 20_000  # the model's parameters are fitted on the most recent history only (~1-3 s of grid search)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +56,16 @@ def load(spec: AutoscaleSpec, traces: Path | None) -> tuple[float, np.ndarray]:
     if spec.series in names:
         d, f, c, s = names[spec.series]
         return s, sr.packaged_column(d, f, c)
-    if spec.series.startswith("dlrm-") and traces is not None:
+    if spec.series.startswith("dlrm-"):
+        from fedcore.traces.errors import TraceError
+        from fedcore.traces.locate import DLRM, traces_dir
+
+        try:
+            trace = (traces or traces_dir()) / DLRM
+        except TraceError as e:
+            raise sr.SeriesError(f"series {spec.series!r}: {e}") from None
         app = spec.series.removeprefix("dlrm-")
-        return 300.0, sr.dlrm_instances(traces / "alibaba-dlrm" / "disaggregated_DLRM_trace.csv", [app])[app]
+        return 300.0, sr.dlrm_instances(trace, [app])[app]
     path = Path(spec.series)
     if not path.is_file():
         raise sr.SeriesError(f"series {spec.series!r}: neither a packaged series ({', '.join(names)}) nor a file")
@@ -92,7 +100,7 @@ class Autoscaler:
             return cls.hpa_only(spec, stride, replay, f"{e}; forecasting off, HPA behaviour")
         h = max(1, math.ceil((spec.startup_s + 15.0) * spec.speed / stride))  # the horizon in series time
         x = history * scale
-        peaks = PeakForecast(fc.make("mstl_ets", x, int(round(86400 / stride)), stride, h), h)
+        peaks = PeakForecast(fc.make("mstl_ets", x[-FIT_SAMPLES:], int(round(86400 / stride)), stride, h), h)
         for v in x:
             peaks.observe(float(v))
         hpa = Hpa(forecast_metric=spec.policy == "forecast_hpa", min_replicas=spec.min_replicas, max_replicas=spec.max_replicas,
