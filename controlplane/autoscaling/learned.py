@@ -1,9 +1,10 @@
 """The learned controller: a PPO residual on top of the forecast-fed HPA, never acting alone.
 
 Every HPA period the policy sees the workload relative to its replicas and answers ``a`` in
-[-1, 1]. ``a < 0`` removes up to all the replicas the forecast says are not needed (never below
-the calibrated peak's own count, nor below the demand now); ``a > 0`` adds up to 25%. So the
-residual can trade headroom for utilization only where the forecast vouches for it.
+[-1, 1]: the utilization, from 70% (a = -1: HPA's own target) to 100% (a = 1), at which
+the calibrated forecast peak (or the demand now, if higher) must still be served. Replicas beyond
+that are removed; the residual never adds any and never goes below what the forecast vouches for.
+So it can only trade the HPA's headroom for utilization, and learns when that is safe.
 
 Inference is numpy (the policy's two tanh layers and its mean head), so the control plane runs a
 trained policy without torch; training (stable-baselines3, the ``train`` extra) happens on the
@@ -14,22 +15,25 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from controlplane.autoscaling.controllers import Hpa, Observation
 
-UP = 0.25          # the largest residual up: +25% of the base's desire
-FLOOR_UTIL = 0.9   # the residual never leaves fewer pods than run the calibrated peak at this utilization
+UTIL_LOW, UTIL_HIGH = 0.7, 1.0   # the range the policy's utilization answer maps onto
 FEATURES = 8
 MEMORY_S = 300.0   # demand kept for the volatility features
 
 
-def floor_for(obs: Observation) -> int:
-    """Fewest replicas the residual may leave: the calibrated peak and the demand now, at 100%."""
-    return max(1, math.ceil(max(obs.forecast or 0.0, obs.demand) / FLOOR_UTIL))
+def utilization(a: float) -> float:
+    return UTIL_LOW + (min(1.0, max(-1.0, a)) + 1) / 2 * (UTIL_HIGH - UTIL_LOW)
+
+
+def floor_for(obs: Observation, util: float = UTIL_HIGH) -> int:
+    """Fewest replicas that serve the calibrated peak (and the demand now) at ``util``."""
+    return max(1, math.ceil(max(obs.forecast or 0.0, obs.demand) / util))
 
 
 def features(obs: Observation, base: Hpa, recent: deque[tuple[float, float]]) -> np.ndarray:
@@ -42,11 +46,9 @@ def features(obs: Observation, base: Hpa, recent: deque[tuple[float, float]]) ->
                      (max(values) - min(values)) / scale, (obs.demand - minute_ago) / scale], dtype=np.float32)
 
 
-def adjusted(base: int, floor: int, a: float) -> int:
-    a = min(1.0, max(-1.0, a))
-    if a < 0:
-        return base + round(a * max(0, base - floor))
-    return base + math.ceil(a * UP * base)
+def adjusted(base: int, obs: Observation, a: float) -> int:
+    """The base's count, less what the forecast peak at the policy's utilization does not need."""
+    return min(base, floor_for(obs, utilization(a)))
 
 
 @dataclass(slots=True)
@@ -76,8 +78,8 @@ class Residual:
             return self.desired
         a = float(self.policy(x))
         want = self.base.decide(obs)
-        self.desired = max(1, adjusted(want, floor_for(obs), a))
-        self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{self.desired - want} (residual {a:+.2f})"
+        self.desired = max(1, adjusted(want, obs, a))
+        self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{self.desired - want} (forecast peak fits at {utilization(a):.0%})"
         return self.desired
 
 
@@ -109,8 +111,3 @@ def from_sb3(model: object) -> MlpPolicy:
     for layer in layers:
         ws += [layer.weight.detach().numpy().T.copy(), layer.bias.detach().numpy().copy()]
     return MlpPolicy(tuple(ws))
-
-
-def zero_policy(x: Sequence[float] | np.ndarray) -> float:
-    """No residual: the learned controller then is the forecast-fed HPA (for tests and fallbacks)."""
-    return 0.0

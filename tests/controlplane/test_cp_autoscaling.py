@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from controlplane.autoscaling import benchmarking, controllers as ctl, forecasters as fc, series as sr
 from controlplane.autoscaling.actuating import shares
-from controlplane.autoscaling.learned import Residual, adjusted, zero_policy
+from controlplane.autoscaling.learned import Residual, adjusted
 from controlplane.autoscaling.peaks import PeakForecast
 from controlplane.autoscaling.scaler import Autoscaler
 from controlplane.autoscaling.simulating import TICK_S, simulate
@@ -74,12 +74,13 @@ def test_kpa_panics_at_twice_the_ready_pods_and_never_scales_down_in_panic() -> 
 
 
 def test_learned_residual_never_acts_alone() -> None:
-    assert adjusted(20, 12, -1.0) == 12 and adjusted(20, 12, 0.0) == 20 and adjusted(20, 12, 1.0) == 25
-    assert adjusted(10, 14, -1.0) == 10                # the forecast's floor above the base: nothing to remove
+    o = obs(0, 8.0, 20, 20, forecast=12.0)
+    assert adjusted(20, o, -1.0) == 18 and adjusted(20, o, 0.0) == 15 and adjusted(20, o, 1.0) == 12  # peak at 70/85/100%
+    assert adjusted(10, o, 1.0) == 10                  # never above the base: the residual only removes headroom
     demand = np.full(400, 7.0)
-    a = simulate(Residual(zero_policy), demand, 60.0, 10, lambda i: 7.0)
+    a = simulate(Residual(lambda x: -1.0), demand, 60.0, 10, lambda i: 7.0)
     b = simulate(ctl.Hpa(forecast_metric=True, name="forecast_hpa"), demand, 60.0, 10, lambda i: 7.0)
-    assert np.array_equal(a.replicas, b.replicas)      # a zero residual is the forecast-fed HPA
+    assert np.array_equal(a.replicas, b.replicas)      # at the HPA's own target the residual changes nothing
 
 
 # -- forecasts ------------------------------------------------------------------------------------
