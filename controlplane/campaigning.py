@@ -60,6 +60,7 @@ class Campaign:
         self.known: Leader | None = None
         self.leading = False
         self.took_over_s = 0.0  # how long the last take-over took (win -> serving writes)
+        plane.metrics.writes_refused.set_function(lambda: float(election.store.refused))
 
     @property
     def is_leader(self) -> bool:

@@ -344,6 +344,36 @@ def delete(name: str, target: str, as_json: bool, tls_cert: str | None, tls_key:
 
 
 @controlplane.command()
+@client_options
+def leader(target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
+    """Who leads, as every member given in --target sees it (fencing token, refused writes)."""
+    tls = tls_files(tls_cert, tls_key, tls_ca)
+    rows: list[dict[str, Any]] = []
+    for member in [t.strip() for t in target.split(",") if t.strip()]:
+        try:
+            conn = client.connect(member, tls)
+        except ValueError as exc:
+            fail(str(exc))
+        try:
+            info = MessageToDict(conn.control.GetLeader(cp.GetLeaderRequest(), timeout=5), preserving_proto_field_name=True,
+                                 always_print_fields_with_no_presence=True)
+            rows.append({"target": member, **info})
+        except grpc.RpcError as exc:
+            rows.append({"target": member, "error": f"{exc.code().name}: {exc.details()}"})
+        finally:
+            conn.close()
+    if as_json:
+        reporting.emit_json({"members": rows})
+    else:
+        reporting.table("control-plane members", [
+            {"target": r["target"], "member": r.get("member", ""), "leads": r.get("is_leader", ""), "leader": r.get("leader", ""),
+             "token": r.get("fencing_token", ""), "writes refused": r.get("writes_refused", ""), "error": r.get("error", "")}
+            for r in rows])
+    if not any(r.get("is_leader") for r in rows):
+        raise SystemExit(1)
+
+
+@controlplane.command()
 @click.option("--limit", default=30, show_default=True, type=click.IntRange(1, 10_000))
 @client_options
 def decisions(limit: int, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:

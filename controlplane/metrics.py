@@ -29,6 +29,9 @@ class Metrics:
         self.evictions_requested = Counter("fedplane_evictions_requested", "Stale pods the control plane asked a cluster to evict", ["cluster"], registry=r)
         self.evictions_done = Counter("fedplane_evictions_done", "Evictions confirmed (evicted, already gone, or superseded)", ["cluster", "outcome"], registry=r)
         self.evictions_blocked = Counter("fedplane_evictions_blocked", "Eviction attempts a PodDisruptionBudget refused (retried next tick)", ["cluster"], registry=r)
+        self.leader = Gauge("fedplane_leader", "1 while this control plane leads (always 1 on SQLite)", registry=r)
+        self.takeovers = Counter("fedplane_takeovers", "Times this control plane took over as leader", registry=r)
+        self.writes_refused = Gauge("fedplane_writes_refused", "Writes the store refused this member because it did not lead (fencing)", registry=r)
         self.reports = Counter("fedplane_agent_reports", "Agent reports received", ["accepted"], registry=r)
         self.tick = Histogram("fedplane_tick_seconds", "Duration of one reconcile tick", registry=r,
                               buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))

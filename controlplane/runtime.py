@@ -130,12 +130,15 @@ class ControlPlane:
                 self._probe(spec.name, now)
                 self._judge(spec.name, now)
             self.leading = True
+            self.metrics.leader.set(1)
+            self.metrics.takeovers.inc()
             return repaired
 
     def step_down(self) -> None:
         """Stop acting (another member leads): forget the clusters' handles and every judgement."""
         with self.lock:
             self.leading = False
+            self.metrics.leader.set(0)
             self.backends.by_name.clear()  # embedded twins live in the leader only; the next leader rebuilds them
             self.verdicts.clear()
             self.loads.clear()

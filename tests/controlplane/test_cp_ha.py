@@ -74,6 +74,11 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
                    "--target", f"{standby.address},{leader.address}", "--json")
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["accepted"]
+        shown = cli("controlplane", "leader", "--target", f"{leader.address},{standby.address}", "--json")
+        assert shown.returncode == 0, shown.stderr
+        views = {m["target"]: m for m in json.loads(shown.stdout)["members"]}
+        assert views[leader.address]["is_leader"] and not views[standby.address]["is_leader"]
+        assert {v["leader"] for v in views.values()} == {leader.address}
         listed = fleet.conns[standby.address].control.GetPlacements(cp.GetPlacementsRequest(workload="web"))  # a standby reads
         assert sum(p.replicas for p in listed.workloads[0].placements) == 2
         # a graceful stop revokes the lease: the standby leads well before the TTL would expire
