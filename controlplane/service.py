@@ -122,6 +122,10 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         if name and reg.workload(name) is None:
             raise KeyError(f"unknown workload {name!r}")
         decisions = reg.decisions(1000)
+        standby: tuple[str, ...] = ()
+        if not self.leadership.is_leader:  # the clusters are the leader's to watch: a standby knows desired state, not readiness
+            leader = self.leadership.leader()
+            standby = (f"answered by a standby: ready counts are known by the leader{f' at {leader.address}' if leader else ''}",)
         out = []
         for n in names:
             rows = reg.placements(n)
@@ -132,7 +136,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
                 except errors.BackendError:
                     ready[p.cluster] = 0
             why = next((d.reasons for d in decisions if d.workload == n), ())
-            out.append(convert.placements(n, rows, ready, why))
+            out.append(convert.placements(n, rows, ready, standby + why))
         return cp.GetPlacementsResponse(workloads=out)
 
     async def StartMigration(self, request: cp.StartMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:

@@ -81,6 +81,7 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
         assert {v["leader"] for v in views.values()} == {leader.address}
         listed = fleet.conns[standby.address].control.GetPlacements(cp.GetPlacementsRequest(workload="web"))  # a standby reads
         assert sum(p.replicas for p in listed.workloads[0].placements) == 2
+        assert listed.workloads[0].reasons[0].message == f"answered by a standby: ready counts are known by the leader at {leader.address}"
         # a graceful stop revokes the lease: the standby leads well before the TTL would expire
         stopped = time.monotonic()
         assert leader.proc is not None
