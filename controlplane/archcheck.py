@@ -81,6 +81,7 @@ class Report:
     scorer_versions: list[str] = field(default_factory=list)
     place_s: float | None = None
     choices: dict[str, Any] | None = None
+    error: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
@@ -169,8 +170,11 @@ class Cluster:
         """``fedplane agent --check`` in the guest (it also writes the .opt-2.pyc files the agents load)."""
         done = subprocess.run(self.guest.argv("-m", "fedplane", "agent", "--config", config, "--check"),
                               capture_output=True, text=True, timeout=900)
-        out = (done.stdout + done.stderr).strip()
-        return done.returncode == 0 and ": ok;" in done.stdout, out.splitlines()[-1] if out else ""
+        said = [line for line in done.stdout.splitlines() if ": ok;" in line]
+        if done.returncode == 0 and said:
+            return True, said[-1]
+        out = (done.stdout + done.stderr).strip().splitlines()
+        return False, out[-1] if out else f"exit status {done.returncode}"
 
     def start_agents(self, configs: list[str], timeout: float) -> None:
         for config in configs:
@@ -181,7 +185,8 @@ class Cluster:
         def converged() -> bool:
             for proc in self.procs[1:]:
                 if proc.poll() is not None:
-                    raise CheckError(f"an agent exited early; see {self.work}/*/agent.log")
+                    tail = b"".join(open(p, "rb").read()[-400:] for p in sorted(self.work.glob("*/agent.log")))
+                    raise CheckError(f"an agent exited early ({self.work}/*/agent.log): {tail.decode(errors='replace')}")
             seen = [_metric(_get(port, "/metrics"), "fedplane_agent_peers_alive ") for port in self.http]
             return all(s is not None and float(s.split()[1]) >= self.agents - 1 for s in seen)
 
@@ -265,35 +270,43 @@ class Cluster:
 
 def run(guest: Guest, agents: int = 3, pods: int = 20, timeout: float = 900.0, cases: str = "",
         run_dir: str = "/srv/fedplane-archcheck", host_python: str = sys.executable) -> Report:
-    """Bring the cluster up, place ``pods`` pods, audit, tear down; raises CheckError when a step fails."""
-    from federated.runtime.scorer import default_model_dir
-
+    """Bring the cluster up, place ``pods`` pods, audit, tear down; a step that fails ends the run with its
+    reason in ``error`` and what was measured until then."""
     report = Report()
     shutil.rmtree(guest.path(run_dir), ignore_errors=True)
     cluster = Cluster(guest, agents, run_dir, host_python)
     try:
-        cluster.start_control_plane()
-        configs = cluster.write_configs(default_model_dir())
-        report.check_ok, report.check = cluster.check(configs[0])
-        if cases:
-            done = subprocess.run(guest.argv("-m", "federated.runtime.agreement", "choose", cases),
-                                  capture_output=True, text=True, timeout=900)
-            report.choices = json.loads(done.stdout) if done.returncode == 0 else {"error": done.stderr.strip()[-300:]}
-        cluster.start_agents(configs, timeout)
-        started = time.monotonic()
-        cluster.submit(pods)
-        try:
-            cluster._wait(lambda: sum(1 for n, _ in cluster.twin_pods().values() if n) >= pods, timeout,
-                          f"{pods} pods were not all bound")
-            report.place_s = round(time.monotonic() - started, 1)
-        except CheckError:
-            pass  # the audit reports how many were placed
-        time.sleep(3.0)  # a bind's record reaches every agent: /pods then agrees with the twin
-        cluster.audit(report)
-        report.refused_duplicate_binds = cluster.refused_duplicates()
+        _run(cluster, report, pods, timeout, cases)
+    except CheckError as exc:
+        report.error = str(exc)  # what was measured before the failing step stays in the report
     finally:
         cluster.close()
     return report
+
+
+def _run(cluster: Cluster, report: Report, pods: int, timeout: float, cases: str) -> None:
+    from federated.runtime.scorer import default_model_dir
+
+    guest = cluster.guest
+    cluster.start_control_plane()
+    configs = cluster.write_configs(default_model_dir())
+    report.check_ok, report.check = cluster.check(configs[0])
+    if cases:
+        done = subprocess.run(guest.argv("-m", "federated.runtime.agreement", "choose", cases),
+                              capture_output=True, text=True, timeout=900)
+        report.choices = json.loads(done.stdout) if done.returncode == 0 else {"error": done.stderr.strip()[-300:]}
+    cluster.start_agents(configs, timeout)
+    started = time.monotonic()
+    cluster.submit(pods)
+    try:
+        cluster._wait(lambda: sum(1 for n, _ in cluster.twin_pods().values() if n) >= pods, timeout,
+                      f"{pods} pods were not all bound")
+        report.place_s = round(time.monotonic() - started, 1)
+    except CheckError:
+        pass  # the audit reports how many were placed
+    time.sleep(3.0)  # a bind's record reaches every agent: /pods then agrees with the twin
+    cluster.audit(report)
+    report.refused_duplicate_binds = cluster.refused_duplicates()
 
 
 def summarize(runs: dict[str, dict[str, Any]], reference: dict[str, Any], wall_s: float) -> dict[str, Any]:
@@ -357,13 +370,12 @@ def main(argv: list[str]) -> int:
     try:
         report = run(guest, args.agents, args.pods, args.timeout, args.cases,
                      run_dir="/srv/fedplane-archcheck" if args.root else "/tmp/fedplane-archcheck")
-    except (CheckError, OSError, subprocess.SubprocessError) as exc:
-        print(f"archcheck: {exc}", file=sys.stderr)
-        print(json.dumps({"check_ok": False, "pods": 0, "placed": 0, "double_binds": None, "scorer": "none", "error": str(exc)}))
-        return 1
+    except (OSError, subprocess.SubprocessError) as exc:
+        report = Report(error=str(exc))
     print(json.dumps(report.as_dict()))
-    return 0
-
+    if report.error:
+        print(f"archcheck: {report.error}", file=sys.stderr)
+    return 1 if report.error else 0
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

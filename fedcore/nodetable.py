@@ -63,12 +63,13 @@ class NodeTable:
         self.slow = np.zeros(n, dtype=bool)
         models = sorted({x.gpu_model for x in nodes})
         self.model_codes = {m: i for i, m in enumerate(models)}
-        self.gpu_model = np.array([self.model_codes[x.gpu_model] for x in nodes], dtype=np.int64)
-        self.arch = np.array([list(Arch).index(x.arch) for x in nodes], dtype=np.int64)
+        # Category codes index other arrays: np.intp, which numpy 1.24 on 32-bit ARM requires of indices.
+        self.gpu_model = np.array([self.model_codes[x.gpu_model] for x in nodes], dtype=np.intp)
+        self.arch = np.array([list(Arch).index(x.arch) for x in nodes], dtype=np.intp)
         self.clusters = sorted({x.cluster for x in nodes})
-        self.cluster = np.array([self.clusters.index(x.cluster) for x in nodes], dtype=np.int64)
+        self.cluster = np.array([self.clusters.index(x.cluster) for x in nodes], dtype=np.intp)
         self.regions = sorted({x.region for x in nodes})
-        self.region = np.array([self.regions.index(x.region) for x in nodes], dtype=np.int64)
+        self.region = np.array([self.regions.index(x.region) for x in nodes], dtype=np.intp)
         self.tainted = np.array(
             [i for i, x in enumerate(nodes) if any(t.effect != TaintEffect.PREFER_NO_SCHEDULE for t in x.taints)],
             dtype=np.int64,

@@ -12,8 +12,8 @@
 #              or $FEDPLANE_ARM_CACHE); delete it to rebuild from scratch
 # Needs: root (binfmt_misc, chroot, mount), Debian's apt (qemu-user-static, binfmt-support, mmdebstrap are
 # installed if missing), PyPI (aarch64 wheels of the edge set), and `fedplane` on PATH (the host side runs the
-# control plane with the interpreter of that executable). First run ~15-30 min (the root filesystems' package
-# scripts run emulated); cached runs are minutes. Everything emulated runs niced.
+# control plane with the interpreter of that executable). Everything emulated runs niced; the root filesystems
+# take ~1 min to build, the wheels a few to download, the emulated cluster runs most of the time.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); repo=$(cd "$here/../.." && pwd)
 json=0; arches="arm64 armv7"; pods=20; agents=3; cache=${FEDPLANE_ARM_CACHE:-/var/cache/fedplane-arm}; suite=bookworm
@@ -47,18 +47,25 @@ for q in aarch64 arm; do
   grep -q '^flags:.*F' /proc/sys/fs/binfmt_misc/qemu-$q || { say "qemu-$q is registered without the F flag; unregister it (echo -1 > /proc/sys/fs/binfmt_misc/qemu-$q)"; exit 1; }
 done
 
-# 2. Root filesystems from Debian's packages, cached; rebuilt when the package list changes.
+# 2. Root filesystems from Debian's packages, cached; rebuilt when the package list changes. Packages are
+#    extracted, not configured: their maintainer scripts would run emulated (dpkg-configuring bookworm's
+#    python3 under qemu took over 40 min on a busy 2-core host; extracting takes ~20 s), and the only thing
+#    they do that Python needs here is the BLAS/LAPACK alternatives, linked below.
 #    armv7: onnxruntime has no armv7 wheel, nor numpy/grpcio on PyPI: the agent's dependencies come from Debian.
 declare -A debarch=([arm64]=arm64 [armv7]=armhf)
-declare -A packages=([arm64]=python3 [armv7]=python3,python3-numpy,python3-msgpack,python3-nacl,python3-yaml,python3-xxhash,python3-bitarray)
+declare -A packages=([arm64]=coreutils,python3,libstdc++6,libgcc-s1 [armv7]=coreutils,python3,python3-numpy,python3-msgpack,python3-nacl,python3-yaml,python3-xxhash,python3-bitarray)
 mkdir -p "$cache"
 rootfs() {
-  local arch=$1 dir=$cache/$1 stamp="$suite ${debarch[$1]} ${packages[$1]}"
+  local arch=$1 dir=$cache/$1 stamp="$suite ${debarch[$1]} extract ${packages[$1]}" lib
   if [ -f "$dir/.fedplane-rootfs" ] && [ "$(cat "$dir/.fedplane-rootfs")" = "$stamp" ]; then return; fi
-  say "building the $arch root filesystem ($suite, ${debarch[$arch]}) in $dir: package scripts run emulated, ~10-20 min"
+  say "building the $arch root filesystem ($suite, ${debarch[$arch]}) in $dir"
   rm -rf "$dir.tmp"
-  nice -n 10 mmdebstrap --quiet --variant=minbase --architectures="${debarch[$arch]}" --include="${packages[$arch]}" \
+  nice -n 10 mmdebstrap --quiet --variant=extract --architectures="${debarch[$arch]}" --include="${packages[$arch]}" \
     "$suite" "$dir.tmp" >&2
+  for lib in "$dir.tmp"/usr/lib/*-linux-gnu*/blas/lib*.so.3 "$dir.tmp"/usr/lib/*-linux-gnu*/lapack/lib*.so.3; do
+    [ -e "$lib" ] && ln -sfn "$(basename "$(dirname "$lib")")/$(basename "$lib")" "$(dirname "$(dirname "$lib")")/$(basename "$lib")"
+  done
+  mkdir -p "$dir.tmp/proc" "$dir.tmp/srv" "$dir.tmp/opt"
   echo "$stamp" > "$dir.tmp/.fedplane-rootfs"
   rm -rf "$dir"; mv "$dir.tmp" "$dir"
 }
@@ -66,7 +73,8 @@ rootfs() {
 # 3. fedplane into /opt/fedplane (every run), its dependencies into /opt/fedplane-deps (cached by requirement set).
 wheels=$cache/wheels; mkdir -p "$wheels"; rm -f "$wheels"/fedplane-*.whl
 say "building the fedplane wheel"
-"$py" -m pip wheel -q --no-deps -w "$wheels" "$repo" >&2
+src=$(mktemp -d); tar -C "$repo" --exclude=./.git --exclude=./build --exclude=./.venv --exclude='*.egg-info' -cf - . | tar -C "$src" -xf -
+"$py" -m pip wheel -q --no-deps -w "$wheels" "$src" >&2; rm -rf "$src"  # from a clean copy: no stale build/ of the checkout
 wheel=$(ls "$wheels"/fedplane-*.whl)
 ls "$wheels"/pybloom_live-*.whl >/dev/null 2>&1 || "$py" -m pip wheel -q --no-deps -w "$wheels" pybloom-live >&2
 install_fedplane() {
@@ -76,10 +84,10 @@ install_fedplane() {
     say "installing the edge set for $arch into $root/opt/fedplane-deps"
     rm -rf "$root/opt/fedplane-deps"
     if [ "$arch" = arm64 ]; then  # PyPI's aarch64 wheels, resolved on the host for the guest's platform
-      "$py" -m pip install -q --target "$root/opt/fedplane-deps" --only-binary=:all: --find-links "$wheels" \
+      "$py" -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); m = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA")); print("\n".join(l.split(":", 1)[1].strip() for l in z.read(m).decode().splitlines() if l.startswith("Requires-Dist:") and "extra ==" not in l))' "$wheel" > "$cache/requirements.txt"
+      "$py" -m pip install -q --no-warn-conflicts --target "$root/opt/fedplane-deps" --only-binary=:all: --find-links "$wheels" \
         --platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 --platform manylinux2014_aarch64 \
-        --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none "$wheel" >&2
-      rm -rf "$root"/opt/fedplane-deps/fedplane "$root"/opt/fedplane-deps/fedplane-*.dist-info
+        --python-version 3.11 --implementation cp --abi cp311 --abi abi3 --abi none -r "$cache/requirements.txt" >&2
     else  # Debian's python3-* packages hold the rest; pybloom-live is pure Python and not in Debian
       "$py" -m pip install -q --no-deps --target "$root/opt/fedplane-deps" "$wheels"/pybloom_live-*.whl >&2
     fi

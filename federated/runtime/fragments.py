@@ -102,7 +102,7 @@ class FragmentDrops:
     # -- the maths (any number of device states at once) ------------------------------
     def _sums(self, free: np.ndarray) -> np.ndarray:
         """Device sums (the table's columns) of each state: (..., devices) -> (..., columns)."""
-        sums: np.ndarray = self._of_amount.take(free, axis=0).sum(axis=-2)
+        sums: np.ndarray = self._of_amount.take(free.astype(np.intp, copy=False), axis=0).sum(axis=-2)
         return sums
 
     def _shared(self, sums: np.ndarray, amounts: np.ndarray, milli: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,8 +113,8 @@ class FragmentDrops:
         recount over every device. A share that does not fit leaves a negative amount below -1,
         which reads some other row: those sums mean nothing, and the mask says so.
         """
-        after = amounts[:, None, :] - milli[:, None]
-        swapped = self._of_amount.take(after, axis=0) - self._of_amount.take(amounts, axis=0)[:, None]
+        after = (amounts[:, None, :] - milli[:, None]).astype(np.intp, copy=False)
+        swapped = self._of_amount.take(after, axis=0) - self._of_amount.take(amounts.astype(np.intp, copy=False), axis=0)[:, None]
         swapped += sums[:, None, None]
         return swapped, after >= 0
 
@@ -285,7 +285,9 @@ class FragmentDrops:
 
     def _at(self, values: np.ndarray, cpu_left_plus_one: np.ndarray, offset: np.ndarray) -> np.ndarray:
         """One shape's value per row: the row's state (``offset`` into the flat table) at its CPU bracket."""
-        at: np.ndarray = values.ravel().take(offset + self._bracket_of.take(cpu_left_plus_one, mode="clip"))
+        # Indices as np.intp: numpy 1.24 on 32-bit ARM refuses int64 ones for take (a no-op on 64-bit).
+        brackets = self._bracket_of.take(cpu_left_plus_one.astype(np.intp, copy=False), mode="clip")
+        at: np.ndarray = values.ravel().take((offset + brackets).astype(np.intp, copy=False))
         return at
 
     def drop(self, pod: Pod, table: NodeTable, rows: np.ndarray, whole: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -310,5 +312,5 @@ class FragmentDrops:
         shared, fit = self._shared(self._sums(free), free, np.array([pod.gpu.milli_each]))
         frag = self._brackets(shared[0, 0])
         frag[~fit[0, 0]] = np.inf
-        bracket = int(self._bracket_of.take(table.cpu_free[node] - pod.cpu_milli + 1, mode="clip"))
+        bracket = int(self._bracket_of.take(np.intp(table.cpu_free[node] - pod.cpu_milli + 1), mode="clip"))
         return int(np.argmin(frag[:, bracket]))
