@@ -2,17 +2,18 @@
 
 An :class:`~controlplane.feeder.EvidenceSource` like the in-process feeder, but the pods are
 placed by the real agents (gossip, claims CRDT, fenced binds over the TwinCluster API served by
-the control plane under test). Each cluster's agents gossip only among themselves, sealed with
-that cluster's own gossip key, joining through the cluster's first two agents.
+the control plane under test), and the evidence is theirs: each agent reports itself
+(``ReportAgent`` over the twin link) with its gossip view. Each cluster's agents gossip only
+among themselves, sealed with that cluster's own gossip key, joining through the cluster's first
+two agents; every agent also joins one federation-wide pool (``wan``, its own key), so agents
+of other clusters vouch for a cluster that is cut off from the control plane.
 
-The agent has no control-plane client yet (it never calls ``ControlPlane.ReportAgent``), so the
-fleet relays for it: every ``interval_s`` it asks each agent's ``/healthz`` and reports the agents
-that answer, on their behalf, as alive (ready = the agent says it is healthy). This is the
-liveness evidence an agent would send itself; peer views (its gossip membership) are not exposed
-by the agent, so none are relayed. Faults: ``kill_agents`` SIGKILLs a cluster's agent processes;
-``cut_off`` stops relaying for the cluster (its agents keep running and gossiping: only their path
-to the control plane is cut); ``heal`` resumes relaying and restarts killed agents on their data
-directories (journal replay, as after a reboot).
+Faults: ``kill_agents`` SIGKILLs a cluster's agent processes; ``cut_off`` is the twin's
+partition (which refuses the cluster's agents' reports, as their path to the control plane is
+the twin link), so nothing is needed here; ``heal`` restarts killed agents on their data
+directories (journal replay, as after a reboot). A :class:`Hosts` layer decides where each
+agent runs and how faults reach it (:mod:`controlplane.netns` puts each in its own network
+namespace); the default runs them all on loopback.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import base64
-import itertools
 import json
 import os
 import shutil
@@ -30,12 +30,9 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
-import grpc
-
-from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
-from fedcore.agentcmd import agent_argv, precompile
+from fedcore.agentcmd import LOSS_ENV, agent_argv, precompile
 from fedcore.loopback import free_ports
 
 STOP_GRACE_S = 3.0
@@ -47,7 +44,48 @@ AGENT_SETTINGS: dict[str, Any] = {
     "probe": {"kind": "twin"},
 }
 """What every agent's YAML carries beyond its identity, addresses and data directory."""
-EVIDENCE = "real fedplane agent processes (one per twin node); liveness relayed from each agent's /healthz"
+EVIDENCE = "real fedplane agent processes (one per twin node), each reporting itself with its gossip views"
+
+
+class Hosts(Protocol):
+    """Where a fleet's agents run and how a cut reaches them (loopback here; :mod:`controlplane.netns`)."""
+
+    def address(self, node: str) -> str:
+        """The address the node's agent gossips on (its cluster's pool and the federation pool)."""
+        ...
+
+    def control_address(self, node: str) -> str:
+        """The address the node's agent serves HTTP on, reachable from the control plane's host."""
+        ...
+
+    def wrap(self, node: str, argv: list[str]) -> list[str]:
+        """The command that runs ``argv`` on the node's host."""
+        ...
+
+    def cut_off(self, nodes: Sequence[str]) -> None:
+        """Cut these nodes' hosts off from the control plane (their agents keep gossiping)."""
+        ...
+
+    def heal(self, nodes: Sequence[str]) -> None: ...
+
+
+class Loopback:
+    """Every agent on this host's loopback interface: a cut is the twin's partition only."""
+
+    def address(self, node: str) -> str:
+        return "127.0.0.1"
+
+    def control_address(self, node: str) -> str:
+        return "127.0.0.1"
+
+    def wrap(self, node: str, argv: list[str]) -> list[str]:
+        return argv
+
+    def cut_off(self, nodes: Sequence[str]) -> None:
+        pass
+
+    def heal(self, nodes: Sequence[str]) -> None:
+        pass
 
 
 @dataclass(slots=True)
@@ -56,10 +94,10 @@ class _Agent:
     node: str
     config: Path
     http_port: int
+    host: str = "127.0.0.1"
     process: subprocess.Popen[bytes] | None = None
     log: IO[bytes] | None = None
     killed: bool = False
-    agent_id: str = ""
 
     @property
     def alive(self) -> bool:
@@ -84,10 +122,10 @@ class Histogram:
         return float("inf")
 
 
-async def http_get(port: int, path: str, timeout: float = 0.5) -> tuple[int, bytes] | None:
-    """(status, body) of a GET on 127.0.0.1:port, or None when nothing answers in time."""
+async def http_get(port: int, path: str, timeout: float = 0.5, host: str = "127.0.0.1") -> tuple[int, bytes] | None:
+    """(status, body) of a GET on host:port, or None when nothing answers in time."""
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     except (OSError, asyncio.TimeoutError):
         return None
     try:
@@ -104,57 +142,52 @@ async def http_get(port: int, path: str, timeout: float = 0.5) -> tuple[int, byt
 class AgentFleet:
     """``fedplane agent`` processes for twin clusters' nodes; an EvidenceSource (see the module docstring)."""
 
-    def __init__(self, nodes: Mapping[str, Sequence[str]], clock: Callable[[], float], interval_s: float = 0.2) -> None:
-        self.clock, self.interval_s = clock, interval_s
+    def __init__(self, nodes: Mapping[str, Sequence[str]], clock: Callable[[], float], hosts: Hosts | None = None,
+                 loss: float = 0.0) -> None:
+        """``loss``: the share of gossip datagrams each agent drops (user-space fault injection, :data:`LOSS_ENV`)."""
+        self.clock, self.loss = clock, loss
+        self.hosts = hosts or Loopback()
         self.nodes = {c: list(ns) for c, ns in nodes.items()}
         self.workdir = Path(tempfile.mkdtemp(prefix="fedplane-agents-"))
         self.agents: list[_Agent] = []
-        self.cut: set[str] = set()
-        self.sequence = itertools.count(1)
         self.spawned = 0
         self.final = Histogram()  # the live agents' decision latencies, read as the fleet stops
-        self._task: asyncio.Task[None] | None = None
-        self._channel: grpc.aio.Channel | None = None
         atexit.register(self._terminate)  # backstop: no agent outlives its parent, even on a crash
 
     async def start(self, target: str, link: str) -> None:
         """Write keyrings and configs, start every agent, wait until each sees all its cluster's peers.
 
-        Agents bind through the twin link (``link``); their evidence is relayed to ``target``.
+        Agents bind through the twin link (``link``) and report themselves over it; ``target`` (the
+        control plane's gRPC address) is not theirs to use.
         """
-        ports = iter(free_ports(2 * sum(len(ns) for ns in self.nodes.values())))  # one call: no port handed out twice
+        everyone = [n for ns in self.nodes.values() for n in ns]
+        ports = iter(free_ports(3 * len(everyone)))  # one call: no port handed out twice
+        wan = {n: f"{self.hosts.address(n)}:{next(ports)}" for n in everyone}
+        wan_key = self._key("federation")
         for cluster, names in self.nodes.items():
-            key = self.workdir / f"{cluster}.key"
-            key.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
-            key.chmod(0o600)
-            gossip, http = [next(ports) for _ in names], [next(ports) for _ in names]
-            for i, node in enumerate(names):
+            key = self._key(cluster)
+            gossip = {n: f"{self.hosts.address(n)}:{next(ports)}" for n in names}
+            for node in names:
                 data = self.workdir / node
                 data.mkdir()
-                seeds = [f"127.0.0.1:{p}" for p in gossip[:2] if p != gossip[i]]
+                http = next(ports)
                 raw = {
                     **AGENT_SETTINGS, "node": node, "cluster": cluster, "data_dir": str(data),
-                    "gossip": {**AGENT_SETTINGS["gossip"], "bind": f"127.0.0.1:{gossip[i]}", "seeds": seeds, "key_file": str(key)},
+                    "gossip": {**AGENT_SETTINGS["gossip"], "bind": gossip[node], "key_file": str(key),
+                               "seeds": [gossip[n] for n in names[:2] if n != node]},
+                    "wan": {"bind": wan[node], "seeds": [wan[n] for n in everyone[:2] if n != node], "key_file": str(wan_key)},
                     "backend": {**AGENT_SETTINGS["backend"], "kind": "twin", "address": link},
-                    "http": {"bind": f"127.0.0.1:{http[i]}"},
+                    "http": {"bind": f"{self.hosts.control_address(node)}:{http}"},
                 }
                 config = data / "agent.yaml"
                 config.write_text(json.dumps(raw, indent=1))  # JSON is YAML
-                self.agents.append(_Agent(cluster, node, config, http[i]))
+                self.agents.append(_Agent(cluster, node, config, http, self.hosts.control_address(node)))
         await asyncio.to_thread(precompile, self.agents[0].config)
         for agent in self.agents:
             self._spawn(agent)
         await self._converge()
-        self._channel = client.connect_aio(target)
-        stub = controlplane_pb2_grpc.ControlPlaneStub(self._channel)  # type: ignore[no-untyped-call]
-        self._task = asyncio.create_task(self._relay(stub))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        if self._channel is not None:
-            await self._channel.close()
         self.final = await self.decisions()
         await asyncio.to_thread(self._terminate)
 
@@ -166,10 +199,10 @@ class AgentFleet:
             agent.killed = True
 
     def cut_off(self, cluster: str) -> None:
-        self.cut.add(cluster)
+        self.hosts.cut_off(self.nodes[cluster])
 
     def heal(self, cluster: str) -> None:
-        self.cut.discard(cluster)
+        self.hosts.heal(self.nodes[cluster])
         for agent in self._of(cluster):
             if agent.killed:
                 agent.killed = False
@@ -178,7 +211,7 @@ class AgentFleet:
     async def decisions(self) -> Histogram:
         """The live agents' decision latencies (pending seen -> bound here), merged."""
         merged = Histogram()
-        replies = await asyncio.gather(*(http_get(a.http_port, "/metrics", 2.0) for a in self.agents if a.alive))
+        replies = await asyncio.gather(*(http_get(a.http_port, "/metrics", 2.0, a.host) for a in self.agents if a.alive))
         for reply in replies:
             if reply is None or reply[0] != 200:
                 continue
@@ -198,6 +231,12 @@ class AgentFleet:
         return [a.process.pid for a in self.agents if a.process is not None and a.alive]
 
     # -- internals -----------------------------------------------------------------------------------
+    def _key(self, name: str) -> Path:
+        key = self.workdir / f"{name}.key"
+        key.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
+        key.chmod(0o600)
+        return key
+
     def _of(self, cluster: str) -> list[_Agent]:
         return [a for a in self.agents if a.cluster == cluster]
 
@@ -205,12 +244,13 @@ class AgentFleet:
         if agent.log is None:
             agent.log = open(agent.config.parent / "agent.log", "ab")  # noqa: SIM115 - closed in _terminate
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the agent pins its own BLAS threads and telemetry (edgeagent.entry)
+        if self.loss:
+            env[LOSS_ENV] = str(self.loss)
         agent.process = subprocess.Popen(
-            agent_argv(agent.config),
+            self.hosts.wrap(agent.node, agent_argv(agent.config)),
             stdout=agent.log, stderr=subprocess.STDOUT, env=env, cwd=agent.config.parent, start_new_session=True,
         )
         self.spawned += 1
-        agent.agent_id = f"{agent.node}-{agent.process.pid}-{self.spawned}"  # a restart is a new agent
 
     async def _converge(self) -> None:
         deadline = self.clock() + CONVERGE_TIMEOUT_S
@@ -219,26 +259,13 @@ class AgentFleet:
                 if not a.alive:
                     tail = (a.config.parent / "agent.log").read_text(errors="replace")[-600:]
                     raise RuntimeError(f"agent {a.node} exited early:\n{tail}")
-            seen = await asyncio.gather(*(http_get(a.http_port, "/metrics", 1.0) for a in self.agents))
+            seen = await asyncio.gather(*(http_get(a.http_port, "/metrics", 1.0, a.host) for a in self.agents))
             ok = sum(1 for a, s in zip(self.agents, seen) if s is not None and _peers_alive(s[1]) >= len(self.nodes[a.cluster]) - 1)
             if ok == len(self.agents):
                 return
             if self.clock() > deadline:
                 raise RuntimeError(f"agents did not converge within {CONVERGE_TIMEOUT_S:.0f}s ({ok}/{len(self.agents)} see all peers)")
             await asyncio.sleep(0.2)
-
-    async def _relay(self, stub: controlplane_pb2_grpc.ControlPlaneStub) -> None:
-        while True:
-            live = [a for a in self.agents if a.cluster not in self.cut and not a.killed]
-            answers = await asyncio.gather(*(http_get(a.http_port, "/healthz") for a in live))
-            reports = [
-                cp.AgentReport(cluster=a.cluster, node=a.node, agent_id=a.agent_id, sequence=next(self.sequence),
-                               summary=cp.NodeSummary(node=a.node, ready=answer[0] == 200))
-                for a, answer in zip(live, answers) if answer is not None
-            ]
-            # A report that fails (control plane down or restarting) is lost, as the agent's own would be.
-            await asyncio.gather(*(stub.ReportAgent(r, timeout=1.0) for r in reports), return_exceptions=True)
-            await asyncio.sleep(self.interval_s)
 
     def _terminate(self) -> None:
         """SIGTERM every agent's process group, SIGKILL what is left after the grace, remove the work dir."""

@@ -8,6 +8,8 @@ end with a clear message and exit code 2, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 import os
 import re
@@ -226,6 +228,29 @@ def clusters(
          lambda d: [_cluster_row(c) for c in d.get("clusters", [])])
 
 
+@controlplane.command()
+@click.option("--cluster", default="", help="Only this cluster.")
+@click.option("--nodes", "show_nodes", is_flag=True, help="List the clusters' nodes (as their APIs list them) instead of their agents.")
+@client_options
+def agents(cluster: str, show_nodes: bool, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
+    """Each cluster's agents as they report themselves (state, quorum and health, gossip view, load, model), or its nodes."""
+    found = call(target, tls_files(tls_cert, tls_key, tls_ca), "ListAgents", cp.ListAgentsRequest(cluster=cluster))
+    if show_nodes:
+        emit(as_json, found, "nodes", lambda d: [
+            {"cluster": c["cluster"], "node": n["name"], "ready": n.get("ready", False), "agent": n.get("agent_id", "")}
+            for c in d.get("clusters", []) for n in c.get("nodes", [])
+        ])
+        return
+    emit(as_json, found, "agents", lambda d: [
+        {"cluster": c["cluster"], "health": c.get("health", "").removeprefix("HEALTH_").lower(), "node": a["node"],
+         "state": a.get("state", ""), "last_report_s": round(a.get("last_report_s", 0.0), 1),
+         "peers a/s/d": f"{a.get('peers_alive', 0)}/{a.get('peers_suspect', 0)}/{a.get('peers_dead', 0)}",
+         "remote_alive": a.get("remote_alive", 0), "load": round(a.get("load", 0.0), 2), "pods": a.get("pods", 0),
+         "model": a.get("model_version", ""), "why": a.get("health_reason", "")[:70]}
+        for c in d.get("clusters", []) for a in c.get("agents", [])
+    ])
+
+
 def _cluster_row(c: dict[str, Any]) -> dict[str, Any]:
     verdict = c.get("verdict", {})
     return {
@@ -412,12 +437,17 @@ def drill() -> None:
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="PNG timeline (default: drill-<scenario>.png).")
 @click.option("--agents", default="real", show_default=True, type=click.Choice(["real", "feeder"]),
-              help="real: 'fedplane agent' processes place the pods and their liveness is relayed; feeder: in-process stand-ins.")
+              help="real: 'fedplane agent' processes place the pods and report themselves; feeder: in-process stand-ins.")
 @click.option("--ha", "ha_members", default=0, show_default=True, type=click.IntRange(0, 9),
               help="control-plane-crash only: crash real control-plane processes: N >= 2 replicated on a local 3-member etcd (the leader is killed or paused); "
                    "1: one process on SQLite, killed and restarted on the same file (0: the in-process drill).")
+@click.option("--hosts", default="loopback", show_default=True, type=click.Choice(["loopback", "netns"]),
+              help="netns: the control plane and each agent in its own network namespace (root; a cut link is a real partition).")
+@click.option("--loss", default=0.0, show_default=True, type=click.FloatRange(0.0, 0.5),
+              help="Share of every real agent's gossip datagrams dropped (user-space loss injection).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str, ha_members: int, as_json: bool) -> None:
+def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str, ha_members: int, hosts: str, loss: float,
+             as_json: bool) -> None:
     """Inject a fault N times and measure detection, recovery, success, pods lost and duplicated."""
     from controlplane import agentfleet, drills
 
@@ -427,10 +457,38 @@ def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str,
 
     real = agents == "real"
     config = drills.DrillConfig(agents_bind=real)
-    kwargs: dict[str, Any] = {"source": agentfleet.AgentFleet, "evidence": agentfleet.EVIDENCE} if real else {}
-    with reporting.progress() as bar:
-        task = bar.add_task(f"drill {scenario}", total=runs)
-        summary, results = run_stoppable(drills.run_drill(scenario, runs, seed, config, on_run=lambda i, r: bar.advance(task), **kwargs))
+    if loss and not real:
+        fail("--loss drops real agents' gossip datagrams: drop --agents feeder")
+    fleet = functools.partial(agentfleet.AgentFleet, loss=loss)
+    kwargs: dict[str, Any] = {"source": fleet, "evidence": agentfleet.EVIDENCE} if real else {}
+
+    def run(config: drills.DrillConfig) -> tuple[dict[str, Any], list[drills.RunResult]]:
+        with reporting.progress() as bar:
+            task = bar.add_task(f"drill {scenario}", total=runs)
+            return run_stoppable(drills.run_drill(scenario, runs, seed, config, on_run=lambda i, r: bar.advance(task), **kwargs))
+
+    if hosts == "netns":
+        from controlplane import netns
+
+        if not real:
+            fail("--hosts netns runs real agents: drop --agents feeder")
+        reason = netns.unavailable()
+        if reason:
+            fail(f"--hosts netns: {reason}")
+        nodes = [f"c{i}-n{j}" for i in range(config.clusters) for j in range(config.nodes_per_cluster)]
+        try:
+            with netns.Fabric(nodes) as fabric:
+                fabric.enter()
+                kwargs["source"] = functools.partial(fleet, hosts=fabric)
+                summary, results = run(dataclasses.replace(config, host=netns.CONTROL_PLANE_ADDRESS))
+        except netns.NetnsError as exc:
+            fail(f"--hosts netns: {exc}")
+        summary["hosts"] = netns.DESCRIPTION
+    else:
+        summary, results = run(config)
+        summary["hosts"] = "loopback: the control plane and every agent on this host's loopback interface"
+    if real:
+        summary["gossip_loss"] = loss
     try:
         summary["plot"] = str(drills.plot(results, scenario, plot or f"drill-{scenario}.png"))
     except RuntimeError as exc:

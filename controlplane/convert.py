@@ -7,7 +7,7 @@ the service returns as INVALID_ARGUMENT.
 from __future__ import annotations
 
 from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
-from controlplane.evidence import AgentReport, NodeSummary, PeerState
+from controlplane.evidence import AgentReport, AgentRow, NodeSummary, PeerState
 from controlplane.journal import Migration, MigrationState
 from controlplane.registry import BackendKind, ClusterSpec, Placement, Placer
 from controlplane.runtime import ClusterRow
@@ -78,9 +78,25 @@ def agent_report(m: cp.AgentReport) -> AgentReport:
     if not m.cluster or not m.node or not m.agent_id:
         raise ValueError("an agent report needs cluster, node and agent_id")
     s = m.summary
-    summary = NodeSummary(s.node or m.node, from_resources(s.capacity), from_resources(s.allocated), s.pods, s.ready)
+    summary = NodeSummary(s.node or m.node, from_resources(s.capacity), from_resources(s.allocated), s.pods, s.ready,
+                          s.load, s.model_version)
     peers = tuple((p.cluster or m.cluster, p.node, PEER.get(p.state, PeerState.SUSPECT)) for p in m.peers)
-    return AgentReport(m.cluster, m.node, m.agent_id, m.sequence, summary, peers)
+    return AgentReport(m.cluster, m.node, m.agent_id, m.sequence, summary, peers, m.healthy, m.health_reason)
+
+
+def cluster_agents(cluster: str, health: Health, nodes: list[NodeState], agents: list[AgentRow]) -> cp.ClusterAgents:
+    by_node = {a.report.node: a.report.agent_id for a in agents}
+    return cp.ClusterAgents(
+        cluster=cluster, health=HEALTH[health],
+        nodes=[cp.NodeListing(name=n.name, ready=n.ready, agent_id=by_node.get(n.name, "")) for n in nodes],
+        agents=[cp.AgentListing(
+            node=a.report.node, agent_id=a.report.agent_id, state=a.state, last_report_s=round(a.age, 3),
+            healthy=a.report.healthy, health_reason=a.report.health_reason,
+            peers_alive=a.peers(PeerState.ALIVE), peers_suspect=a.peers(PeerState.SUSPECT),
+            peers_dead=a.peers(PeerState.DEAD) + a.peers(PeerState.LEFT), remote_alive=a.peers(PeerState.ALIVE, own=False),
+            load=a.report.summary.load, model_version=a.report.summary.model_version, pods=a.report.summary.pods,
+        ) for a in agents],
+    )
 
 
 def workload(m: cp.WorkloadSpec) -> Workload:

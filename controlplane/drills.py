@@ -8,7 +8,14 @@ watches ground truth every 50 ms. Measured per run: detection (fault -> verdict)
 -> every affected replica ready on an unaffected cluster), then, after healing the fault and
 letting cleanup run, pods lost (desired - ready) and pods duplicated (running beyond desired).
 Binds the twin refused because another node already holds the (pod, epoch) are counted apart: the
-fence stopped them, nothing ran twice; real agents racing for a burst of pods make some. Scenarios:
+fence stopped them, nothing ran twice; real agents racing for a burst of pods make some. Also per run:
+the first verdict on a victim, pods evicted from nodes that never failed (node-not-ready reports the
+twin acted on), pods still pending ``STRANDED_AFTER_S`` after the heal, and for an agent crash with
+real agents how long the restarted agents took to report healthy again, holding their journal's pods.
+A run succeeds on its scenario's own terms (:data:`EXPECTED_VERDICT`, nothing lost, doubled, evicted or
+stranded; an agent crash fails nothing over). Measuring never drives the twin: ground truth is read
+with :meth:`TwinCluster.snapshot`, which changes nothing. Where agents run is the source's business
+(loopback, or one network namespace each: :mod:`controlplane.netns`). Scenarios:
 
 - ``cluster-outage``: one cluster goes dark (API and pods); its agents die.
 - ``region-partition``: a region's clusters are cut off from the control plane (API and reports),
@@ -45,6 +52,11 @@ from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 SCENARIOS = ("cluster-outage", "region-partition", "agent-crash", "control-plane-crash")
 CRASH_POINTS = (("create-target", "before"), ("create-target", "after"), ("await-ready", "before"), ("remove-source", "before"))
 POLL_S = 0.05
+STRANDED_AFTER_S = 30.0
+"""A pod still pending this long after the heal is stranded (nobody will place it)."""
+EXPECTED_VERDICT = {"cluster-outage": "down", "region-partition": "partitioned", "agent-crash": "agents-silent",
+                    "control-plane-crash": "down"}
+"""What the control plane must say about a victim in each scenario."""
 SourceFactory = Callable[[dict[str, list[str]], Callable[[], float]], EvidenceSource]
 
 
@@ -63,6 +75,7 @@ class DrillConfig:
     node_cpu_milli: int = 8000
     node_memory_mib: int = 32768
     ready_timeout_s: float = 10.0  # workloads must be ready this long after submission, before the fault
+    host: str = "127.0.0.1"  # where the control plane serves (gRPC and the twin link); agents reach it there
 
 
 @dataclass(slots=True)
@@ -76,10 +89,21 @@ class RunResult:
     crash_point: str = ""
     timeline: list[tuple[float, float]] = field(default_factory=list)  # (s since fault, share of affected replicas ready elsewhere)
     refused_binds: int = 0  # second binds of a (pod, epoch) the fence refused (nothing ran twice)
+    scenario: str = ""
+    verdict: str = ""  # the first verdict the control plane gave a victim after the fault ("" = none)
+    healthy_evicted: int = 0  # pods unbound by a node-not-ready report on a node that never failed
+    stranded: int = 0  # pods still pending STRANDED_AFTER_S after the heal
+    rejoin_s: float | None = None  # agent-crash with real agents: restart -> every restarted agent reporting healthy
+    journal_recovered: bool | None = None  # ... each first reporting exactly the pods the cluster has bound to its node
 
     @property
     def success(self) -> bool:
-        return self.recovery_s is not None and self.lost == 0 and self.duplicated == 0
+        """The scenario's own condition: its expected verdict, nothing lost, doubled, evicted or stranded, and
+        for an agent crash no failover at all (the cluster was fine)."""
+        expected = EXPECTED_VERDICT.get(self.scenario)
+        return (self.recovery_s is not None and self.lost == 0 and self.duplicated == 0 and self.healthy_evicted == 0
+                and self.stranded == 0 and (expected is None or self.verdict == expected)
+                and (self.scenario != "agent-crash" or self.failovers == 0))
 
 
 class CrashAt:
@@ -145,7 +169,7 @@ class Drill:
         backends.by_name.update(self.twins)
         plane = ControlPlane(self.db, backends, self.clock, self.config.timings, retry=RetryPolicy(base_s=0.05, ready_timeout_s=10.0),
                              crash=self.crash, metrics=self.metrics)
-        self.running = await server.start(plane, port=self.port, link_port=self.link_port)
+        self.running = await server.start(plane, host=self.config.host, port=self.port, link_port=self.link_port)
         self.port, self.link_port = self.running.port, self.running.link_port
 
     async def _crash_and_restart(self) -> None:
@@ -159,10 +183,11 @@ class Drill:
 
     async def run(self) -> RunResult:
         await self._start_plane()
-        conn = client.connect_aio(f"127.0.0.1:{self.port}")
+        host = self.config.host
+        conn = client.connect_aio(f"{host}:{self.port}")
         stub = controlplane_pb2_grpc.ControlPlaneStub(conn)  # type: ignore[no-untyped-call]
         try:
-            await self.source.start(f"127.0.0.1:{self.port}", f"127.0.0.1:{self.link_port}")
+            await self.source.start(f"{host}:{self.port}", f"{host}:{self.link_port}")
             return await self._run(stub)
         finally:
             await self.source.stop()
@@ -194,6 +219,7 @@ class Drill:
         t0 = self.clock()
         affected_w = {w for c in victims for w in desired if self.twins[c].snapshot(w)}
         detect = recovery = None
+        verdict = ""
         stale_max = 0
         timeline: list[tuple[float, float]] = []
         while self.clock() - t0 < self.config.deadline_s:
@@ -201,7 +227,7 @@ class Drill:
             if self.running is not None and self.running.loop.done():
                 await self._crash_and_restart()
             if detect is None:
-                detect = await self._detected(stub, victims, t0)
+                detect, verdict = await self._detected(stub, victims, t0)
             share = self._ready_elsewhere(affected_w, desired, victims)
             timeline.append((now, share))
             self.samples.append((now, self.ready_per_cluster()))
@@ -215,10 +241,16 @@ class Drill:
                 recovery = now
                 break
             await asyncio.sleep(POLL_S)
+        restarts = self.scenario == "agent-crash" and self.config.agents_bind  # real agents, restarted on their data
+        before = await self._agent_ids(stub, victims) if restarts else {}
+        held = {n: self._bound_to(c, n) for c in victims for n in before}  # what a restarted agent must hold again
         for c in victims:
             self.twins[c].heal()
             self.source.heal(c)
+        healed = self.clock()
+        rejoin, journal_ok = await self._rejoin(stub, before, held, healed) if restarts else (None, None)
         await self._settle()
+        stranded = await self._stranded(healed)
         lost, duplicated = self._count(desired)
         refused = sum(t.safety.duplicate_binds for t in self.twins.values())
         self.decisions = list((await stub.ListDecisions(cp.ListDecisionsRequest(limit=1000))).decisions)
@@ -228,7 +260,10 @@ class Drill:
         if recovery is not None:
             self.metrics.drill_recovery.labels(self.scenario).observe(recovery)
         point = "/".join(self.crash.point) if self.scenario == "control-plane-crash" else ""
-        return RunResult(detect, recovery, lost, duplicated, stale_max, failovers, point, timeline, refused)
+        failed_nodes = {n.name for c in victims for n in self.twins[c].table.nodes} if self.scenario in ("cluster-outage", "control-plane-crash") else set()
+        evicted = sum(n for t in self.twins.values() for node, n in t.safety.released.items() if node not in failed_nodes)
+        return RunResult(detect, recovery, lost, duplicated, stale_max, failovers, point, timeline, refused, self.scenario, verdict,
+                         evicted, stranded, rejoin, journal_ok)
 
     def _plane(self) -> ControlPlane:
         assert self.running is not None
@@ -252,15 +287,54 @@ class Drill:
         self.source.kill_agents(victim)
         return [victim]
 
-    async def _detected(self, stub: controlplane_pb2_grpc.ControlPlaneStub, victims: list[str], t0: float) -> float | None:
-        """Seconds from the fault to the first verdict on a victim, from the journaled decisions (they survive crashes)."""
+    async def _detected(self, stub: controlplane_pb2_grpc.ControlPlaneStub, victims: list[str], t0: float) -> tuple[float | None, str]:
+        """Seconds from the fault to the first verdict on a victim, and that verdict, from the journaled decisions
+        (they survive crashes)."""
         want = {"verdict:agents-silent"} if self.scenario == "agent-crash" else {"verdict:down", "verdict:partitioned"}
         try:
             found = await stub.ListDecisions(cp.ListDecisionsRequest(limit=200), timeout=1.0)
         except grpc.aio.AioRpcError:  # the control plane may be down (crash scenario): not known yet
-            return None
-        times = [d.at_ms / 1000 - t0 for d in found.decisions if d.kind in want and d.source in victims and d.at_ms / 1000 >= t0 - 0.001]
-        return min(times) if times else None
+            return None, ""
+        seen = sorted((d.at_ms / 1000 - t0, d.kind.removeprefix("verdict:")) for d in found.decisions
+                      if d.kind in want and d.source in victims and d.at_ms / 1000 >= t0 - 0.001)
+        return seen[0] if seen else (None, "")
+
+    async def _agent_ids(self, stub: controlplane_pb2_grpc.ControlPlaneStub, clusters: list[str]) -> dict[str, str]:
+        """Node -> the agent id the control plane last heard from, for ``clusters``."""
+        found = await stub.ListAgents(cp.ListAgentsRequest(), timeout=5.0)
+        return {a.node: a.agent_id for c in found.clusters if c.cluster in clusters for a in c.agents}
+
+    def _bound_to(self, cluster: str, node: str) -> int:
+        return sum(1 for p in self.twins[cluster].snapshot() if p.phase is Phase.RUNNING and p.node == node)
+
+
+    async def _rejoin(self, stub: controlplane_pb2_grpc.ControlPlaneStub, before: dict[str, str], held: dict[str, int],
+                      healed: float) -> tuple[float | None, bool]:
+        """Seconds until every restarted agent (a new agent id) reports healthy, and whether each one's first
+        report held exactly the pods the cluster has bound to its node (its journal's, replayed before any watch)."""
+        first: dict[str, int] = {}
+        while self.clock() - healed < STRANDED_AFTER_S:
+            found = await stub.ListAgents(cp.ListAgentsRequest(), timeout=5.0)
+            for c in found.clusters:
+                for a in c.agents:
+                    if a.node in before and a.agent_id != before[a.node]:
+                        first.setdefault(a.node, a.pods)
+            fresh = {a.node for c in found.clusters for a in c.agents
+                     if a.node in before and a.agent_id != before[a.node] and a.state == "reporting" and a.healthy}
+            if fresh == set(before):
+                return self.clock() - healed, all(first.get(n) == held[n] for n in before)
+            await asyncio.sleep(POLL_S)
+        return None, False
+
+    async def _stranded(self, healed: float) -> int:
+        """Pods still pending (and not on a cluster that is down) ``STRANDED_AFTER_S`` after the heal; returns early once none is."""
+        while True:
+            pending = sum(1 for t in self.twins.values() if t.running for p in t.snapshot() if p.phase is Phase.PENDING)
+            if not pending or self.clock() - healed >= STRANDED_AFTER_S:
+                return pending
+            if self.running is not None and self.running.loop.done():
+                await self._crash_and_restart()
+            await asyncio.sleep(POLL_S * 4)
 
     async def _all_healthy(self, stub: controlplane_pb2_grpc.ControlPlaneStub) -> bool:
         found = await stub.ListClusters(cp.ListClustersRequest())
@@ -349,6 +423,16 @@ def summarise(scenario: str, results: list[RunResult], config: DrillConfig, evid
         "success_rate": round(sum(r.success for r in results) / len(results), 4),
         "pods_lost": sum(r.lost for r in results),
         "pods_duplicated": sum(r.duplicated for r in results),
+        "verdicts": [r.verdict or "none" for r in results],
+        "detect_s_p50": round(stats.percentile(detects, 50), 3),
+        "success": round(sum(r.success for r in results) / len(results), 4),
+        "lost": sum(r.lost for r in results),
+        "duplicated": sum(r.duplicated for r in results),
+        "healthy_evicted": sum(r.healthy_evicted for r in results),
+        "stranded": sum(r.stranded for r in results),
+        **({"rejoin_s_p99": round(stats.percentile([r.rejoin_s for r in results if r.rejoin_s is not None], 99), 3),
+            "journal_recovered": sum(1 for r in results if r.journal_recovered)}
+           if any(r.journal_recovered is not None for r in results) else {}),
         "duplicate_binds_refused": sum(r.refused_binds for r in results),
         "detect_s_p99": round(stats.percentile(detects, 99), 3),
         "undetected": sum(1 for r in results if r.detect_s is None),

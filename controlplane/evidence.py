@@ -28,6 +28,8 @@ class NodeSummary:
     allocated: Resources
     pods: int = 0
     ready: bool = True
+    load: float = 0.0
+    model_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,27 @@ class AgentReport:
     sequence: int
     summary: NodeSummary
     peers: tuple[tuple[str, str, PeerState], ...]  # (cluster, node, state)
+    healthy: bool = True
+    health_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """One agent as the control plane knows it: its newest report and how old it is."""
+
+    report: AgentReport
+    age: float
+    fresh: bool
+
+    @property
+    def state(self) -> str:
+        if not self.fresh:
+            return "silent"
+        return "reporting" if self.report.healthy else "unhealthy"
+
+    def peers(self, state: PeerState, own: bool = True) -> int:
+        """Peers of its own cluster (``own``) or of others that its gossip view puts in ``state``."""
+        return sum(1 for c, _n, st in self.report.peers if (c == self.report.cluster) is own and st is state)
 
 
 @dataclass(slots=True)
@@ -62,7 +85,7 @@ class ClusterEvidence:
     agents_known: int
     agents_fresh: int
     last_report_age: float    # seconds since the newest report from this cluster (inf if none)
-    insider_alive: int        # (fresh insider, peer in this cluster) pairs seen alive
+    insider_alive: int        # (fresh insider, peer in this cluster) pairs seen alive (while the probe fails: reports since)
     insider_down: int         # ... seen suspect/dead
     outsider_alive: int       # (fresh agent of another cluster, node of this cluster) seen alive
     outsider_down: int
@@ -96,17 +119,29 @@ class EvidenceBook:
             p.failures += 1
             p.error = error
 
+    def agents(self, cluster: str, now: float) -> list[AgentRow]:
+        """Every agent that ever reported for ``cluster`` (newest report per node), by node name."""
+        rows = [AgentRow(r, now - at, now - at <= self.fresh_s) for (c, _), (at, r) in self.reports.items() if c == cluster]
+        return sorted(rows, key=lambda row: row.report.node)
+
+    def nodes(self, cluster: str) -> list[NodeState]:
+        """The cluster's nodes as its API last listed them (empty until a probe answered)."""
+        return list(self.probes.get(cluster, _Probe()).nodes)
+
     def about(self, cluster: str, now: float) -> ClusterEvidence:
         probe = self.probes.get(cluster, _Probe())
-        fresh = [r for (at, r) in self.reports.values() if now - at <= self.fresh_s]
+        fresh = [(at, r) for (at, r) in self.reports.values() if now - at <= self.fresh_s]
         mine = [at for (c, _), (at, _r) in self.reports.items() if c == cluster]
         insider_alive = insider_down = outsider_alive = outsider_down = 0
-        for r in fresh:
+        failing_since = probe.first_failure if probe.failures else float("-inf")
+        for at, r in fresh:
             for peer_cluster, _node, state in r.peers:
                 if peer_cluster != cluster:
                     continue
                 alive = state is PeerState.ALIVE
                 if r.cluster == cluster:
+                    if at <= failing_since:
+                        continue  # sent before the API stopped answering: no proof of life since
                     insider_alive += alive
                     insider_down += not alive
                 else:
@@ -114,7 +149,7 @@ class EvidenceBook:
                     outsider_down += not alive
         return ClusterEvidence(
             cluster, now, probe.failures, now - probe.first_failure if probe.failures else 0.0, probe.last_ok >= 0,
-            probe.error, len(mine), sum(1 for r in fresh if r.cluster == cluster),
+            probe.error, len(mine), sum(1 for _at, r in fresh if r.cluster == cluster),
             now - max(mine) if mine else float("inf"), insider_alive, insider_down, outsider_alive, outsider_down,
-            tuple(probe.nodes), tuple(r.summary for r in fresh if r.cluster == cluster),
+            tuple(probe.nodes), tuple(r.summary for _at, r in fresh if r.cluster == cluster),
         )

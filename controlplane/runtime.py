@@ -19,7 +19,7 @@ from controlplane.autoscaling.actuating import Autoscaling
 from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
 from controlplane.store import Store
-from controlplane.evidence import AgentReport, EvidenceBook
+from controlplane.evidence import AgentReport, AgentRow, EvidenceBook
 from controlplane.forecast import LoadForecast
 from controlplane.journal import Journal, Kind, Migration, MigrationState, new_id
 from controlplane.metrics import Metrics
@@ -332,6 +332,17 @@ class ControlPlane:
                 rows.append(ClusterRow(spec, verdict, since, cap, self._used().get(spec.name, Resources()), load.now, load.forecast,
                                        len(ev.nodes), ev.agents_fresh))
             return rows
+
+    def agents(self, cluster: str = "") -> list[tuple[str, Health, list[NodeState], list[AgentRow]]]:
+        """Per cluster (all, or just ``cluster``): its verdict, its nodes as its API lists them, its agents as they report."""
+        with self.lock:
+            now = self.clock()
+            names = [s.name for s in self.registry.clusters()]
+            if cluster and cluster not in names:
+                raise KeyError(f"unknown cluster {cluster!r}")
+            return [(name, self.verdicts.get(name, (Verdict(Health.UNKNOWN, ()), now))[0].health,
+                     self.evidence.nodes(name), self.evidence.agents(name, now))
+                    for name in names if not cluster or name == cluster]
 
     # -- the reconcile tick ---------------------------------------------------------------------------
     def tick(self, now: float) -> None:

@@ -56,6 +56,20 @@ async def _run(ctx: grpc.aio.ServicerContext, fn: Callable[..., T], *args: Any) 
         await _abort(ctx, exc)
 
 
+async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: Any) -> cp.AgentAck:
+    """One agent's report into the evidence book, over gRPC or the twin link."""
+    try:
+        report = convert.agent_report(request)
+    except ValueError as exc:
+        await _abort(context, exc)
+    accepted = plane.report(report)
+    return cp.AgentAck(
+        accepted=accepted, server_time_ms=int(plane.clock() * 1000),
+        report_interval_ms=int(plane.timings.report_interval_s * 1000),
+        reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
+    )
+
+
 class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
     def __init__(self, plane: ControlPlane, drills: DrillRunner, leadership: Leadership = Solo()) -> None:
         self.plane, self.drills, self.leadership = plane, drills, leadership
@@ -86,16 +100,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
 
     async def ReportAgent(self, request: cp.AgentReport, context: grpc.aio.ServicerContext) -> cp.AgentAck:
         await self._lead(context)
-        try:
-            report = convert.agent_report(request)
-        except ValueError as exc:
-            await _abort(context, exc)
-        accepted = self.plane.report(report)
-        return cp.AgentAck(
-            accepted=accepted, server_time_ms=int(self.plane.clock() * 1000),
-            report_interval_ms=int(self.plane.timings.report_interval_s * 1000),
-            reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
-        )
+        return await report_agent(self.plane, request, context)
 
     async def SubmitWorkload(self, request: cp.SubmitWorkloadRequest, context: grpc.aio.ServicerContext) -> cp.PlacementDecision:
         await self._lead(context)
@@ -171,6 +176,10 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
                         reasons=convert.reasons(d.reasons)) for d in found
         ])
 
+    async def ListAgents(self, request: cp.ListAgentsRequest, context: grpc.aio.ServicerContext) -> cp.ListAgentsResponse:
+        rows = await _run(context, self.plane.agents, request.cluster)
+        return cp.ListAgentsResponse(clusters=[convert.cluster_agents(*row) for row in rows])
+
     async def RunDrill(self, request: cp.RunDrillRequest, context: grpc.aio.ServicerContext) -> cp.DrillReport:
         report = await _run(context, self.drills, request.scenario, request.runs or 1, request.seed)
         return cp.DrillReport(
@@ -231,6 +240,14 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
         twin = await _run(context, self._twin, request.cluster)
         node = await _run(context, twin.describe_node, request.node)
         return convert.full_node(node, bool(twin.table.alive[twin.table.index[node.name]]))
+
+    async def ReportAgent(self, request: cp.AgentReport, context: grpc.aio.ServicerContext) -> cp.AgentAck:
+        """An agent's own report; refused while its cluster is cut off (a twin partition or outage covers the
+        agents' path to us too, as on a real network the twin link is that path)."""
+        twin = self.plane.backends.twins().get(request.cluster)
+        if twin is not None and not twin.reachable:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"cluster {request.cluster} is cut off from the control plane")
+        return await report_agent(self.plane, request, context)
 
     async def GetSafety(self, request: tw.GetSafetyRequest, context: grpc.aio.ServicerContext) -> tw.SafetyCounters:
         twin = await _run(context, self._twin, request.cluster)

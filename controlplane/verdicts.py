@@ -1,9 +1,11 @@
 """Verdicts: what the evidence from every vantage point says about a cluster, and why.
 
 Rules (first match wins), with ``probe down`` = at least ``probe_failures`` probes failed in a row:
-- probe down, fresh insider reports whose views see peers alive  -> PARTITIONED (alive, cut from us)
-- probe down, agents of other clusters see its nodes alive        -> PARTITIONED
+- probe down, insiders report since it failed, seeing peers alive -> PARTITIONED (alive, cut from us)
+- probe down for ``confirm_s``, other clusters' agents see it alive -> PARTITIONED
 - probe down, no vantage point sees it alive                      -> DOWN (crash, outage or total partition)
+- probe down less than ``confirm_s``, others still see it alive   -> UNKNOWN (their failure detectors
+  need that long to notice a real outage: "alive" in a gossip view is sticky until then)
 - probe up, agents known but none fresh                            -> AGENTS_SILENT (no failover: the API answers)
 - probe up, insiders see some peers suspect/dead                   -> DEGRADED
 - probe up                                                         -> HEALTHY
@@ -42,6 +44,9 @@ class Timings:
     report_interval_s: float = 0.2
     fresh_s: float = 1.0
     probe_failures: int = 3
+    confirm_s: float = 1.5
+    """Seconds the probe must have failed while other clusters' agents still see the cluster alive before that
+    reads PARTITIONED (about a gossip probe round plus a suspicion broadcast and a report at LAN timings)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +79,10 @@ def judge(ev: ClusterEvidence, t: Timings) -> Verdict:
             return Verdict(Health.PARTITIONED, (
                 probes, reports, f"its agents see {ev.insider_alive} peer views alive, {ev.insider_down} down: alive but cut off from us"))
         if ev.outsider_alive > ev.outsider_down:
-            return Verdict(Health.PARTITIONED, (
-                probes, reports, f"agents of other clusters see its nodes alive ({ev.outsider_alive} alive / {ev.outsider_down} down views)"))
+            views = f"agents of other clusters see its nodes alive ({ev.outsider_alive} alive / {ev.outsider_down} down views)"
+            if ev.probe_failing_for >= t.confirm_s:
+                return Verdict(Health.PARTITIONED, (probes, reports, views))
+            return Verdict(Health.UNKNOWN, (probes, reports, views, f"confirming for {t.confirm_s:g}s: an outage would show in their views by then"))
         remote = f"remote views: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead"
         return Verdict(Health.DOWN, (probes, reports, remote, "no vantage point sees it alive: crash, outage or total partition"))
     if not ev.probed_ok and not ev.agents_known:

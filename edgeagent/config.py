@@ -91,6 +91,19 @@ class FederationSection:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportSection:
+    address: str = _opt("", "host:port of the control plane's twin link for this agent's own reports; empty = backend.address (twin back end), none (kubernetes)")
+    interval: float = _opt(1.0, "seconds between reports until the control plane's answer names its own interval")
+
+
+@dataclass(frozen=True, slots=True)
+class WanSection:
+    bind: str = _opt("", "host:port for the federation-wide gossip pool (liveness only, across clusters: others vouch for this cluster when it is cut off from the control plane); empty = off")
+    seeds: list[str] = _opt([], "host:port of federation pool members to join through (agents of any cluster)")
+    key_file: str = _opt("", "file of base64 AES keys for the federation pool; empty = unencrypted")
+
+
+@dataclass(frozen=True, slots=True)
 class HttpSection:
     bind: str = _opt("127.0.0.1:9464", "host:port serving /metrics and /healthz; empty = no HTTP server")
 
@@ -110,6 +123,15 @@ class AgentConfig:
     models: ModelsSection = field(default_factory=ModelsSection)
     federation: FederationSection = field(default_factory=FederationSection)
     http: HttpSection = field(default_factory=HttpSection)
+    report: ReportSection = field(default_factory=ReportSection)
+    wan: WanSection = field(default_factory=WanSection)
+
+    @property
+    def report_address(self) -> str:
+        """Where this agent reports itself ("" = nowhere)."""
+        if self.report.address:
+            return self.report.address
+        return self.backend.address if self.backend.kind == "twin" else ""
 
     @property
     def node_name(self) -> str:
@@ -126,14 +148,15 @@ class AgentConfig:
 
 SECTIONS: dict[str, type] = {
     "gossip": GossipSection, "backend": BackendSection, "placement": PlacementSection, "probe": ProbeSection,
-    "models": ModelsSection, "federation": FederationSection, "http": HttpSection,
+    "models": ModelsSection, "federation": FederationSection, "http": HttpSection, "report": ReportSection,
+    "wan": WanSection,
 }
 
 _POSITIVE = {
     "gossip.probe_interval", "gossip.gossip_interval", "gossip.pushpull_interval", "gossip.suspicion_mult",
     "gossip.reap_after", "gossip.tombstone_ttl", "backend.timeout", "backend.status_interval", "backend.relist_interval", "placement.claim_window",
     "placement.fallback_after", "placement.retry_interval", "probe.interval", "models.poll_interval",
-    "federation.restart_after", "experience_max_mib", "journal_max_mib", "gossip.retransmit_mult",
+    "federation.restart_after", "experience_max_mib", "journal_max_mib", "gossip.retransmit_mult", "report.interval",
 }
 _ADDRESSES = {"gossip.bind", "backend.address", "federation.superlink"}
 
@@ -259,11 +282,18 @@ def _check_ranges(config: AgentConfig) -> None:
             split_addr(seed)
         except ValueError as exc:
             raise ConfigError(f"gossip.seeds[{i}]", str(exc)) from None
-    if config.http.bind:
+    for name in ("http.bind", "report.address", "wan.bind"):
+        value = _get(config, name)
+        if value:
+            try:
+                split_addr(value)
+            except ValueError as exc:
+                raise ConfigError(name, str(exc)) from None
+    for i, seed in enumerate(config.wan.seeds):
         try:
-            split_addr(config.http.bind)
+            split_addr(seed)
         except ValueError as exc:
-            raise ConfigError("http.bind", str(exc)) from None
+            raise ConfigError(f"wan.seeds[{i}]", str(exc)) from None
     if config.placement.candidates < 0:
         raise ConfigError("placement.candidates", f"must be >= 0, got {config.placement.candidates}")
     if config.placement.max_awareness < 0:

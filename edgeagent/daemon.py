@@ -16,15 +16,17 @@ import logging
 import os
 import random
 import signal
+import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedapi import twinlink
+from fedcore.agentcmd import LOSS_ENV
 from fedcore.nodes import Node
 
-from edgeagent import federation, residency, twinwire
+from edgeagent import federation, reporting, residency, twinwire
 from edgeagent.clusters import BindResult, ClusterAPI, ClusterUnavailable
 from edgeagent.config import AgentConfig
 from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
@@ -57,6 +59,21 @@ MALLOC_THRESHOLD = 128 * 1024
 BACKOFF_MAX = 10.0
 EVICT_ATTEMPTS = 60
 """About ten minutes of retries at the capped backoff (a PodDisruptionBudget may hold it that long)."""
+
+
+def injected_loss() -> float:
+    """The loss ``FEDPLANE_GOSSIP_LOSS`` asks for; a value that is not a share in [0, 0.9] is ignored with a warning."""
+    raw = os.environ.get(LOSS_ENV, "")
+    if not raw:
+        return 0.0
+    try:
+        loss = float(raw)
+    except ValueError:
+        loss = -1.0
+    if not 0.0 <= loss <= 0.9:
+        log.warning("%s=%r is not a share in [0, 0.9]: no loss injected", LOSS_ENV, raw)
+        return 0.0
+    return loss
 
 
 def tune_malloc(arenas: int = 2) -> None:
@@ -124,6 +141,12 @@ class Agent:
         """Why the back end is not usable now (the last call to it failed), or None."""
         self.placer: Placer | None = None
         self.gossip: UdpGossip | None = None
+        self.wan: UdpGossip | None = None
+        """The federation-wide pool (``wan.bind``): liveness across clusters, for the control plane's verdicts."""
+        self.agent_id = f"{self.name}-{os.getpid()}-{time.time_ns() // 1_000_000}"
+        """Stable for this process's life; a restart is a new agent to the control plane."""
+        self.reports_sent = 0
+        self.report_error: str | None = None
         self._stop = asyncio.Event()
         self._closing = False
         self._queue: list[Effect] = []
@@ -164,14 +187,19 @@ class Agent:
         self.gossip = gossip
         gossip.subscribe(self._on_gossip)
         self._apply(self.placer.announce(loop.time()))
+        if self.config.wan.bind:
+            self.wan = self._make_wan()
+            await self.wan.start()
+            self.wan.publish(reporting.IDENTITY_KEY, reporting.identity(self.config.cluster, self.name))
         await self._start_http()
         log.info("agent %s up: gossip %s, %d pods held from the journal", self.name, self.gossip.name,
                  sum(1 for _ in ledger.own_pods()))
         self._spawn(self._watch_loop())
         self._spawn(self._every(self.config.probe.interval, lambda: self._apply(self.placer_.set_load(probe.load(), loop.time()))))
         self._spawn(self._status_loop())
-        self._spawn(self._every(self.config.gossip.probe_interval,
-                                lambda: self._apply(self.placer_.set_awareness(self.gossip_.awareness, loop.time()))))
+        if self.config.report_address:
+            self._spawn(self._report_loop(self.config.report_address))
+        self._spawn(self._every(self.config.gossip.probe_interval, lambda: self._sample_awareness(loop.time())))
         self._spawn(self._every(self.config.models.poll_interval, lambda: self._swap_model(models)))
         if self.config.federation.enabled:
             self._spawn(federation.supervise(self.config.federation, self.data))
@@ -199,6 +227,8 @@ class Agent:
             self._journal.sync()
         if self.gossip is not None:
             await self.gossip.leave(linger=self.config.gossip.gossip_interval * 10)
+        if self.wan is not None:
+            await self.wan.leave(linger=self.config.gossip.gossip_interval * 10)
         if self._http is not None:
             await self._http.close()
         for closable in (self._journal, self._experience):
@@ -384,6 +414,63 @@ class Agent:
             await self._report(self.name, True, attempts=1)
             await asyncio.sleep(self.config.backend.status_interval)
 
+    async def _report_loop(self, address: str) -> None:
+        """Report ourselves to the control plane: at its asked interval, backing off (to 10 s) while it is away.
+
+        Sharing the back end's twin link (the usual case), a report that gets no answer means the
+        connection may be dead (a cut link loses packets silently): it is dropped, so the pod watch
+        reconnects at once rather than after TCP's retransmission timeouts.
+        """
+        from edgeagent.twinclient import TwinClient
+
+        shared = isinstance(self.cluster, TwinClient) and address == self.config.backend.address
+        channel = self.cluster.channel if isinstance(self.cluster, TwinClient) and shared else twinlink.LinkChannel(address)
+        interval = backoff = self.config.report.interval
+        try:
+            while True:
+                self.reports_sent += 1
+                wan = self.wan.members() if self.wan is not None else {}
+                lan = {name: view for name, view in self.gossip_.members().items() if name != self.gossip_.name}
+                message = reporting.report(self.placer_, self.config.cluster, self.agent_id, self.reports_sent,
+                                           lan, wan, self._wan_ids(), self._health())
+                try:
+                    ack = await channel.call("ReportAgent", message, self.config.backend.timeout)
+                except twinlink.LinkError as exc:
+                    if self.report_error is None:
+                        log.warning("report to the control plane at %s: %s (backing off)", address, exc)
+                    self.report_error = str(exc)
+                    if shared and exc.code in ("DEADLINE_EXCEEDED", "UNAVAILABLE"):
+                        self.backend_error = f"report: {exc}"
+                        if exc.code == "DEADLINE_EXCEEDED":
+                            channel.reset()
+                    backoff = min(BACKOFF_MAX, backoff * 2)
+                    await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
+                    continue
+                self.report_error = None
+                if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
+                    self.backend_error = None  # the link answers again
+                asked = ack.get("report_interval_ms")
+                if isinstance(asked, int) and asked > 0:
+                    interval = min(60.0, max(0.1, asked / 1000))
+                backoff = interval
+                await asyncio.sleep(interval * random.uniform(0.9, 1.1))
+        finally:
+            if not shared:
+                await channel.close()
+
+    def _sample_awareness(self, now: float) -> None:
+        """Feed our Lifeguard health score to the placer when it moved (an idle, healthy agent stays asleep)."""
+        score = self.gossip_.awareness
+        if score != self.placer_.awareness:
+            self._apply(self.placer_.set_awareness(score, now))
+
+    def _wan_ids(self) -> dict[str, str]:
+        """Federation pool member -> ``cluster/node``, from their identity records."""
+        if self.wan is None:
+            return {}
+        return {owner: value for owner, records in self.wan.records().items()
+                if isinstance(value := records.get(reporting.IDENTITY_KEY, (0, None))[1], str)}
+
     async def _every(self, seconds: float, step: Callable[[], object]) -> None:
         while True:
             await asyncio.sleep(seconds)
@@ -440,7 +527,14 @@ class Agent:
             tombstone_ttl=g.tombstone_ttl, retransmit_mult=g.retransmit_mult,
         )
         keyring = Keyring.load(g.key_file) if g.key_file else None
-        return UdpGossip(g.bind, g.seeds, keyring=keyring, config=settings)
+        return UdpGossip(g.bind, g.seeds, keyring=keyring, config=settings, loss=injected_loss())
+
+    def _make_wan(self) -> UdpGossip:
+        g, w = self.config.gossip, self.config.wan
+        settings = GossipConfig(probe_interval=g.probe_interval, probe_timeout=g.probe_interval / 2,
+                                suspicion_mult=g.suspicion_mult, reap_after=g.reap_after)
+        return UdpGossip(w.bind, w.seeds, keyring=Keyring.load(w.key_file) if w.key_file else None, config=settings,
+                         loss=injected_loss())
 
     async def _start_http(self) -> None:
         placer = self.placer_

@@ -268,6 +268,10 @@ class Placer:
         """Whether we may act for dead peers now (see the module docstring)."""
         return self._has_quorum()
 
+    def peer_nodes(self) -> dict[str, str]:
+        """Gossip member name -> node name, for every peer whose node state has reached us."""
+        return {member: peer.node for member, peer in self._peers.items()}
+
     def cluster_view(self) -> tuple[int, int]:
         """(agents we see alive, counting us; agents of the cluster we know of, counting us)."""
         alive = 1 + sum(1 for p in self._peers.values() if p.alive and not p.suspect)

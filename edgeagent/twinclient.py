@@ -20,11 +20,11 @@ class TwinClient:
     def __init__(self, address: str, cluster: str, timeout: float) -> None:
         self.cluster = cluster
         self.timeout = timeout
-        self._channel = LinkChannel(address)
+        self.channel = LinkChannel(address)
 
     async def watch(self) -> AsyncIterator[PodUpdate]:
         try:
-            async for event in self._channel.watch("WatchPods", {"cluster": self.cluster}):
+            async for event in self.channel.watch("WatchPods", {"cluster": self.cluster}):
                 yield twinwire.update_from_wire(event)
         except LinkError as exc:
             raise ClusterUnavailable(f"watch: {exc}") from exc
@@ -59,10 +59,10 @@ class TwinClient:
         return twinwire.node_from_wire(answer)
 
     async def close(self) -> None:
-        await self._channel.close()
+        await self.channel.close()
 
     async def _call(self, method: str, request: Wire) -> Wire:
         try:
-            return await self._channel.call(method, request, self.timeout)
+            return await self.channel.call(method, request, self.timeout)
         except LinkError as exc:
             raise ClusterUnavailable(str(exc)) from exc

@@ -17,9 +17,13 @@ from edgeagent import twinwire
 from edgeagent.clusters import BindResult, ClusterUnavailable, Phase, PodUpdate, UnknownNode
 from edgeagent.memcluster import InMemoryCluster
 from fedapi import common_pb2
+from fedapi import controlplane_pb2 as cp
 from fedapi import twincluster_pb2 as pb
 from fedapi.linkserver import Context, LinkServer
 from fedcore.nodes import Node
+
+
+REPORT_INTERVAL_MS = 5000
 
 
 @functools.lru_cache(maxsize=4096)
@@ -72,6 +76,7 @@ class _Servicer:
     def __init__(self, cluster: InMemoryCluster, name: str) -> None:
         self.cluster = cluster
         self.name = name
+        self.reports: dict[str, cp.AgentReport] = {}
 
     async def WatchPods(self, request: pb.WatchPodsRequest, context: Context) -> AsyncIterator[pb.PodEvent]:
         await self._check(request.cluster, context)
@@ -114,6 +119,12 @@ class _Servicer:
             await context.abort("UNAVAILABLE", str(exc))
             raise
 
+    async def ReportAgent(self, request: cp.AgentReport, context: Context) -> cp.AgentAck:
+        """Kept (newest per agent) for tests to read; no control plane here, so agents are asked to report rarely."""
+        await self._check(request.cluster, context)
+        self.reports[request.node] = request
+        return cp.AgentAck(accepted=True, report_interval_ms=REPORT_INTERVAL_MS)
+
     async def _check(self, cluster: str, context: Context) -> None:
         if cluster != self.name:
             await context.abort("NOT_FOUND", f"no cluster {cluster!r} here (this is {self.name!r})")
@@ -126,7 +137,8 @@ class TwinHarness:
         self.cluster = cluster
         self.name = name
         host, _, port = bind.rpartition(":")
-        self._server = LinkServer(_Servicer(cluster, name), host, int(port))
+        self.servicer = _Servicer(cluster, name)
+        self._server = LinkServer(self.servicer, host, int(port))
 
     async def start(self) -> str:
         """Listen; returns ``host:port``."""

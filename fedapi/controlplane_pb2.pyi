@@ -164,7 +164,7 @@ class PeerView(_message.Message):
     def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., state: _Optional[_Union[PeerState, str]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class NodeSummary(_message.Message):
-    __slots__ = ("node", "capacity", "allocated", "pods", "arch", "ready", "model_version")
+    __slots__ = ("node", "capacity", "allocated", "pods", "arch", "ready", "model_version", "load")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +172,7 @@ class NodeSummary(_message.Message):
     ARCH_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     node: str
     capacity: _common_pb2.ResourceVector
     allocated: _common_pb2.ResourceVector
@@ -179,23 +180,28 @@ class NodeSummary(_message.Message):
     arch: str
     ready: bool
     model_version: str
-    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., pods: _Optional[int] = ..., arch: _Optional[str] = ..., ready: _Optional[bool] = ..., model_version: _Optional[str] = ...) -> None: ...
+    load: float
+    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., pods: _Optional[int] = ..., arch: _Optional[str] = ..., ready: _Optional[bool] = ..., model_version: _Optional[str] = ..., load: _Optional[float] = ...) -> None: ...
 
 class AgentReport(_message.Message):
-    __slots__ = ("cluster", "node", "agent_id", "sequence", "summary", "peers")
+    __slots__ = ("cluster", "node", "agent_id", "sequence", "summary", "peers", "healthy", "health_reason")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     node: str
     agent_id: str
     sequence: int
     summary: NodeSummary
     peers: _containers.RepeatedCompositeFieldContainer[PeerView]
-    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ...) -> None: ...
+    healthy: bool
+    health_reason: str
+    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ...) -> None: ...
 
 class AgentAck(_message.Message):
     __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason")
@@ -410,6 +416,70 @@ class ListDecisionsResponse(_message.Message):
     DECISIONS_FIELD_NUMBER: _ClassVar[int]
     decisions: _containers.RepeatedCompositeFieldContainer[Decision]
     def __init__(self, decisions: _Optional[_Iterable[_Union[Decision, _Mapping]]] = ...) -> None: ...
+
+class ListAgentsRequest(_message.Message):
+    __slots__ = ("cluster",)
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    def __init__(self, cluster: _Optional[str] = ...) -> None: ...
+
+class NodeListing(_message.Message):
+    __slots__ = ("name", "ready", "agent_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    ready: bool
+    agent_id: str
+    def __init__(self, name: _Optional[str] = ..., ready: _Optional[bool] = ..., agent_id: _Optional[str] = ...) -> None: ...
+
+class AgentListing(_message.Message):
+    __slots__ = ("node", "agent_id", "state", "last_report_s", "healthy", "health_reason", "peers_alive", "peers_suspect", "peers_dead", "remote_alive", "load", "model_version", "pods")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    LAST_REPORT_S_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
+    PEERS_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    PEERS_SUSPECT_FIELD_NUMBER: _ClassVar[int]
+    PEERS_DEAD_FIELD_NUMBER: _ClassVar[int]
+    REMOTE_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PODS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    agent_id: str
+    state: str
+    last_report_s: float
+    healthy: bool
+    health_reason: str
+    peers_alive: int
+    peers_suspect: int
+    peers_dead: int
+    remote_alive: int
+    load: float
+    model_version: str
+    pods: int
+    def __init__(self, node: _Optional[str] = ..., agent_id: _Optional[str] = ..., state: _Optional[str] = ..., last_report_s: _Optional[float] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ..., peers_alive: _Optional[int] = ..., peers_suspect: _Optional[int] = ..., peers_dead: _Optional[int] = ..., remote_alive: _Optional[int] = ..., load: _Optional[float] = ..., model_version: _Optional[str] = ..., pods: _Optional[int] = ...) -> None: ...
+
+class ClusterAgents(_message.Message):
+    __slots__ = ("cluster", "health", "nodes", "agents")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    HEALTH_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    health: Health
+    nodes: _containers.RepeatedCompositeFieldContainer[NodeListing]
+    agents: _containers.RepeatedCompositeFieldContainer[AgentListing]
+    def __init__(self, cluster: _Optional[str] = ..., health: _Optional[_Union[Health, str]] = ..., nodes: _Optional[_Iterable[_Union[NodeListing, _Mapping]]] = ..., agents: _Optional[_Iterable[_Union[AgentListing, _Mapping]]] = ...) -> None: ...
+
+class ListAgentsResponse(_message.Message):
+    __slots__ = ("clusters",)
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    clusters: _containers.RepeatedCompositeFieldContainer[ClusterAgents]
+    def __init__(self, clusters: _Optional[_Iterable[_Union[ClusterAgents, _Mapping]]] = ...) -> None: ...
 
 class RunDrillRequest(_message.Message):
     __slots__ = ("scenario", "runs", "seed")

@@ -95,6 +95,11 @@ class ControlPlaneStub:
                 request_serializer=controlplane__pb2.GetLeaderRequest.SerializeToString,
                 response_deserializer=controlplane__pb2.LeaderInfo.FromString,
                 _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/fedplane.v1.ControlPlane/ListAgents',
+                request_serializer=controlplane__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=controlplane__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
 
 
 class ControlPlaneServicer:
@@ -177,6 +182,13 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAgents(self, request, context):
+        """Each cluster's nodes (as its API lists them) and agents (as they report themselves), with their state.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlPlaneServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -239,6 +251,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.GetLeader,
                     request_deserializer=controlplane__pb2.GetLeaderRequest.FromString,
                     response_serializer=controlplane__pb2.LeaderInfo.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=controlplane__pb2.ListAgentsRequest.FromString,
+                    response_serializer=controlplane__pb2.ListAgentsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -565,6 +582,33 @@ class ControlPlane:
             '/fedplane.v1.ControlPlane/GetLeader',
             controlplane__pb2.GetLeaderRequest.SerializeToString,
             controlplane__pb2.LeaderInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedplane.v1.ControlPlane/ListAgents',
+            controlplane__pb2.ListAgentsRequest.SerializeToString,
+            controlplane__pb2.ListAgentsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,5 +1,6 @@
 # mypy: ignore-errors
 from fedapi import common_pb2 as _common_pb2
+from fedapi import controlplane_pb2 as _controlplane_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

@@ -4,6 +4,7 @@
 import grpc
 import warnings
 
+from fedapi import controlplane_pb2 as controlplane__pb2
 from fedapi import twincluster_pb2 as twincluster__pb2
 
 GRPC_GENERATED_VERSION = '1.81.1'
@@ -70,6 +71,11 @@ class TwinClusterStub:
                 request_serializer=twincluster__pb2.GetSafetyRequest.SerializeToString,
                 response_deserializer=twincluster__pb2.SafetyCounters.FromString,
                 _registered_method=True)
+        self.ReportAgent = channel.unary_unary(
+                '/fedplane.v1.TwinCluster/ReportAgent',
+                request_serializer=controlplane__pb2.AgentReport.SerializeToString,
+                response_deserializer=controlplane__pb2.AgentAck.FromString,
+                _registered_method=True)
 
 
 class TwinClusterServicer:
@@ -119,6 +125,14 @@ class TwinClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReportAgent(self, request, context):
+        """An edge agent reports itself to the control plane serving this link (ControlPlane.ReportAgent's
+        message, so agents need neither gRPC nor protobuf); refused while the agent's cluster is cut off.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TwinClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -156,6 +170,11 @@ def add_TwinClusterServicer_to_server(servicer, server):
                     servicer.GetSafety,
                     request_deserializer=twincluster__pb2.GetSafetyRequest.FromString,
                     response_serializer=twincluster__pb2.SafetyCounters.SerializeToString,
+            ),
+            'ReportAgent': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReportAgent,
+                    request_deserializer=controlplane__pb2.AgentReport.FromString,
+                    response_serializer=controlplane__pb2.AgentAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -347,6 +366,33 @@ class TwinCluster:
             '/fedplane.v1.TwinCluster/GetSafety',
             twincluster__pb2.GetSafetyRequest.SerializeToString,
             twincluster__pb2.SafetyCounters.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReportAgent(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedplane.v1.TwinCluster/ReportAgent',
+            controlplane__pb2.AgentReport.SerializeToString,
+            controlplane__pb2.AgentAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -35,10 +35,12 @@ log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">IBIB")
 HEADER_BYTES = _HEADER.size
 _PREFIX = 4
+CONNECT_TIMEOUT = 3.0
+"""Seconds a connection attempt may take (a cut link drops SYNs silently: the OS would wait minutes)."""
 MAX_FRAME = 16 * 1024 * 1024
 """The largest frame either side accepts (the gRPC channel's receive limit)."""
 
-METHODS: tuple[str, ...] = ("WatchPods", "BindPod", "ReportNodeStatus", "CompletePod", "ListNodes", "DescribeNode", "GetSafety")
+METHODS: tuple[str, ...] = ("WatchPods", "BindPod", "ReportNodeStatus", "CompletePod", "ListNodes", "DescribeNode", "GetSafety", "ReportAgent")
 """Method numbers on the wire are positions in the service's declaration (append-only in the proto; a test checks)."""
 WATCHES = frozenset({"WatchPods"})
 """The server-streaming methods."""
@@ -159,6 +161,11 @@ class LinkChannel:
             if self._calls.pop(call, None) is not None and not ended:
                 self._cancel(call)  # the consumer stopped early: the server stops sending
 
+    def reset(self) -> None:
+        """Drop the connection (a call timed out on it: it may be dead); every call on it fails, the next reconnects."""
+        if self._writer is not None:
+            self._writer.transport.abort()
+
     async def close(self) -> None:
         if self._reader_task is not None:
             self._reader_task.cancel()
@@ -178,7 +185,11 @@ class LinkChannel:
         async with self._connecting:
             if self._writer is None or self._writer.is_closing():
                 try:
-                    reader, self._writer = await asyncio.open_connection(self.host, self.port)
+                    reader, self._writer = await asyncio.wait_for(
+                        asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT)
+                except TimeoutError:
+                    raise LinkError("UNAVAILABLE", f"cannot connect to {self.host}:{self.port}: no answer in "
+                                                   f"{CONNECT_TIMEOUT:g}s") from None
                 except OSError as exc:
                     raise LinkError("UNAVAILABLE", f"cannot connect to {self.host}:{self.port}: {exc}") from exc
                 self._reader_task = asyncio.get_running_loop().create_task(self._read(reader, self._writer))

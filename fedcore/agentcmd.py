@@ -12,6 +12,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+LOSS_ENV = "FEDPLANE_GOSSIP_LOSS"
+"""Fault injection for drills and tests: the agent drops this share of its outgoing gossip datagrams
+(:mod:`gossip.lossy`; this kernel has no netem). Unset in production."""
+
 PYTHON_FLAGS = ("-OO",)
 """Docstrings (and asserts, which the agent only uses to narrow types) stripped at compile
 time: ~2.6 MiB of a running agent's RSS, measured on ``fedplane bench agent`` (idle 70.6 ->

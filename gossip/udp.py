@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from gossip.config import GossipConfig, split_addr
 from gossip.effects import Effect, MemberEvent, RecordEvent, Send, SendStream
 from gossip.keyring import Keyring
+from gossip.lossy import LossyDatagrams
 from gossip.members import MemberView
 from gossip.metrics import Counters
 from gossip.node import GossipNode
@@ -48,6 +49,7 @@ class UdpGossip:
     """A gossip member on real sockets: the public API the edge agent uses.
 
     ``bind`` is ``host:port`` (port 0 picks a free one; ``name`` then says which).
+    ``loss`` drops that share of our outgoing datagrams (drills and tests on real sockets).
     ``epoch`` defaults to wall-clock microseconds, so it grows across restarts and a
     restarted node's packets are never mistaken for replays of its previous life.
     """
@@ -61,6 +63,7 @@ class UdpGossip:
         config: GossipConfig | None = None,
         epoch: int | None = None,
         rng: random.Random | None = None,
+        loss: float = 0.0,
     ) -> None:
         split_addr(bind)
         self.bind = bind
@@ -71,7 +74,9 @@ class UdpGossip:
         self._rng = rng or random.Random()
         self._node: GossipNode | None = None
         self._name: str | None = None
-        self._udp: asyncio.DatagramTransport | None = None
+        self._udp: asyncio.DatagramTransport | LossyDatagrams | None = None
+        self.loss = loss
+        """Share of our outgoing datagrams dropped on purpose (fault injection: :mod:`gossip.lossy`)."""
         self._tcp: asyncio.Server | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._subscribers: list[Callable[[Event], None]] = []
@@ -87,7 +92,8 @@ class UdpGossip:
         host, port = split_addr(self.bind)
         self._tcp = await asyncio.start_server(self._on_connection, host, port)
         port = self._tcp.sockets[0].getsockname()[1]
-        self._udp, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=(host, port))
+        udp, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=(host, port))
+        self._udp = LossyDatagrams(udp, self.loss, random.Random(self._rng.random())) if self.loss else udp
         self._name = f"{host}:{port}"
         self._node = GossipNode(
             self._name, now=loop.time(), rng=self._rng, config=self.config, keyring=self._keyring, epoch=self._epoch

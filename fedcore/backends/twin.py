@@ -16,7 +16,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from fedcore.backends import errors
@@ -62,9 +62,10 @@ class _Pod:
     bound_at: float = 0.0
     ready: bool = False
 
-    def state(self, table: NodeTable) -> PodState:
+    def state(self, table: NodeTable, ready: bool | None = None) -> PodState:
         node = table.nodes[self.placement.node].name if self.placement else ""
-        return PodState(self.name, self.workload, self.epoch, self.phase, self.ready, node, self.pod.request, self.pod)
+        return PodState(self.name, self.workload, self.epoch, self.phase, self.ready if ready is None else ready, node,
+                        self.pod.request, self.pod)
 
 
 @dataclass(slots=True)
@@ -73,6 +74,8 @@ class SafetyCounters:
 
     duplicate_binds: int = 0
     stale_binds: int = 0
+    released: dict[str, int] = field(default_factory=dict)
+    """Pods unbound per node by a node-not-ready report (evictions agents caused)."""
 
 
 def make_nodes(cluster: str, region: str, count: int, cpu_milli: int = 8000, memory_mib: int = 32768, gpus: int = 0) -> list[Node]:
@@ -254,7 +257,9 @@ class TwinCluster:
                     self._unbind(p)
                     p.epoch += 1
                     moved += 1
-                    self._emit(EventKind.MODIFIED, p)  # watchers (agents) learn it is pending at a new epoch
+                    self._emit(EventKind.MODIFIED, p)
+            if moved:
+                self.safety.released[node] = self.safety.released.get(node, 0) + moved  # watchers (agents) learn it is pending at a new epoch
         self._advance()
         return moved
 
@@ -298,9 +303,15 @@ class TwinCluster:
 
     @_locked
     def snapshot(self, workload: str | None = None) -> list[PodState]:
-        """Ground truth regardless of reachability (drills judge outcomes with it)."""
-        self._advance()
-        return [p.state(self.table) for p in self.pods.values() if workload is None or p.workload == workload]
+        """Ground truth regardless of reachability (drills judge outcomes with it), read without driving the twin.
+
+        A read changes nothing: no pending pod is bound, no event is emitted. Readiness is what the
+        clock says (bound ``ready_delay_s`` ago), so a drill polling every 50 ms measures the run as it
+        would go unobserved; only the API's callers (the control plane, agents) move the twin on.
+        """
+        now = self.clock()
+        return [p.state(self.table, p.ready or (self.running and p.phase is Phase.RUNNING and now >= p.bound_at + self.ready_delay_s))
+                for p in self.pods.values() if workload is None or p.workload == workload]
 
     # -- internals -----------------------------------------------------------------------------
     def _enter(self) -> None:

@@ -18,12 +18,13 @@ def report(cluster: str, node: str, seq: int, peers: dict[tuple[str, str], PeerS
                        tuple((c, n, s) for (c, n), s in peers.items()))
 
 
-def book_with(probe_ok: bool, insiders: PeerState | None, outsiders: PeerState | None, now: float = 10.0) -> EvidenceBook:
+def book_with(probe_ok: bool, insiders: PeerState | None, outsiders: PeerState | None, now: float = 10.0,
+              failing_for: float = 0.4) -> EvidenceBook:
     book = EvidenceBook(T.fresh_s)
     book.add_probe("a", 0.0, NODES)
     if not probe_ok:
         for i in range(3):
-            book.add_probe("a", now - 0.4 + 0.2 * i, None, "connection refused")
+            book.add_probe("a", now - failing_for + failing_for / 2 * i, None, "connection refused")
     seq = 1
     if insiders is not None:
         for n in ("a-n0", "a-n1"):
@@ -43,7 +44,7 @@ def book_with(probe_ok: bool, insiders: PeerState | None, outsiders: PeerState |
     (True, PeerState.SUSPECT, PeerState.ALIVE, Health.DEGRADED),
     (True, None, PeerState.DEAD, Health.AGENTS_SILENT),         # API answers: no failover for silent agents
     (False, PeerState.ALIVE, None, Health.PARTITIONED),         # its agents reach us and see each other
-    (False, None, PeerState.ALIVE, Health.PARTITIONED),         # other clusters still see it
+    (False, None, PeerState.ALIVE, Health.UNKNOWN),             # other clusters still see it: not yet confirmed
     (False, None, PeerState.DEAD, Health.DOWN),                 # nobody sees it: crash/outage
     (False, None, None, Health.DOWN),
 ])
@@ -52,6 +53,15 @@ def test_verdict_table(probe_ok: bool, insiders: PeerState | None, outsiders: Pe
     assert verdict.health is health
     assert verdict.reasons
     assert verdict.health.failed == (health in (Health.DOWN, Health.PARTITIONED))
+
+
+def test_other_clusters_views_read_partitioned_once_confirmed_and_stale_insiders_prove_nothing() -> None:
+    verdict = judge(book_with(False, None, PeerState.ALIVE, failing_for=T.confirm_s).about("a", 10.0), T)
+    assert verdict.health is Health.PARTITIONED and "other clusters see its nodes alive" in " | ".join(verdict.reasons)
+    book = book_with(True, PeerState.ALIVE, None)  # reports at 9.9 s, then the probe fails from 9.95 s: sent before
+    for i in range(3):
+        book.add_probe("a", 9.95 + 0.02 * i, None, "connection refused")
+    assert judge(book.about("a", 10.0), T).health is Health.DOWN, "an outage right after a report is no partition"
 
 
 def test_down_verdict_carries_its_evidence_and_a_noexecute_taint() -> None:

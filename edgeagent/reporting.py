@@ -1,0 +1,62 @@
+"""What an agent tells the control plane about itself: ``ControlPlane.ReportAgent``'s message as a wire map.
+
+Sans-IO: built from the placement core and the gossip views the shell passes in; the shell
+(:mod:`edgeagent.daemon`) sends it over the twin link with backoff. The control plane judges
+clusters from these views (an agent's peers alive, suspect or dead; other clusters' members
+it sees in the federation pool), never from a relay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fedapi.twinlink import Wire
+from gossip.members import MemberState, MemberView
+
+from edgeagent.placing import Placer
+
+PEER_STATES = {MemberState.ALIVE: 1, MemberState.SUSPECT: 2, MemberState.DEAD: 3, MemberState.LEFT: 4}
+"""fedplane.v1.PeerState numbers of gossip's member states."""
+IDENTITY_KEY = "id"
+"""The one record each member publishes in the federation pool: ``cluster/node``."""
+
+
+def identity(cluster: str, node: str) -> str:
+    return f"{cluster}/{node}"
+
+
+def report(
+    placer: Placer, cluster: str, agent_id: str, sequence: int, lan: Mapping[str, MemberView],
+    wan: Mapping[str, MemberView], wan_ids: Mapping[str, str], health: str | None,
+) -> Wire:
+    """The report: our node's summary, our cluster's peers by node name, other clusters' members by ``cluster/node``.
+
+    ``lan`` are our cluster's other gossip members by member name (the placer knows their nodes once their
+    state record arrived; until then the member name stands in); ``wan`` the federation pool's
+    members, named through ``wan_ids`` (member -> ``cluster/node``, from their identity records).
+    """
+    node = placer.node
+    capacity, free = node.capacity, placer.ledger.replica.free()
+    nodes = placer.peer_nodes()
+    peers = [{"node": nodes.get(name, name), "cluster": cluster, "state": PEER_STATES[view.state],
+              "incarnation": view.incarnation} for name, view in sorted(lan.items())]
+    for name, view in sorted(wan.items()):
+        peer_cluster, _, peer_node = wan_ids.get(name, "").partition("/")
+        if peer_cluster and peer_node and peer_cluster != cluster:
+            peers.append({"node": peer_node, "cluster": peer_cluster, "state": PEER_STATES[view.state],
+                          "incarnation": view.incarnation})
+    return {
+        "cluster": cluster, "node": node.name, "agent_id": agent_id, "sequence": sequence,
+        "summary": {
+            "node": node.name, "arch": node.arch.value, "ready": True, "pods": len(placer.running),
+            "model_version": placer.scorer.version, "load": round(float(placer.load), 4),
+            "capacity": _vector(capacity.cpu_milli, capacity.memory_mib, capacity.disk_mib, capacity.gpu_milli),
+            "allocated": _vector(capacity.cpu_milli - free.cpu_milli, capacity.memory_mib - free.memory_mib,
+                                 capacity.disk_mib - free.disk_mib, capacity.gpu_milli - free.gpu_milli),
+        },
+        "peers": peers, "healthy": health is None, "health_reason": health or "",
+    }
+
+
+def _vector(cpu_milli: int, memory_mib: int, disk_mib: int, gpu_milli: int) -> Wire:
+    return {"cpu_milli": cpu_milli, "memory_mib": memory_mib, "disk_mib": disk_mib, "gpu_milli": gpu_milli}
