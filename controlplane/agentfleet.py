@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import base64
+import functools
 import json
 import os
 import shutil
@@ -182,7 +183,8 @@ class AgentFleet:
                 config = data / "agent.yaml"
                 config.write_text(json.dumps(raw, indent=1))  # JSON is YAML
                 self.agents.append(_Agent(cluster, node, config, http, self.hosts.control_address(node)))
-        await asyncio.to_thread(precompile, self.agents[0].config)
+        first = self.agents[0]  # checked on its own host: --check tries the addresses it will bind
+        await asyncio.to_thread(precompile, first.config, None, functools.partial(self.hosts.wrap, first.node))
         for agent in self.agents:
             self._spawn(agent)
         await self._converge()

@@ -51,7 +51,7 @@ class TwinClient:
 
     async def describe_node(self, node: str) -> Node:
         try:
-            answer = await self._channel.call("DescribeNode", {"cluster": self.cluster, "node": node}, self.timeout)
+            answer = await self.channel.call("DescribeNode", {"cluster": self.cluster, "node": node}, self.timeout)
         except LinkError as exc:
             if exc.code == "NOT_FOUND":
                 raise UnknownNode(f"the back end does not know node {node!r} in cluster {self.cluster!r}: {exc.details}") from None

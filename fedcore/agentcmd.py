@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 LOSS_ENV = "FEDPLANE_GOSSIP_LOSS"
@@ -30,7 +30,7 @@ def agent_argv(config: Path, check: bool = False) -> list[str]:
             *(["--check"] if check else [])]
 
 
-def precompile(config: Path, env: Mapping[str, str] | None = None) -> None:
+def precompile(config: Path, env: Mapping[str, str] | None = None, wrap: Callable[[list[str]], list[str]] = list) -> None:
     """Run ``--check`` once before starting agents, as an install does: it loads everything the agent
     loads, which writes the ``.opt-2.pyc`` files where the install is writable. Raises RuntimeError.
 
@@ -38,6 +38,6 @@ def precompile(config: Path, env: Mapping[str, str] | None = None) -> None:
     install's ``compileall`` ignores that variable too), and without them every agent would
     compile all it imports at each start and keep the compiler's garbage (~0.5 MiB measured)."""
     env = {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTHONDONTWRITEBYTECODE"}
-    done = subprocess.run(agent_argv(config, check=True), check=False, env=env, capture_output=True, timeout=300)
+    done = subprocess.run(wrap(agent_argv(config, check=True)), check=False, env=env, capture_output=True, timeout=300)
     if done.returncode != 0:
         raise RuntimeError(f"agent --check failed: {done.stdout.decode()}{done.stderr.decode()}")
