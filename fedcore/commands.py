@@ -15,7 +15,7 @@ from fedcore import reporting
 from fedcore.nodetable import NodeTable
 from fedcore.scheduling import profiles
 from fedcore.traces import TraceError, dlrm, locate, openb, synthetic
-from fedcore.twin import submission
+from fedcore.twin import bounds, submission
 from fedcore.twin.faults import Fault
 from fedcore.twin.replay import Replay, ReplayResult
 
@@ -184,10 +184,18 @@ def bench_schedule(nodes_csv: str | None, pods_csv: str | None, arrived_load: fl
     out["pods_in_file"] = len(pods)
     out["seeds"] = seeds
     out["arrived_load"] = arrived_load
+    try:
+        bound = [submission.upper_bound(pods, seed, nodes, arrived_load) for seed in range(seeds)]
+        out["upper_bound_gpu_alloc_ratio"] = statistics.fmean(bound)
+        out["upper_bound_per_seed"] = bound
+        out["upper_bound"] = "configuration LP over the arrived pods' GPU shares, CPU and memory (node grouping relaxed)"
+    except bounds.BoundUnavailable as exc:
+        out["upper_bound_gpu_alloc_ratio"] = None
+        out["upper_bound"] = str(exc)
     if as_json:
         reporting.emit_json(out)
     else:
-        reporting.table(
-            f"openb protocol at {arrived_load:.0%} arrived GPU, mean of {seeds} seeds",
-            [{"profile": n, **{k: v for k, v in r.items() if k in fields + ['wall_s']}} for n, r in out["profiles"].items()],
-        )
+        rows = [{"profile": n, **{k: v for k, v in r.items() if k in fields + ['wall_s']}} for n, r in out["profiles"].items()]
+        if out["upper_bound_gpu_alloc_ratio"] is not None:
+            rows.append({**{k: "" for k in rows[0]}, "profile": "upper bound (LP)", "gpu_alloc_ratio": out["upper_bound_gpu_alloc_ratio"]})
+        reporting.table(f"openb protocol at {arrived_load:.0%} arrived GPU, mean of {seeds} seeds", rows)

@@ -1,8 +1,13 @@
 """``fedplane bench policy``: the learned policy beside the heuristics, all figures from one run.
 
 * openb: every built-in heuristic and ``learned`` on the same bench seeds (0..N-1, never trained
-  on), the published protocol at 100% arrived GPU; the best heuristic is picked in this run.
-* dlrm_holdout: ``learned`` and ``kube-default`` replaying the held-out DLRM window.
+  on), the published protocol at 100% arrived GPU; the best heuristic is picked in this run, and
+  the configuration-LP bound on what any policy could reach reads beside them. ``openb_cpu050``:
+  learned against FGD on the CPU-heavy list (a workload mix training never saw).
+* dlrm_holdout: ``learned``, ``kube-default`` and every heuristic replaying the held-out DLRM
+  window, judged on never-placed feasible arrivals and the mean wait of all feasible arrivals
+  (never-placed ones wait until they leave or the window ends), statically infeasible arrivals
+  apart, and the pooled-fleet (fluid) replay beside them.
 * size and fidelity: file sizes from the artifact; int8-vs-fp32 agreement = share of decisions,
   along an fp32-driven openb episode, where both precisions choose the same node after the
   framework's integer truncation and tie order.
@@ -14,7 +19,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +30,9 @@ from fedcore.scheduling.fragmentation import PodTypes
 from fedcore.scheduling.framework import Scheduler
 from fedcore.scheduling.scores import BestFit
 from fedcore.stats import percentile
-from fedcore.twin import submission
+from fedcore.nodes import Node
+from fedcore.pods import Pod
+from fedcore.twin import bounds, submission
 from federated import evaluating
 from federated.runtime import artifacts
 from federated.runtime import plugin
@@ -104,21 +111,59 @@ def decision_times(model_dir: Path, traces: Traces, seed: int, pods: int) -> dic
     }
 
 
+def window_figures(result: evaluating.WindowResult) -> dict[str, Any]:
+    return {
+        "never_placed": result.never_placed, "wait_s_mean": result.wait_s_mean, "wait_s_p50": result.wait_s_p50,
+        "wait_s_p90": result.wait_s_p90, "wait_s_p99": result.wait_s_p99, "gpu_alloc_ratio_mean": result.gpu_alloc_ratio_mean,
+    }
+
+
+def dlrm_window(model_dir: Path, traces: Traces, tick: Callable[[str], None]) -> dict[str, Any]:
+    """The held-out DLRM window for learned and every heuristic; the best heuristic is the one placing the most."""
+    held = evaluating.Window.of(traces.dlrm_nodes, traces.dlrm)
+    out: dict[str, Any] = {}
+    for name in HEURISTICS:
+        out[name] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, name, held=held))
+        tick("dlrm")
+    best = min(HEURISTICS, key=lambda n: (out[n]["never_placed"], out[n]["wait_s_mean"]))
+    with evaluating.model_override(model_dir, "int8"):
+        out["learned"] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "learned", held=held))
+    tick("dlrm")
+    fluid = held.fluid(traces.dlrm_nodes)
+    return {
+        **out,
+        "best_heuristic": best,
+        "infeasible": int(held.infeasible[held.preplaced :].sum()),
+        "window_arrivals": len(held.instances) - held.preplaced,
+        "preplaced": held.preplaced,
+        "window_s": held.end,
+        "fleet": f"openb nodes x{evaluating.DLRM_FLEET_SCALE}",
+        "fluid_bound": {k: getattr(fluid, k) for k in fluid.__dataclass_fields__},
+    }
+
+
+def openb_figures(model_dir: Path, nodes: list[Node], pods: list[Pod], names: Sequence[str], seeds: list[int], tick: Callable[[str], None]) -> dict[str, list[float]]:
+    """Per-seed GPU allocation of each named heuristic and of ``learned`` (int8) on one pod list."""
+    out = {name: evaluating.openb_alloc(nodes, pods, name, seeds, on_run=lambda: tick("openb")) for name in names}
+    with evaluating.model_override(model_dir, "int8"):
+        out["learned"] = evaluating.openb_alloc(nodes, pods, "learned", seeds, on_run=lambda: tick("openb"))
+    return out
+
+
 def run(model_dir: Path, traces: Traces, seeds: int, timing_pods: int, agreement_pods: int, tick: Callable[[str], None]) -> dict[str, Any]:
     """All figures of ``fedplane bench policy``; ``tick(label)`` is called after each unit of work."""
     artifact = artifacts.load(model_dir)
     bench_seeds = list(range(seeds))
-    openb: dict[str, list[float]] = {}
-    for name in HEURISTICS:
-        openb[name] = evaluating.openb_alloc(traces.nodes, traces.pods, name, bench_seeds, on_run=lambda: tick("openb"))
-    with evaluating.model_override(model_dir, "int8"):
-        openb["learned"] = evaluating.openb_alloc(traces.nodes, traces.pods, "learned", bench_seeds, on_run=lambda: tick("openb"))
-        learned_dlrm = evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "learned")
-    tick("dlrm")
-    kube_dlrm = evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "kube-default")
-    tick("dlrm")
+    openb = openb_figures(model_dir, traces.nodes, traces.pods, HEURISTICS, bench_seeds, tick)
     means = {name: evaluating.mean(values) for name, values in openb.items()}
     best = max(HEURISTICS, key=lambda n: means[n])
+    try:
+        bound: float | None = evaluating.mean([submission.upper_bound(traces.pods, seed, traces.nodes) for seed in bench_seeds])
+    except bounds.BoundUnavailable:
+        bound = None
+    tick("bound")
+    cpu050 = openb_figures(model_dir, traces.nodes, traces.cpu050, ("fgd",), bench_seeds, tick) if traces.cpu050 else {}
+    dlrm = dlrm_window(model_dir, traces, tick)
     agree, agree_n = agreement(model_dir, traces, seed=0, pods=agreement_pods)
     tick("agreement")
     timing = decision_times(model_dir, traces, seed=0, pods=timing_pods)
@@ -128,25 +173,24 @@ def run(model_dir: Path, traces: Traces, seeds: int, timing_pods: int, agreement
     return {
         "openb": {
             "learned_gpu_alloc_ratio": means["learned"],
+            "fgd_gpu_alloc_ratio": means["fgd"],
             "best_heuristic": best,
             "best_heuristic_gpu_alloc_ratio": means[best],
+            "upper_bound_gpu_alloc_ratio": bound,
+            "upper_bound": "configuration LP over the arrived pods' GPU shares, CPU and memory (node grouping relaxed)",
             "seeds": bench_seeds,
+            "learned_per_seed": openb["learned"],
+            "fgd_per_seed": openb["fgd"],
             "per_profile": means,
             "per_seed": openb,
         },
-        "dlrm_holdout": {
-            "learned_wait_s_p99": learned_dlrm.wait_s_p99,
-            "kube_default_wait_s_p99": kube_dlrm.wait_s_p99,
-            "learned_cpu_alloc_ratio_mean": learned_dlrm.cpu_alloc_ratio_mean,
-            "kube_default_cpu_alloc_ratio_mean": kube_dlrm.cpu_alloc_ratio_mean,
-            "learned_unscheduled": learned_dlrm.unscheduled,
-            "kube_default_unscheduled": kube_dlrm.unscheduled,
-            "learned_jain_fairness": learned_dlrm.jain_fairness,
-            "kube_default_jain_fairness": kube_dlrm.jain_fairness,
-            "window_arrivals": learned_dlrm.arrivals,
-            "preplaced": learned_dlrm.preplaced,
-            "fleet": f"openb nodes x{evaluating.DLRM_FLEET_SCALE}",
+        "openb_cpu050": {
+            "learned_gpu_alloc_ratio": evaluating.mean(cpu050.get("learned", [])),
+            "fgd_gpu_alloc_ratio": evaluating.mean(cpu050.get("fgd", [])),
+            "learned_per_seed": cpu050.get("learned", []),
+            "fgd_per_seed": cpu050.get("fgd", []),
         },
+        "dlrm_holdout": dlrm,
         "fp32_bytes": fp32_bytes,
         "int8_bytes": int8_bytes,
         "size_ratio": int8_bytes / fp32_bytes,

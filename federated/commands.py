@@ -123,11 +123,12 @@ def evaluate(model: str | None, precision: str, seeds: int, traces: str | None) 
             bar.advance(task)
 
         fgd = evaluating.openb_alloc(loaded.nodes, loaded.pods, "fgd", bench_seeds, tick)
-        kube = evaluating.dlrm_holdout(loaded.dlrm_nodes, loaded.dlrm, "kube-default")
+        held = evaluating.Window.of(loaded.dlrm_nodes, loaded.dlrm)
+        kube = evaluating.dlrm_holdout(loaded.dlrm_nodes, loaded.dlrm, "kube-default", held=held)
         tick()
         with evaluating.model_override(path, precision):
             learned = evaluating.openb_alloc(loaded.nodes, loaded.pods, "learned", bench_seeds, tick)
-            mine = evaluating.dlrm_holdout(loaded.dlrm_nodes, loaded.dlrm, "learned")
+            mine = evaluating.dlrm_holdout(loaded.dlrm_nodes, loaded.dlrm, "learned", held=held)
         tick()
     reporting.emit_json({
         "model": str(path), "precision": precision, "seeds": bench_seeds,
@@ -197,7 +198,7 @@ def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: boo
 
 @click.command("policy")
 @click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
-@click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 999), help="openb bench seeds 0..N-1 (never trained on).")
+@click.option("--seeds", default=10, show_default=True, type=click.IntRange(1, 999), help="openb bench seeds 0..N-1 (never trained on; the published protocol uses 10).")
 @click.option("--timing-pods", default=2000, show_default=True, type=click.IntRange(10, 100_000))
 @click.option("--agreement-pods", default=4000, show_default=True, type=click.IntRange(10, 100_000))
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
@@ -211,7 +212,7 @@ def bench_policy(model: str | None, seeds: int, timing_pods: int, agreement_pods
     try:
         loaded = Traces.load(traces)
         with reporting.progress() as bar:
-            task = bar.add_task("bench policy", total=(len(benching.HEURISTICS) + 1) * seeds + 4)
+            task = bar.add_task("bench policy", total=(len(benching.HEURISTICS) + 3) * seeds + len(benching.HEURISTICS) + 4)
             out = benching.run(path, loaded, seeds, timing_pods, agreement_pods, lambda _label: bar.advance(task))
     except (TraceError, ValueError) as exc:
         fail(str(exc))

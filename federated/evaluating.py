@@ -4,6 +4,13 @@ The DLRM window replay starts at the hold-out cut with the instances alive then 
 (by the profile under test, before the clock starts, so they are not counted as waits), then
 replays every arrival and departure of the window. Times are shifted so the window starts at
 zero, which keeps the replay's utilisation samples inside the window.
+
+The window is saturated: many arrivals are never placed. A never-placed pod counts as waiting
+until it leaves or the window ends (leaving it out would reward a policy for starving hard
+pods), pods no empty node could host are reported apart as ``infeasible``, and a policy is
+judged on never-placed feasible arrivals and the mean wait of all feasible arrivals. A fluid
+replay (the fleet pooled into one bin per resource) reads beside it: what demand against
+capacity over time allows without node boundaries.
 """
 
 from __future__ import annotations
@@ -17,11 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from fedcore.nodes import Node
+from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
+from fedcore.scheduling.filters import default_filters
+from fedcore.scheduling.framework import Profile, Scheduler
 from fedcore.stats import percentile
 from fedcore.traces import dlrm, locate, openb
 from fedcore.traces.dlrm import Instance
-from fedcore.twin import submission
+from fedcore.twin import bounds, submission
 from fedcore.twin.replay import Replay
 from federated import splits
 
@@ -37,15 +47,19 @@ class Traces:
     pods: list[Pod]
     dlrm: list[Instance]
     dlrm_nodes: list[Node]
+    cpu050: list[Pod]
+    """openb's CPU-heavy pod list (empty when the traces folder lacks it): a mix training never sees."""
 
     @classmethod
     def load(cls, folder: str | None = None) -> Traces:
         nodes_csv = locate.trace_file(None, locate.OPENB_NODES, folder)
+        cpu050 = locate.trace_file(None, locate.OPENB_CPU050, folder)
         return cls(
             openb.load_nodes(nodes_csv),
             openb.load_pods(locate.trace_file(None, locate.OPENB_PODS, folder)),
             dlrm.load(locate.trace_file(None, locate.DLRM, folder)),
             openb.load_nodes(nodes_csv, scale=DLRM_FLEET_SCALE),
+            openb.load_pods(cpu050) if cpu050.exists() else [],
         )
 
 
@@ -82,9 +96,14 @@ class WindowResult:
     profile: str
     arrivals: int
     preplaced: int
+    infeasible: int
+    """Window arrivals no empty node of the fleet could host (left out of the figures below)."""
+    never_placed: int
+    """Feasible window arrivals never placed before they left or the window ended."""
+    wait_s_mean: float
     wait_s_p50: float
+    wait_s_p90: float
     wait_s_p99: float
-    unscheduled: int
     cpu_alloc_ratio_mean: float
     gpu_alloc_ratio_mean: float
     jain_fairness: float
@@ -101,7 +120,7 @@ class WindowReplay(Replay):
         since = self.pending.since.get(ref, now)
         placed = super().try_place(ref, now, explain)
         if placed:
-            self.wait_of[ref] = now - since
+            self.wait_of.setdefault(ref, now - since)
         return placed
 
 
@@ -116,14 +135,59 @@ def window(instances: Sequence[Instance], start: float) -> tuple[list[Instance],
     return shift, len(alive)
 
 
-def dlrm_holdout(nodes: Sequence[Node], instances: Sequence[Instance], profile: str, seed: int = 0) -> WindowResult:
-    """Replay the held-out DLRM window (last 20% of the trace) with ``profile``; waits count window arrivals only."""
-    shifted, preplaced = window(instances, splits.dlrm_cut(instances))
-    replay = WindowReplay(nodes, shifted, profile, seed)
+def infeasible(nodes: Sequence[Node], pods: Sequence[Pod]) -> np.ndarray:
+    """Per pod: True when no empty node passes the hard filters (no policy could ever place it)."""
+    table = NodeTable(nodes)
+    scheduler = Scheduler(Profile("feasibility", default_filters(), []), table)
+    return np.array([not scheduler.feasible(pod).any() for pod in pods], dtype=bool)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The held-out DLRM window, shifted to start at 0, and what every profile's replay is judged against."""
+
+    instances: list[Instance]
+    preplaced: int
+    end: float
+    infeasible: np.ndarray
+
+    @classmethod
+    def of(cls, nodes: Sequence[Node], instances: Sequence[Instance]) -> Window:
+        shifted, preplaced = window(instances, splits.dlrm_cut(instances))
+        end = max((i.deleted or i.created) for i in shifted)
+        return cls(shifted, preplaced, end, infeasible(nodes, [i.pod for i in shifted]))
+
+    def judge(self, placed_wait: dict[int, float]) -> tuple[int, list[float]]:
+        """Never-placed count and the wait of every feasible window arrival (unplaced ones until they leave or the end)."""
+        never = 0
+        waits = []
+        for ref in range(self.preplaced, len(self.instances)):
+            if self.infeasible[ref]:
+                continue
+            if ref in placed_wait:
+                waits.append(placed_wait[ref])
+                continue
+            inst = self.instances[ref]
+            never += 1
+            waits.append(min(self.end, inst.deleted if inst.deleted is not None else self.end) - inst.created)
+        return never, waits
+
+    def fluid(self, nodes: Sequence[Node]) -> bounds.FluidResult:
+        """The pooled-fleet replay of the window's feasible instances (its waits over feasible arrivals)."""
+        keep = [i for k, i in enumerate(self.instances) if not self.infeasible[k]]
+        first = self.preplaced - int(self.infeasible[: self.preplaced].sum())
+        return bounds.fluid_replay(nodes, keep, first, self.end)
+
+
+def dlrm_holdout(nodes: Sequence[Node], instances: Sequence[Instance], profile: str, seed: int = 0, held: Window | None = None) -> WindowResult:
+    """Replay the held-out DLRM window (last 20% of the trace) with ``profile``; figures count window arrivals only."""
+    held = held or Window.of(nodes, instances)
+    replay = WindowReplay(nodes, held.instances, profile, seed)
     result = replay.run()
-    waits = [w for ref, w in replay.wait_of.items() if ref >= preplaced]
+    never, waits = held.judge(replay.wait_of)
     return WindowResult(
-        profile, len(shifted) - preplaced, preplaced, percentile(waits, 50), percentile(waits, 99), result.unscheduled,
+        profile, len(held.instances) - held.preplaced, held.preplaced, int(held.infeasible[held.preplaced:].sum()), never,
+        float(np.mean(waits)) if waits else 0.0, percentile(waits, 50), percentile(waits, 90), percentile(waits, 99),
         result.cpu_alloc_ratio_mean, result.gpu_alloc_ratio_mean, result.jain_fairness,
     )
 

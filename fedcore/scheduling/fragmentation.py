@@ -136,10 +136,14 @@ class FragmentationGradient:
         return 100.0 / (1.0 + np.exp(-(before - after) / MILLI))
 
     def pick(self, pod: Pod, table: NodeTable, node: int) -> tuple[int, ...]:
+        """The device with the best integer score, the lowest index among equals (as the published simulator)."""
         if not pod.gpu.is_sharing:
             return table.pick_gpus(pod, node)
-        after = self.frag.after(pod, table, np.array([node]))[0]
-        return (int(np.argmin(after)),)
+        rows = np.array([node])
+        after = self.frag.after(pod, table, rows)[0]
+        with np.errstate(over="ignore"):
+            scores = np.floor(100.0 / (1.0 + np.exp(-(self.frag.of_rows(table, rows)[0] - after) / MILLI)))
+        return (int(np.argmax(np.where(np.isfinite(after), scores, -1.0))),)
 
 
 def fleet_fragmentation(frag: Fragmentation, table: NodeTable) -> float:

@@ -2,8 +2,9 @@
 
 Plugins see every node at once: a filter returns a boolean mask, a score returns a float
 array for the feasible rows. Scores are truncated to integers 0-100 and weighted; ties go
-to a fixed node order drawn once per run (as the openb protocol requires), never to a
-fresh random pick per pod.
+to a fixed node order, never to a fresh random pick per pod: either drawn once per run
+from the seed, or (``by_name``) the smallest node name, as the published openb simulator's
+``selectHost`` does.
 """
 
 from __future__ import annotations
@@ -80,6 +81,19 @@ class BestFitDevices:
         return table.pick_gpus(pod, node)
 
 
+class RandomDevices:
+    """The published Random policy's device choice: a uniform pick among devices that fit a share; whole GPUs in index order."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed + 1)
+
+    def pick(self, pod: Pod, table: NodeTable, node: int) -> tuple[int, ...]:
+        if not pod.gpu.is_sharing:
+            return table.pick_gpus(pod, node)
+        fits = np.flatnonzero(table.gpu_free[node] >= pod.gpu.milli_each)
+        return (int(fits[self.rng.integers(fits.size)]),)
+
+
 @dataclass(slots=True)
 class Profile:
     """A named set of plugins with score weights, as in a KubeSchedulerConfiguration profile."""
@@ -93,10 +107,13 @@ class Profile:
 class Scheduler:
     """Runs one scheduling cycle per pod: filter, score, pick the best row, choose devices, reserve."""
 
-    def __init__(self, profile: Profile, table: NodeTable, seed: int = 0) -> None:
+    def __init__(self, profile: Profile, table: NodeTable, seed: int = 0, by_name: bool = False) -> None:
         self.profile = profile
         self.table = table
-        order = np.random.default_rng(seed).permutation(len(table))
+        if by_name:
+            order = np.array(sorted(range(len(table)), key=lambda i: table.nodes[i].name), dtype=np.int64)
+        else:
+            order = np.random.default_rng(seed).permutation(len(table))
         # rank[i] is node i's place in this run's fixed tie-break order (lower wins).
         self.tie_rank = np.empty(len(table), dtype=np.int64)
         self.tie_rank[order] = np.arange(len(table))

@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from fedcore.pods import Pod
 from fedcore.scheduling.filters import default_filters
 from fedcore.scheduling.fragmentation import FragmentationGradient, PodTypes
-from fedcore.scheduling.framework import Profile
+from fedcore.scheduling.framework import Profile, RandomDevices
 from fedcore.scheduling.scores import BalancedAllocation, BestFit, DotProduct, LeastAllocated, RandomScore
 
 
@@ -54,7 +54,7 @@ def _fgd(ctx: ProfileContext) -> Profile:
 
 
 def _random(ctx: ProfileContext) -> Profile:
-    return Profile("random", default_filters(), [(RandomScore(ctx.seed), 1.0)])
+    return Profile("random", default_filters(), [(RandomScore(ctx.seed), 1.0)], devices=RandomDevices(ctx.seed))
 
 
 BUILT_IN: dict[str, ProfileFactory] = {

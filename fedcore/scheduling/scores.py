@@ -55,35 +55,40 @@ class BalancedAllocation:
         return 100.0 * (1.0 - np.abs(f[0] - f[1]) / 2.0)
 
 
+def max_spec(table: NodeTable) -> tuple[float, float]:
+    """The fleet's largest node CPU (milli) and GPU (milli) capacity: the published BestFit/DotProd normaliser.
+
+    The FGD simulator uses constants (128 cores, 8 GPUs) that are exactly the openb fleet's maxima.
+    """
+    return float(max(1, int(table.cpu_cap.max()))), float(max(1, int(table.gpu_count.max()) * 1000))
+
+
 class BestFit:
-    """Best-fit: the node left with the least free CPU, memory and GPU after placement."""
+    """Best-fit as the FGD simulator scores it: least CPU and GPU left after placement, each over the fleet's max spec, equal weights."""
 
     name = "BestFit"
 
     def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        f = used_fractions_after(pod, table, rows, gpu=True)
-        return 100.0 * sum(f) / len(f)
+        cpu_max, gpu_max = max_spec(table)
+        left = 0.5 * (table.cpu_free[rows] - pod.cpu_milli) / cpu_max
+        left += 0.5 * (table.gpu_free_total()[rows] - pod.gpu.total_milli) / gpu_max
+        return 100.0 * (1.0 - left)
 
 
 class DotProduct:
-    """Tetris-style alignment as in the FGD paper's baseline: smallest dot product of demand and free share."""
+    """Tetris alignment as the FGD simulator's DotProd: smallest dot product of (CPU, GPU) demand and free, over the max spec."""
 
     name = "DotProduct"
 
     def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        cpu_cap = np.maximum(table.cpu_cap[rows], 1)
-        mem_cap = np.maximum(table.mem_cap[rows], 1)
-        gpu_cap = np.maximum(table.gpu_count[rows] * 1000, 1)
-        dot = (
-            (pod.cpu_milli / cpu_cap) * (table.cpu_free[rows] / cpu_cap)
-            + (pod.memory_mib / mem_cap) * (table.mem_free[rows] / mem_cap)
-            + (pod.gpu.total_milli / gpu_cap) * (table.gpu_free_total()[rows] / gpu_cap)
-        )
-        return 100.0 * (1.0 - np.clip(dot / 3.0, 0.0, 1.0))
+        cpu_max, gpu_max = max_spec(table)
+        dot = (pod.cpu_milli / cpu_max) * (table.cpu_free[rows] / cpu_max)
+        dot += (pod.gpu.total_milli / gpu_max) * (table.gpu_free_total()[rows] / gpu_max)
+        return 100.0 * (1.0 - dot / 2.0)
 
 
 class RandomScore:
-    """Random-fit: a uniform score per node from the run's seeded generator."""
+    """Random-fit as the published simulator: one feasible node drawn uniformly scores 100, the rest 0."""
 
     name = "Random"
 
@@ -91,4 +96,6 @@ class RandomScore:
         self.rng = np.random.default_rng(seed)
 
     def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        return self.rng.uniform(0.0, 101.0, size=rows.size)
+        out = np.zeros(rows.size)
+        out[self.rng.integers(rows.size)] = 100.0
+        return out

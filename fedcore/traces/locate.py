@@ -9,6 +9,7 @@ from fedcore.traces.errors import TraceError
 
 OPENB_NODES = "alibaba-openb/openb_node_list_all_node.csv"
 OPENB_PODS = "alibaba-openb/openb_pod_list_default.csv"
+OPENB_CPU050 = "alibaba-openb/openb_pod_list_cpu050.csv"
 DLRM = "alibaba-dlrm/disaggregated_DLRM_trace.csv"
 
 

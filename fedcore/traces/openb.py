@@ -10,7 +10,8 @@ from fedcore.resources import MILLI, GpuRequest
 from fedcore.traces.errors import TraceError, number, rows
 
 NODE_COLUMNS = {"sn", "cpu_milli", "memory_mib", "gpu", "model"}
-POD_COLUMNS = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "qos", "creation_time"}
+POD_COLUMNS = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}
+"""What the protocol needs; some official lists carry only these five (``qos`` then reads as best-effort)."""
 QOS = {q.value: q for q in QoS}
 
 
@@ -52,14 +53,17 @@ def load_nodes(path: Path | str, scale: int = 1, clusters: int = 1, regions: int
 
 
 def load_pods(path: Path | str) -> list[Pod]:
-    """Read the pod list in file order; ``gpu_milli`` is clamped to one GPU as the published protocol does."""
+    """Read the pod list in file order; ``gpu_milli`` is clamped to one GPU as the published protocol does.
+
+    Both official shapes are read: the full one (``gpu_spec``, ``qos``, times) and the five-column one.
+    """
     pods = []
     for line, row in rows(path, POD_COLUMNS):
         num_gpu = int(number(path, line, row, "num_gpu"))
         milli = min(MILLI, int(number(path, line, row, "gpu_milli")))
         if num_gpu > 1:
             milli = MILLI
-        qos = QOS.get(row["qos"].strip())
+        qos = QOS.get(row.get("qos", QoS.BEST_EFFORT.value).strip())
         if qos is None:
             raise TraceError(f"{path}:{line}: unknown qos {row['qos']!r}")
         try:

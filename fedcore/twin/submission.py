@@ -2,8 +2,10 @@
 
 Per seed: the pod list in a random permutation, then pods drawn with replacement until
 requested milli-GPU reaches 1.3x the cluster's; pods never depart and a pod that does
-not fit is dropped, never retried; the allocation is read once arrived milli-GPU reaches
-the requested share of the cluster. Only nodes with GPUs take part.
+not fit is dropped, never retried. Only nodes with GPUs take part and ties go to the smallest
+node name. The allocation at an arrived load of L percent is read as the published analysis
+does: the mean allocation after every pod whose arrived milli-GPU, in percent of the cluster's,
+rounds to L (within one point when none does).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import numpy as np
 from fedcore.nodes import Node
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
+from fedcore.resources import MILLI
 from fedcore.scheduling import profiles
 from fedcore.scheduling.fragmentation import Fragmentation, PodTypes, fleet_fragmentation
 from fedcore.scheduling.framework import Profile, Scheduler
 from fedcore.stats import percentile
+from fedcore.twin import bounds
 
 OVERLOAD = 1.3
 
@@ -54,6 +58,55 @@ def workload(pods: Sequence[Pod], seed: int, cluster_gpu_milli: int, overload: f
     return order
 
 
+class ArrivedReading:
+    """GPU allocation at an arrived load, read as the published analysis reads it (percent rounded to a whole point)."""
+
+    def __init__(self, arrived_load: float, cluster_gpu_milli: int) -> None:
+        self.target = round(100 * arrived_load)
+        self.cluster = cluster_gpu_milli
+        self.arrived = 0
+        self.at: dict[int, list[float]] = {}
+        self.reached: float | None = None
+
+    def add(self, pod_gpu_milli: int, used_gpu_milli: int) -> bool:
+        """Record the state after one pod; True once the arrived load is past the reading window."""
+        self.arrived += pod_gpu_milli
+        point = round(100 * self.arrived / self.cluster)
+        if abs(point - self.target) <= 1:
+            self.at.setdefault(point, []).append(used_gpu_milli / self.cluster)
+        if self.reached is None and point >= self.target:
+            self.reached = used_gpu_milli / self.cluster
+        return point > self.target + 1
+
+    def value(self) -> float:
+        """Mean allocation at the target point, else over the points within one of it (the published fallback).
+
+        A fleet so small that one pod jumps over the whole window reads the allocation when the target was reached.
+        """
+        values = self.at.get(self.target) or [v for vs in self.at.values() for v in vs]
+        if values:
+            return float(np.mean(values))
+        return self.reached if self.reached is not None else 0.0
+
+
+def arrived(pods: Sequence[Pod], seed: int, nodes: Sequence[Node], arrived_load: float = 1.0) -> list[Pod]:
+    """The seed's pods that have arrived by the end of the reading window at ``arrived_load`` (what a bound may place)."""
+    cluster = sum(n.gpus for n in gpu_nodes(nodes)) * MILLI
+    out: list[Pod] = []
+    total = 0
+    for pod in workload(pods, seed, cluster):
+        total += pod.gpu.total_milli
+        if round(100 * total / cluster) > round(100 * arrived_load):
+            break
+        out.append(pod)
+    return out
+
+
+def upper_bound(pods: Sequence[Pod], seed: int, nodes: Sequence[Node], arrived_load: float = 1.0) -> float:
+    """The configuration-LP bound on the GPU allocation any policy could read for this seed and load."""
+    return bounds.gpu_alloc_bound(arrived(pods, seed, nodes, arrived_load), gpu_nodes(nodes))
+
+
 def gpu_nodes(nodes: Sequence[Node]) -> list[Node]:
     return [n for n in nodes if n.gpus > 0]
 
@@ -81,9 +134,9 @@ def run(
     order = workload(pods, seed, cluster_gpu)
     ctx = profiles.ProfileContext(seed, pods)
     made = profiles.make(profile, ctx) if isinstance(profile, str) else profile(ctx)
-    scheduler = Scheduler(made, table, seed)
+    scheduler = Scheduler(made, table, seed, by_name=True)
     start = time.perf_counter()
-    arrived = 0
+    reading = ArrivedReading(arrived_load, cluster_gpu)
     unscheduled = 0
     submitted = 0
     times = []
@@ -92,13 +145,12 @@ def run(
         times.append(decision.seconds)
         submitted += 1
         unscheduled += decision.placement is None
-        arrived += pod.gpu.total_milli
         if on_pod is not None:
-            on_pod(arrived / cluster_gpu, table)
-        if arrived >= arrived_load * cluster_gpu:
+            on_pod((reading.arrived + pod.gpu.total_milli) / cluster_gpu, table)
+        if reading.add(pod.gpu.total_milli, cluster_gpu - int(table.gpu_free_total().sum())):
             break
     wall = time.perf_counter() - start
-    ratios = table.alloc_ratios()
+    ratios = {**table.alloc_ratios(), "gpu": reading.value()}
     frag = fleet_fragmentation(Fragmentation(PodTypes.from_pods(pods)), table)
     micros = np.array(times) * 1e6
     return SubmissionResult(

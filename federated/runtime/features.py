@@ -60,7 +60,7 @@ NODE_FEATURES = (
     "frag_drop",  # FGD fragmentation drop in GPUs, clipped to +-8
     "fgd_score",  # FGD's own score: sigmoid(drop), 0-1
     "frag_after",  # expected fragmentation after placement / node milli-GPU
-    "bestfit",  # mean used share after placement over CPU, memory, GPU (BestFit score / 100)
+    "bestfit",  # mean used share after placement over CPU, memory, GPU (the packing score; not the published BestFit profile)
     "balanced",  # 1 - |CPU share - memory share| / 2 after placement (BalancedAllocation / 100)
     "whole_gpus_after",  # wholly free devices left after placement / 8
     "accel_match",  # +1 GPU pod on GPU node, 0 CPU pod on CPU node, -1 CPU pod taking a GPU node's CPU

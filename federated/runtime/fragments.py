@@ -306,11 +306,13 @@ class FragmentDrops:
         return before - after, after
 
     def best_device(self, pod: Pod, table: NodeTable, node: int) -> int:
-        """The device of ``node`` whose use by a sharing ``pod`` leaves expected fragmentation lowest (FGD's pick)."""
-        self._sync(table)
+        """FGD's device pick for a sharing ``pod`` on ``node``: the best integer score, the lowest index among equals."""
+        drop, after = self.drop(pod, table, np.array([node], dtype=np.intp))
+        before = float(drop[0] + after[0])
         free = table.gpu_free[node][None]
         shared, fit = self._shared(self._sums(free), free, np.array([pod.gpu.milli_each]))
         frag = self._brackets(shared[0, 0])
-        frag[~fit[0, 0]] = np.inf
         bracket = int(self._bracket_of.take(np.intp(table.cpu_free[node] - pod.cpu_milli + 1), mode="clip"))
-        return int(np.argmin(frag[:, bracket]))
+        with np.errstate(over="ignore"):
+            scores = np.floor(100.0 / (1.0 + np.exp(-(before - frag[:, bracket]) / MILLI)))
+        return int(np.argmax(np.where(fit[0, 0], scores, -1.0)))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fedcore.pods import QoS
 from fedcore.resources import GpuRequest
 from fedcore.traces import TraceError, dlrm, openb
 from fedcore.twin import submission
@@ -42,6 +43,17 @@ def test_golden_openb(tmp_path: Path) -> None:
     assert [p.gpu for p in pods] == [GpuRequest(1, 500), GpuRequest(2, 1000), GpuRequest(), GpuRequest(1, 1000)]
     result = submission.run(nodes, pods, "bestfit", seed=0, arrived_load=1.0)
     assert result.pods_submitted >= len(pods) and 0 < result.gpu_alloc_ratio <= 1
+
+
+def test_five_column_openb_pod_list(tmp_path: Path) -> None:
+    """Some official openb lists carry only name, cpu, memory and GPU columns: they read like the full shape."""
+    five = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,4000,8192,1,500\np1,8000,16384,2,1000\np2,2000,4096,0,0\n"
+    pods = openb.load_pods(write(tmp_path, "five.csv", five))
+    full = openb.load_pods(write(tmp_path, "full.csv", PODS))
+    assert [(p.uid, p.cpu_milli, p.memory_mib, p.gpu) for p in pods] == [(p.uid, p.cpu_milli, p.memory_mib, p.gpu) for p in full[:3]]
+    assert {p.qos for p in pods} == {QoS.BEST_EFFORT}
+    with pytest.raises(TraceError, match="header lacks column"):
+        openb.load_pods(write(tmp_path, "four.csv", "name,cpu_milli,memory_mib,num_gpu\np0,1,1,0\n"))
 
 
 def test_golden_dlrm_replay(tmp_path: Path) -> None:

@@ -1,0 +1,31 @@
+"""The held-out DLRM window's honest figures: never-placed pods wait until they leave or the window ends."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedcore.nodes import Node
+from fedcore.pods import Pod
+from fedcore.traces.dlrm import Instance
+from federated import evaluating
+
+
+def test_never_placed_pods_count_as_waiting_and_infeasible_ones_apart() -> None:
+    nodes = [Node("a", 4000, 8192), Node("b", 4000, 8192)]
+    big = Pod("big", 3000, 1024)
+    instances = [
+        Instance(Pod("old1", 3000, 1024), 0.0, None),  # alive at the cut: pre-placed, never counted
+        Instance(Pod("old2", 3000, 1024), 0.0, 900.0),
+        Instance(big, 850.0, None),  # waits for old2 to leave at 900
+        Instance(Pod("late", 3000, 1024), 860.0, 950.0),  # never placed: leaves at 950
+        Instance(Pod("huge", 64000, 1024), 870.0, None),  # fits no empty node
+        Instance(Pod("tail", 100, 64), 1000.0, None),  # placed at once; the window ends at 1000
+    ]
+    held = evaluating.Window.of(nodes, instances)
+    assert held.preplaced == 2 and held.end == pytest.approx(200.0)
+    result = evaluating.dlrm_holdout(nodes, instances, "bestfit", held=held)
+    assert result.infeasible == 1 and result.arrivals == 4
+    assert result.never_placed == 1
+    # Waits of the three feasible arrivals: big 50 s, late 90 s (until it left), tail 0 s.
+    assert result.wait_s_mean == pytest.approx((50.0 + 90.0 + 0.0) / 3)
+    assert result.wait_s_p99 <= 90.0
