@@ -51,10 +51,12 @@ def policy() -> None:
 @click.option("--openb-episodes", default=2, show_default=True, type=click.IntRange(1, 100), help="FGD teacher episodes on openb training seeds.")
 @click.option("--dlrm-window", default=0.4, show_default=True, type=click.FloatRange(0.0, 1.0), help="Share of DLRM's training part replayed with the kube-default teacher.")
 @click.option("--epochs", default=8, show_default=True, type=click.IntRange(1, 1000))
-@click.option("--rl-steps", default=8192, show_default=True, type=click.IntRange(0, 10_000_000), help="PPO steps on the twin (0 = imitation only).")
+@click.option("--rl-steps", default=0, show_default=True, type=click.IntRange(0, 10_000_000), help="PPO steps on the twin (0 = none; PPO never beat its imitation start).")
+@click.option("--reshapes", default="1:0,2:0,3:0,2:3,2:5,1:6,3:2", show_default=True, help="TEMPERATURE:SMALL_FIRST pairs judged on whole validation episodes ('' skips the search).")
 @traces_option
-def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, traces: str | None) -> None:
-    """Imitate the best heuristics on the training parts of the traces, then fine-tune with PPO on the twin."""
+def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, reshapes: str, traces: str | None) -> None:
+    """Imitate the best heuristics on the training parts of the traces, fine-tune with PPO on the twin, then pick the
+    score temperature and small-node preference that give the best whole-episode allocation on validation seeds."""
     torch = _torch()
     from federated import evaluating, training
 
@@ -62,7 +64,13 @@ def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epoc
         loaded = evaluating.Traces.load(traces)
     except (TraceError, ValueError) as exc:
         fail(str(exc))
-    config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps)
+    try:
+        grid = tuple((float(t), float(w)) for t, w in (pair.split(":") for pair in reshapes.split(",") if pair.strip()))
+    except ValueError:
+        fail(f"--reshapes must be comma-separated TEMPERATURE:SMALL_FIRST pairs, got {reshapes!r}")
+    if any(t <= 0 for t, _ in grid):
+        fail("--reshapes: temperatures must be positive")
+    config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps, reshapes=grid)
     model, record = training.train(loaded, config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
