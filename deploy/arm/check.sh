@@ -4,19 +4,21 @@
 # cluster (control plane on the host, 3 agents chrooted into the ARM root filesystem) placing pods on the twin,
 # and compare the policy's choices there with amd64's on the same recorded inputs.
 #
-# usage (as root): deploy/arm/check.sh [--json] [--arch arm64|armv7] [--pods N] [--agents N] [--cache DIR]
+# usage (as root): deploy/arm/check.sh [--json] [--arch arm64|armv7] [--pods N] [--agents N] [--cache DIR] [--image]
 #   --json     print one JSON object on stdout (progress goes to stderr either way)
 #   --arch     one architecture only (default: both)
 #   --pods     pods per architecture (default 20); --agents: emulated agents per architecture (default 3)
 #   --cache    where root filesystems and wheels are kept between runs (default /var/cache/fedplane-arm,
 #              or $FEDPLANE_ARM_CACHE); delete it to rebuild from scratch
+#   --image    also build the agent's container image for each arch (deploy/container/Containerfile) with podman
+#              or buildah, tagged fedplane-agent:0.1.0-<arch>; without either engine it says how and goes on
 # Needs: root (binfmt_misc, chroot, mount), Debian's apt (qemu-user-static, binfmt-support, mmdebstrap are
 # installed if missing), PyPI (aarch64 wheels of the edge set), and `fedplane` on PATH (the host side runs the
 # control plane with the interpreter of that executable). Everything emulated runs niced; the root filesystems
 # take ~1 min to build, the wheels a few to download, the emulated cluster runs most of the time.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd); repo=$(cd "$here/../.." && pwd)
-json=0; arches="arm64 armv7"; pods=20; agents=3; cache=${FEDPLANE_ARM_CACHE:-/var/cache/fedplane-arm}; suite=bookworm
+json=0; image=0; arches="arm64 armv7"; pods=20; agents=3; cache=${FEDPLANE_ARM_CACHE:-/var/cache/fedplane-arm}; suite=bookworm
 while [ $# -gt 0 ]; do
   case "$1" in
     --json) json=1 ;;
@@ -24,7 +26,8 @@ while [ $# -gt 0 ]; do
     --pods) pods=${2:?}; shift ;;
     --agents) agents=${2:?}; shift ;;
     --cache) cache=${2:?}; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --image) image=1 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac; shift
 done
@@ -117,6 +120,21 @@ for arch in $arches; do
   runs+=("$arch=$cache/$arch.json")
 done
 
-# 5. One report.
+# 5. The container image, where an engine exists (foreign platforms through the binfmt registration above).
+if [ $image = 1 ]; then
+  engine=$(command -v podman || command -v buildah || true)
+  for arch in $arches; do
+    platform=$([ "$arch" = arm64 ] && echo linux/arm64 || echo linux/arm/v7)
+    if [ -z "$engine" ]; then
+      say "no podman or buildah here: build the image with 'podman build --platform $platform -t fedplane-agent:0.1.0-$arch -f deploy/container/Containerfile .' (or buildah build, same arguments)"
+    else
+      say "building fedplane-agent:0.1.0-$arch with $engine"
+      nice -n 10 "$engine" build --platform "$platform" -t "fedplane-agent:0.1.0-$arch" -f "$repo/deploy/container/Containerfile" "$repo" >&2 \
+        || say "$arch: the image build failed"
+    fi
+  done
+fi
+
+# 6. One report.
 "$py" -m controlplane.archcheck summarize --reference "$cache/amd64.json" --wall "$(( $(date +%s) - start ))" \
   $([ $json = 1 ] && echo --json) "${runs[@]}"

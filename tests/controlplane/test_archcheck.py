@@ -55,3 +55,15 @@ def test_summarize_reports_a_failed_or_missing_run_without_inventing_figures(tmp
     report = json.loads(capsys.readouterr().out)
     assert report["armv7"]["check_ok"] is False and report["armv7"]["agreement_with_amd64"] == 0.0
     assert report["armv7"]["error"] == "boom" and report["arm64"]["check_ok"] is False and report["wall_s"] == 2.0
+
+
+@pytest.mark.parametrize(("args", "says"), [(["--arch", "x86"], "--arch must be arm64 or armv7"),
+                                            (["--bogus"], "unknown argument '--bogus'")])
+def test_check_sh_refuses_bad_arguments_by_name(args: list[str], says: str) -> None:
+    import subprocess
+
+    script = Path(__file__).resolve().parents[2] / "deploy" / "arm" / "check.sh"
+    done = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
+    helped = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert helped.returncode == 0 and "--image" in helped.stdout
