@@ -168,6 +168,8 @@ class Placer:
         self._binding: dict[str, _Pending] = {}
         self._scored: dict[str, _Pending] = {}
         """Running pods' claims, kept for the experience row should the pod be evicted."""
+        self._evicted: set[str] = set()
+        """Pods we asked the back end to stop (each once) until it reports them gone."""
         self._held: set[str] = set()
         """Released claims whose pod the back end still shows on our node: their room stays taken."""
         self._peers: dict[str, _Peer] = {}
@@ -196,6 +198,8 @@ class Placer:
             self._pod_finished(uid, now)
             return self._flush()
         self._known[uid] = (update.pod, update.epoch, update.node)
+        if update.node == self.node.name and uid not in self.running and uid not in self._binding:
+            self._evict_superseded(uid, update.epoch)
         if uid in self._held and update.node != self.node.name:
             self._held.discard(uid)
             self._free(uid)
@@ -527,6 +531,7 @@ class Placer:
                 continue  # bind_done decides: the back end may have bound it here
             if uid in self.running:
                 self._out.append(Evict(uid, self.running.pop(uid)))
+                self._evicted.add(uid)
                 self.counters.evictions += 1
                 scored = self._scored.pop(uid, None)
                 if scored is not None:
@@ -567,7 +572,25 @@ class Placer:
         live = [p.node for p in self._peers.values() if p.alive]
         return min([self.node.name, *live])
 
+    def _evict_superseded(self, uid: str, epoch: int) -> None:
+        """The back end runs ``uid`` on our node, but our claim on it lost to another node's: stop it.
+
+        This is how an eviction survives a crash between the journal commit of the release and
+        the call that stops the pod: after the restart the watch shows the pod still here, the
+        replayed ledger holds no claim of ours and the winner is elsewhere. With no record of
+        a winner (a wiped journal, a compacted pod) nothing is stopped.
+        """
+        if uid in self._evicted or any(c.pod == uid for c in self.ledger.reservations()):
+            return
+        winner = self.ledger.replica.winner(uid)
+        if winner is None or winner.node == self.node.name:
+            return
+        self._evicted.add(uid)
+        self._out.append(Evict(uid, epoch))
+        self.counters.evictions += 1
+
     def _pod_finished(self, uid: str, now: float) -> None:
+        self._evicted.discard(uid)
         self.pending.pop(uid, None)
         self._known.pop(uid, None)
         if uid in self._held:

@@ -58,3 +58,40 @@ def test_evict_stops_the_pod_at_the_back_end_after_retries(tmp_path: Path) -> No
     assert "p0" not in cluster.pods, "evicted at the back end"
     assert cluster.pods["p1"].phase is Phase.RUNNING, "epoch 7 is not p1's: its copy runs on"
     assert cluster.evidence.evictions == 1
+
+
+def test_an_eviction_lost_to_a_crash_is_asked_again_after_the_restart() -> None:
+    """The release was journaled, the agent died before stopping the pod: the replayed ledger and the
+    back end's report of the pod still on our node are enough to ask again (once); a standing claim is not."""
+    from crdt import wire
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.config import PlacementSection
+    from edgeagent.ledger import Ledger
+    from edgeagent.placing import Placer
+    from edgeagent.scoring import HeuristicScorer
+    from fedcore.resources import Resources
+
+    a, request = Node("a", 8000, 16384), Resources(1000, 1024)
+    ours, rival = Ledger("a", "a", a.capacity), Ledger("b", "b", a.capacity)
+    ours.claim("p", 1, 50.0, request)
+    ours.bind("p")
+    before_loss = list(ours.ops)
+    delta = ours.own_delta("p")
+    assert delta is not None
+    rival.merge(wire.encode_delta(delta))
+    rival.bump_epoch("p")  # b re-placed a's pods while a was cut off
+    rival.claim("p", 2, 50.0, request)
+    rival.bind("p")
+    delta = rival.own_delta("p")
+    assert delta is not None
+    ours.merge(wire.encode_delta(delta))
+    assert "p" in ours.replica.pending_releases()
+    ours.release("p")  # journaled; the Evict it came with never ran
+
+    restarted = Placer(a, Ledger.replay("a", "a", a.capacity, ours.take_ops()), HeuristicScorer(), PlacementSection(), 0.0)
+    here = PodUpdate(Pod("p", 1000, 1024), 1, Phase.RUNNING, "a")
+    assert [e for e in restarted.pod_update(here, 0.0) if isinstance(e, Evict)] == [Evict("p", 1)]
+    assert not [e for e in restarted.pod_update(here, 0.1) if isinstance(e, Evict)], "asked once"
+
+    standing = Placer(a, Ledger.replay("a", "a", a.capacity, before_loss), HeuristicScorer(), PlacementSection(), 0.0)
+    assert not [e for e in standing.pod_update(here, 0.0) if isinstance(e, Evict)], "our bound claim stands: it runs on"
