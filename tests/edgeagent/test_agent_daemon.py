@@ -91,7 +91,8 @@ def test_three_agents_place_restart_and_keep_their_pods(
 
         for i in range(12, 18):
             cluster.submit(Pod(f"p{i}", 1000, 1024))
-        await until(lambda: len(running()) == 18, 20, "6 more pods placed after the restart")
+        await until(lambda: len(running()) == 18 and sum(len(a.placer_.running) for a in agents.values()) == 18, 20,
+                    "6 more pods placed after the restart and every bind answered")
         for uid, node in running().items():
             assert [n for n, a in agents.items() if uid in a.placer_.running] == [node]
         assert cluster.evidence.capacity_refusals == 0
