@@ -58,10 +58,10 @@ class LoopSettings:
     agents_per_region: int = 3
     rounds: int = 8
     cold_start: str = "random"
-    prox: float = 0.05
+    prox: float = 1e-6
     window: int = 200
     warmup_s: float = 8.0
-    deadline_s: float = 20.0
+    deadline_s: float = 30.0
     canary: int = 1
     eval_nodes: int = 128
     eval_seeds: int = 2
@@ -294,7 +294,7 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
     try:
         await fleet.start()
         clean = await run_federation(
-            fleet, "clean", {"baselines": 1, "num-rounds": settings.rounds + 1, "drill-round": settings.rounds}, {},
+            fleet, "clean", {"baselines": 1, "num-rounds": settings.rounds + 1, "drill-round": settings.rounds + 1}, {},
             lambda line: on_line("clean", line), lambda eng: _measure_later(eng, supernode))
         poisoned = await run_federation(
             fleet, "poisoned", {"strategy": robust, "clip-median-factor": 1.0}, {settings.regions - 1: poison},
@@ -332,7 +332,8 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
             "engine": "flower deployment engine: 1 SuperLink + 1 SuperNode per region (real processes, loopback)",
             "supernode_rss_mib": max(supernode, default=0.0), "pods_placed_by_agents": placed,
             "learner": f"proximal least squares on the linear part (prox {settings.prox}), newest {settings.window} rows per agent",
-            "canary": f"{settings.canary} agent(s) of {len(fleet.agents)}; promote when the mixed-fleet metric does not drop",
+            "canary": f"{settings.canary} agent(s) of {len(fleet.agents)}; promoted when neither the fleet during the canary nor the "
+                      "fleet with the candidate everywhere drops below the current fleet metric",
             "wall_s": round(time.monotonic() - started, 1),
         },
     }
@@ -356,12 +357,11 @@ def plot(result: dict[str, Any], png: Path) -> Path:
     rounds = result["rounds"]
     x = [0, *[r["round"] for r in rounds]]
     n = len(x)
-    series = {
-        "federated (clean)": [result["first_metric"], *[r["metric"] for r in rounds]],
-        "poisoned region, robust": [result["poisoned"]["first_metric"], *result["poisoned"]["metrics"]][:n],
-        f"best heuristic ({result['detail']['best_heuristic']})": [result["best_heuristic_metric"]] * n,
-        "central (pooled experience)": [result["central_metric"]] * n,
-    }
+    series = {"federated (clean)": [result["first_metric"], *[r["metric"] for r in rounds]]}
+    if "poisoned" in result:
+        series["poisoned region, robust"] = [result["poisoned"]["first_metric"], *result["poisoned"]["metrics"]][:n]
+    series[f"best heuristic ({result['detail']['best_heuristic']})"] = [result["best_heuristic_metric"]] * n
+    series["central (pooled experience)"] = [result["central_metric"]] * n
     series = {k: v + [v[-1]] * (n - len(v)) for k, v in series.items()}
     return plot_series(png, f"learning loop: {result['metric']} per round (cold start: {result['cold_start'].split(':')[0]})",
                        x, series, "round (0 = cold start)")

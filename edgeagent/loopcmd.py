@@ -20,7 +20,7 @@ from federated.flower.commands import federated
 from federated.flower.learner import COLD_STARTS
 
 
-def _progress(run: str, line: dict[str, Any], as_json: bool) -> None:
+def progress(run: str, line: dict[str, Any], as_json: bool) -> None:
     """One line per round (and per start/baseline event) on stderr, so ``--json`` stdout stays one object."""
     if as_json:
         click.echo(f"[{run}] {json.dumps(line)}", err=True)
@@ -95,7 +95,7 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
             await fleet.start()
             overrides = {"strategy": strategy, "clip-median-factor": 1.0 if strategy != "fedavg" else 0.0, "baselines": 0}
             return await run_federation(fleet, "loop", overrides, {regions - 1: poison} if poison else {},
-                                        lambda line: _progress("loop", line, as_json))
+                                        lambda line: progress("loop", line, as_json))
         finally:
             await fleet.stop()
 
@@ -129,7 +129,7 @@ def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: st
     settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces)
     root, temporary = _workdir(workdir)
     try:
-        result = asyncio.run(bench(settings, root, png.resolve(), poison, robust, lambda run, line: _progress(run, line, as_json)))
+        result = asyncio.run(bench(settings, root, png.resolve(), poison, robust, lambda run, line: progress(run, line, as_json)))
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)

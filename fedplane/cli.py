@@ -51,7 +51,7 @@ COMMANDS = {
     "controlplane": "controlplane.commands:controlplane",
     "drill": "controlplane.commands:drill",
     "sim": "fedcore.commands:sim",
-    "demo": "controlplane.commands:demo",
+    "demo": "fedplane.demo:demo",
     "policy": "federated.commands:policy",
     "federated": "edgeagent.loopcmd:federated",
     "agent": "edgeagent.commands:agent",

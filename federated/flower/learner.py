@@ -9,7 +9,11 @@ changes only through its own claims, so what it measured is what its placement d
 
 Local training: one proximal least-squares step on the policy's linear (wide, bilinear in pod
 and node features) part: ``min |X w - y|^2 + lam * n * |w - w_global|^2``, in closed form,
-FedProx's anchor keeping a region from overwriting what only other regions' traffic shows.
+FedProx's anchor keeping a region from overwriting what only other regions' traffic shows (a
+region that only ever sees GPU-sharing pods cannot tell what the weights of whole-GPU pods
+should be). ``lam`` is small by default (1e-6): what a region's rows do identify is fitted
+almost exactly, because the fleet metric is that sensitive — measured on pooled experience, a
+fit with 0.02 score points RMS left 0.7 points of GPU allocation on the table, 0.0003 none.
 The MLP part is left as received (the cold start holds its head at zero: an MLP trained
 from a few hundred rows only adds noise, and int8 rounding of noise flips integer score ties).
 Pure numpy, so a ClientApp process needs neither torch nor a GPU.
@@ -57,9 +61,9 @@ def design(data: Decisions) -> tuple[np.ndarray, np.ndarray]:
 
 def local_fit(wide: np.ndarray, data: Decisions, prox: float) -> np.ndarray:
     """The wide weights after one proximal least-squares step on ``data`` from ``wide`` (returned as float32)."""
-    x, y = design(data)
-    if x.shape[0] == 0:
+    if not data.mask.any():
         return wide.astype(np.float32)
+    x, y = design(data)
     lam = prox * x.shape[0]
     anchor = wide.astype(np.float64).ravel()
     solved = np.linalg.solve(x.T @ x + lam * np.eye(x.shape[1]), x.T @ y + lam * anchor)

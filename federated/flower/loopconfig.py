@@ -22,7 +22,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "round-deadline-s": 20.0,
     "seed": 0,
     "cold-start": "random",
-    "prox": 0.05,
+    "prox": 0.000001,
     "window": 200,
     "warmup-s": 8.0,
     "strategy": "fedavg",

@@ -3,10 +3,12 @@
 Per round: the global weights go to every region's trainer, the replies that arrive by the
 deadline are aggregated (FedAvg or a robust rule behind a norm bound, :mod:`strategies`), the
 candidate is exported to int8 ONNX and registered with its manifest (:mod:`registry`), installed
-on the canary agents and judged on the held-out twin scenario with the canary share of the fleet
-running it (:mod:`fleetmetric`). It is promoted to every agent when the fleet metric does not
-regress (beyond ``tolerance``), else rolled back: the canaries drop it and return to the previous
-model, and the next round starts from the previous global weights. Each round's verdict is in the
+on the canary agents and judged on the held-out twin scenario (:mod:`fleetmetric`) twice: the fleet
+as it runs during the canary (the canary share of nodes on the candidate, the rest on the current
+model) and the fleet as it would run after promotion (every node on the candidate). It is promoted
+to every agent when neither regresses (beyond ``tolerance``) from the current fleet metric, else
+rolled back: the canaries drop it and return to the previous model, and the next round starts
+from the previous global weights (so the deployed fleet never moves to a worse measured model). Each round's verdict is in the
 registry's history and, with its figures, one JSON line of the report file. The agents' own
 ``/metrics`` confirm what each runs (``agents_on_version``).
 
@@ -142,19 +144,22 @@ def run(grid: Grid, config: LoopConfig) -> None:
             on_canary = rollout.wait_for({a.name: version.name for a in canary}, config.fleet, config.swap_timeout_s)
             phases.mark("canary_swap")
             mixed = held.mixed(current, version, len(canary) / len(config.fleet))
+            everywhere = held.model(version)
             phases.mark("canary_eval")
-            line.update(candidate=version.name, canary_metric=mixed,
+            line.update(candidate=version.name, canary_metric=mixed, candidate_metric=everywhere,
                         canary_agents_on_candidate=sum(v == version.name for v in on_canary.values()))
-            if mixed >= current_metric * (1.0 - config.tolerance):
+            floor = current_metric * (1.0 - config.tolerance)
+            if mixed >= floor and everywhere >= floor:
                 for agent in config.fleet:
                     rollout.install(agent, version)
-                current, current_metric, weights = version, held.model(version), candidate
+                current, current_metric, weights = version, everywhere, candidate
                 registry.record(root, version.name, "promoted", round=rnd, metric=current_metric, canary_metric=mixed, run=config.tag)
                 line["canary"] = "promoted"
             else:
                 for agent in canary:
                     rollout.remove(agent, version.name)
-                registry.record(root, version.name, "rolled_back", round=rnd, canary_metric=mixed, baseline=current_metric, run=config.tag)
+                registry.record(root, version.name, "rolled_back", round=rnd, canary_metric=mixed, candidate_metric=everywhere,
+                                baseline=current_metric, run=config.tag)
                 line["canary"] = "rolled_back"
             line.update(metric=current_metric, model_version=current.name)
             phases.mark("verdict")

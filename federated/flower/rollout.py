@@ -22,6 +22,8 @@ from federated.flower.loopconfig import Agent
 
 _INFO = re.compile(r'^fedplane_agent_model_info\{[^}]*artifact="([^"]*)"[^}]*\} 1', re.M)
 POLL_S = 0.25
+SILENT_S = 2.0
+"""An agent whose /metrics does not answer for this long is down: the rollout stops waiting for it."""
 
 
 def install(agent: Agent, version: Path) -> None:
@@ -63,15 +65,16 @@ def running(agent: Agent, timeout_s: float = 1.0) -> str | None:
 
 
 def wait_for(expected: Mapping[str, str], agents: Sequence[Agent], timeout_s: float) -> dict[str, str | None]:
-    """Poll until every agent in ``expected`` (name -> artifact) reports it or ``timeout_s`` passes;
-    returns what each agent last reported (a dead agent reports None)."""
+    """Poll until every agent in ``expected`` (name -> artifact) reports it, or ``timeout_s`` passes, or the rest
+    have not answered for :data:`SILENT_S` (down); returns what each agent last reported (a dead agent: None)."""
     seen: dict[str, str | None] = {}
-    deadline = time.monotonic() + timeout_s
+    started = time.monotonic()
     pending = [a for a in agents if a.name in expected]
     while True:
         for agent in pending:
             seen[agent.name] = running(agent)
-        pending = [a for a in pending if seen[a.name] != expected[a.name]]
-        if not pending or time.monotonic() >= deadline:
+        silent = time.monotonic() - started >= SILENT_S
+        pending = [a for a in pending if seen[a.name] != expected[a.name] and not (silent and seen[a.name] is None)]
+        if not pending or time.monotonic() - started >= timeout_s:
             return seen
         time.sleep(POLL_S)
