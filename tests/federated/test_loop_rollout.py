@@ -154,3 +154,16 @@ def test_a_poisoned_region_stays_inside_the_robust_rules_bound() -> None:
     assert aggregation.update_norm(robust, start) <= bound * np.sqrt(len(clients)) + 1e-3
     fedavg = aggregate(strategies.StrategyConfig("fedavg", min_clients=3))
     assert aggregation.update_norm(fedavg, start) > 2 * aggregation.update_norm(robust, start), "plain FedAvg is dragged off"
+
+
+def test_users_find_the_loop_in_the_cli() -> None:
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+
+    for args, expected in ((["demo", "--help"], "--learn"), (["federated", "loop", "--help"], "--cold-start"),
+                           (["bench", "loop", "--help"], "--poison"), (["federated", "--help"], "loop")):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0 and expected in result.output, result.output
+    bad = CliRunner().invoke(main, ["federated", "loop", "--poison", "explode"])
+    assert bad.exit_code == 2 and "fault must be one of" in bad.output and "Traceback" not in bad.output
