@@ -29,6 +29,7 @@ from controlplane.service import ControlPlaneService, DrillRunner, TwinClusterSe
 from controlplane.store import Fenced
 from fedapi import autoscale_pb2, autoscale_pb2_grpc, controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc
 from fedapi.tls import TlsFiles, server_credentials
+from fedapi import twinlink
 from fedapi.linkserver import LinkServer
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,8 @@ async def start(
     if bound == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()
-    link = LinkServer(twin, host, link_port)
+    link_tls = twinlink.tls_context(str(tls.cert), str(tls.key), str(tls.ca), server=True) if tls else None
+    link = LinkServer(twin, host, link_port, link_tls)  # agents' reports and binds under the same mTLS as gRPC
     try:
         await link.start()
     except OSError:

@@ -97,6 +97,17 @@ class ReportSection:
 
 
 @dataclass(frozen=True, slots=True)
+class TlsSection:
+    cert: str = _opt("", "PEM certificate of this agent: mutual TLS on the twin link (back end and reports) with key and ca; empty = plain TCP")
+    key: str = _opt("", "PEM private key of this agent")
+    ca: str = _opt("", "PEM CA that signs the control plane's certificate")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.cert or self.key or self.ca)
+
+
+@dataclass(frozen=True, slots=True)
 class WanSection:
     bind: str = _opt("", "host:port for the federation-wide gossip pool (liveness only, across clusters: others vouch for this cluster when it is cut off from the control plane); empty = off")
     seeds: list[str] = _opt([], "host:port of federation pool members to join through (agents of any cluster)")
@@ -124,6 +135,7 @@ class AgentConfig:
     federation: FederationSection = field(default_factory=FederationSection)
     http: HttpSection = field(default_factory=HttpSection)
     report: ReportSection = field(default_factory=ReportSection)
+    tls: TlsSection = field(default_factory=TlsSection)
     wan: WanSection = field(default_factory=WanSection)
 
     @property
@@ -148,7 +160,7 @@ class AgentConfig:
 
 SECTIONS: dict[str, type] = {
     "gossip": GossipSection, "backend": BackendSection, "placement": PlacementSection, "probe": ProbeSection,
-    "models": ModelsSection, "federation": FederationSection, "http": HttpSection, "report": ReportSection,
+    "models": ModelsSection, "federation": FederationSection, "http": HttpSection, "report": ReportSection, "tls": TlsSection,
     "wan": WanSection,
 }
 
@@ -289,6 +301,10 @@ def _check_ranges(config: AgentConfig) -> None:
                 split_addr(value)
             except ValueError as exc:
                 raise ConfigError(name, str(exc)) from None
+    if config.tls.enabled:
+        for name in ("cert", "key", "ca"):
+            if not getattr(config.tls, name):
+                raise ConfigError(f"tls.{name}", "mutual TLS needs all of tls.cert, tls.key and tls.ca")
     for i, seed in enumerate(config.wan.seeds):
         try:
             split_addr(seed)

@@ -118,7 +118,13 @@ def make_cluster(config: AgentConfig) -> ClusterAPI:
         return KubeCluster(config.backend.kubeconfig, config.backend.scheduler_name, config.backend.timeout)
     from edgeagent.twinclient import TwinClient
 
-    return TwinClient(config.backend.address, config.cluster, config.backend.timeout)
+    return TwinClient(config.backend.address, config.cluster, config.backend.timeout, link_tls(config))
+
+
+def link_tls(config: AgentConfig) -> Any:
+    """The agent's side of mutual TLS on the twin link, or None (plain TCP); ssl is loaded only when it is on."""
+    t = config.tls
+    return twinlink.tls_context(t.cert, t.key, t.ca, server=False) if t.enabled else None
 
 
 async def run_agent(config: AgentConfig) -> None:
@@ -424,7 +430,8 @@ class Agent:
         from edgeagent.twinclient import TwinClient
 
         shared = isinstance(self.cluster, TwinClient) and address == self.config.backend.address
-        channel = self.cluster.channel if isinstance(self.cluster, TwinClient) and shared else twinlink.LinkChannel(address)
+        channel = (self.cluster.channel if isinstance(self.cluster, TwinClient) and shared
+                   else twinlink.LinkChannel(address, link_tls(self.config)))
         interval = backoff = self.config.report.interval
         try:
             while True:

@@ -67,7 +67,7 @@ def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
 
     A problem a start would trip on (key file, data directory, a taken port, a node the back
     end does not know) ends the process with its setting named and exit status 2."""
-    if config.backend.kind == "twin":
+    if config.backend.kind == "twin" and not config.tls.enabled:
         without_openssl()
     import asyncio
     import logging

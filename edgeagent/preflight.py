@@ -30,6 +30,18 @@ def local_problems(config: AgentConfig, ports: bool = True) -> list[str]:
             read_keys(config.gossip.key_file)
         except KeyringError as exc:
             problems.append(f"gossip.key_file: {exc}")
+    if config.wan.key_file:
+        try:
+            read_keys(config.wan.key_file)
+        except KeyringError as exc:
+            problems.append(f"wan.key_file: {exc}")
+    if config.tls.enabled:
+        from fedapi.twinlink import tls_context
+
+        try:
+            tls_context(config.tls.cert, config.tls.key, config.tls.ca, server=False)
+        except ValueError as exc:
+            problems.append(f"tls: {exc}")
     problem = data_dir_problem(config.data_path)
     if problem:
         problems.append(f"data_dir: {problem}")
@@ -64,6 +76,8 @@ def port_problems(config: AgentConfig) -> list[str]:
     wanted = [("gossip.bind", config.gossip.bind, (socket.SOCK_DGRAM, socket.SOCK_STREAM))]
     if config.http.bind:
         wanted.append(("http.bind", config.http.bind, (socket.SOCK_STREAM,)))
+    if config.wan.bind:
+        wanted.append(("wan.bind", config.wan.bind, (socket.SOCK_DGRAM, socket.SOCK_STREAM)))
     problems = []
     for name, address, kinds in wanted:
         host, port = split_addr(address)

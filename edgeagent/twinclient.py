@@ -9,6 +9,7 @@ unreachable server, deadline, malformed answer — surfaces as
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 from edgeagent import twinwire
 from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, EvictOutcome, EvictResult, PodUpdate, UnknownNode
@@ -17,10 +18,11 @@ from fedcore.nodes import Node
 
 
 class TwinClient:
-    def __init__(self, address: str, cluster: str, timeout: float) -> None:
+    def __init__(self, address: str, cluster: str, timeout: float, tls: Any = None) -> None:
+        """``tls``: an ``ssl.SSLContext`` for mutual TLS (:func:`fedapi.twinlink.tls_context`), None for plain TCP."""
         self.cluster = cluster
         self.timeout = timeout
-        self.channel = LinkChannel(address)
+        self.channel = LinkChannel(address, tls)
 
     async def watch(self) -> AsyncIterator[PodUpdate]:
         try:

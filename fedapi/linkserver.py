@@ -139,15 +139,16 @@ class _Served:
 class LinkServer:
     """Serves a TwinCluster servicer (the control plane's, or a test harness's) over the link."""
 
-    def __init__(self, servicer: object, host: str = "127.0.0.1", port: int = 0) -> None:
-        self.servicer, self.host, self.port = servicer, host, port
+    def __init__(self, servicer: object, host: str = "127.0.0.1", port: int = 0, tls: Any = None) -> None:
+        """``tls``: an ``ssl.SSLContext`` (:func:`fedapi.twinlink.tls_context`, server side) for mutual TLS."""
+        self.servicer, self.host, self.port, self.tls = servicer, host, port, tls
         self._server: asyncio.Server | None = None
         self._open: set[_Served] = set()
         self._handlers: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> int:
         """Listen; returns the bound port."""
-        self._server = await asyncio.start_server(self._connection, self.host, self.port)
+        self._server = await asyncio.start_server(self._connection, self.host, self.port, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 

@@ -10,7 +10,8 @@ servicer objects as gRPC, so the two transports cannot drift apart.
 
 A frame is ``length:u32 | kind:u8 | call:u32 | method:u8 | body`` (big-endian; ``length``
 counts everything after itself). Many calls share a connection; a watch is a call whose
-ITEM frames keep coming until END, ERROR or the client's CANCEL. Lengths are never
+ITEM frames keep coming until END, ERROR or the client's CANCEL. With mTLS on (``tls_context``) the
+connection is TLS and each side proves itself with a certificate the other side's CA signed. Lengths are never
 trusted: a frame over :data:`MAX_FRAME` or of an unknown kind ends the connection, and
 every call on it fails with :class:`LinkError`; a call the server cannot serve gets an
 ERROR frame (``CODE: details``) and the connection carries on.
@@ -67,6 +68,25 @@ class LinkError(Exception):
         self.code, self.details = code, details
 
 
+def tls_context(cert: str, key: str, ca: str, server: bool) -> Any:
+    """An ``ssl.SSLContext`` for mutual TLS on the link: our certificate and key, the CA that signs the other side
+    (a server demands a client certificate). Raises ValueError naming the file that cannot be used. ``ssl`` (and
+    OpenSSL) is imported only here: an agent without TLS never loads it."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        context.load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"TLS certificate {cert} / key {key}: {exc}") from exc
+    try:
+        context.load_verify_locations(ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"TLS CA {ca}: {exc}") from exc
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 class ProtocolError(ValueError):
     """The peer sent something that is not a frame: the connection cannot be trusted further."""
 
@@ -116,7 +136,9 @@ def parse_error(body: bytes) -> LinkError:
 class LinkChannel:
     """A client's connection, opened on first use and again after it breaks."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, tls: Any = None) -> None:
+        """``tls``: an ``ssl.SSLContext`` from :func:`tls_context` (None: plain TCP)."""
+        self.tls = tls
         host, sep, port = address.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"expected host:port, got {address!r}")
@@ -186,7 +208,9 @@ class LinkChannel:
             if self._writer is None or self._writer.is_closing():
                 try:
                     reader, self._writer = await asyncio.wait_for(
-                        asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT)
+                        asyncio.open_connection(self.host, self.port, ssl=self.tls,
+                                                server_hostname=self.host if self.tls is not None else None),
+                        CONNECT_TIMEOUT)
                 except TimeoutError:
                     raise LinkError("UNAVAILABLE", f"cannot connect to {self.host}:{self.port}: no answer in "
                                                    f"{CONNECT_TIMEOUT:g}s") from None

@@ -112,3 +112,61 @@ def test_agents_report_themselves_and_the_control_plane_lists_them(tmp_path: Pat
             plane.close()
 
     asyncio.run(scenario())
+
+
+def test_with_mtls_on_agents_report_over_tls_and_an_agent_without_a_certificate_is_refused(tmp_path: Path) -> None:
+    from cp_certs import make_pki
+
+    from fedapi.tls import TlsFiles
+
+    pki = make_pki(tmp_path)
+    (port,) = free_ports(1)
+
+    async def scenario() -> None:
+        plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic, 0.1, Binder.EXTERNAL), time.monotonic, FAST)
+        plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=1))
+        running = await server.start(plane, tls=TlsFiles(pki["server_cert"], pki["server_key"], pki["ca"]))
+
+        def settings(tls: dict[str, str]) -> config.AgentConfig:
+            return config.parse({
+                "node": "c0-n0", "cluster": "c0", "data_dir": str(tmp_path / "a"), "log_level": "warning",
+                "gossip": {"bind": f"127.0.0.1:{port}"}, "backend": {"kind": "twin", "timeout": 1.0,
+                                                                    "address": f"127.0.0.1:{running.link_port}"},
+                "probe": {"kind": "twin"}, "http": {"bind": "127.0.0.1:0"}, "report": {"interval": 0.2}, "tls": tls,
+            })
+
+        plain = Agent(settings({}), handle_signals=False)
+        task = asyncio.create_task(plain.run())
+        await asyncio.sleep(2.0)
+        assert plain.placer is None and not plane.evidence.reports, "no certificate: not even its node description"
+        plain.stop()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+        good = Agent(settings({"cert": str(pki["client_cert"]), "key": str(pki["client_key"]), "ca": str(pki["ca"])}),
+                     handle_signals=False)
+        task = asyncio.create_task(good.run())
+        try:
+            async def reported() -> bool:
+                return bool(plane.evidence.agents("c0", time.monotonic()))
+
+            await until(reported, 15, "a report over mutual TLS")
+            assert plane.evidence.agents("c0", time.monotonic())[0].report.agent_id == good.agent_id
+        finally:
+            good.stop()
+            await asyncio.gather(task, return_exceptions=True)
+            await running.stop(0)
+            plane.close()
+
+    asyncio.run(scenario())
+
+
+def test_check_names_an_unusable_tls_file(tmp_path: Path) -> None:
+    from edgeagent import preflight
+
+    settings = config.parse({"node": "n", "data_dir": str(tmp_path / "d"),
+                             "tls": {"cert": str(tmp_path / "missing.crt"), "key": str(tmp_path / "k"), "ca": str(tmp_path / "ca")}})
+    problems = preflight.local_problems(settings, ports=False)
+    assert any(p.startswith("tls: ") and "missing.crt" in p for p in problems), problems
+    with pytest.raises(config.ConfigError, match="tls.key"):
+        config.parse({"tls": {"cert": "a.crt"}})
