@@ -37,6 +37,7 @@ class LearnedScorer:
     """The int8 ONNX policy for our own node, through ``federated.runtime.scorer.PolicyRuntime``."""
 
     def __init__(self, runtime: object) -> None:
+        from federated.runtime import experience  # noqa: F401  # its rows follow the model: loaded now, so --check compiles it
         from federated.runtime.scorer import PolicyRuntime
 
         assert isinstance(runtime, PolicyRuntime)

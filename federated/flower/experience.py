@@ -1,10 +1,12 @@
-"""The experience log a ClientApp trains on: recorded placement decisions as ``.npz`` files.
+"""Recorded teacher decisions as ``.npz`` files: the regional data of ``fedplane bench federated``.
 
-An edge region's agents append files here (numpy only: no torch, no flwr), and benches and
-tests write regional slices of the traces in the same form. Each file holds the arrays of
-:class:`federated.rollouts.Decisions`, one per field: ``pods`` (D, P), ``nodes`` (D, K, F) and
-per-candidate (D, K) arrays such as the teacher's scores and masks. A directory is read as the concatenation of its ``*.npz`` files in
-name order. A file that is not such a log is refused with :class:`ExperienceError`.
+Benches and tests write regional slices of teacher rollouts on the traces here
+(:mod:`federated.flower.datasets`); the imitation ClientApp trains on them. Agents' own
+experience is another format (:mod:`federated.runtime.experience`, read by the learning loop's
+ClientApp). Each file holds the arrays of :class:`federated.rollouts.Decisions`, one per field:
+``pods`` (D, P), ``nodes`` (D, K, F) and per-candidate (D, K) arrays such as the teacher's scores
+and masks. A directory is read as the concatenation of its ``*.npz`` files in name order. A file
+that is not such a log is refused with :class:`ExperienceError`.
 """
 
 from __future__ import annotations
