@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from gossip.config import GossipConfig
+
 
 class ConfigError(ValueError):
     """The configuration is invalid; ``field`` is the dotted path of the offending key."""
@@ -32,18 +34,30 @@ def _opt(default: Any, help: str, **kwargs: Any) -> Any:
     return field(default=default, metadata={"help": help}, **kwargs)
 
 
+_GOSSIP = GossipConfig()
+"""Gossip's defaults have one home, :class:`gossip.config.GossipConfig`; this section only names them."""
+
+
 @dataclass(frozen=True, slots=True)
 class GossipSection:
     bind: str = _opt("127.0.0.1:7946", "host:port for gossip (UDP and TCP); also our name, so use an address peers reach")
     seeds: list[str] = _opt([], "host:port of peers to join through (the cluster's other agents)")
     key_file: str = _opt("", "file of base64 32-byte keys, one per line, primary first; empty = unencrypted")
-    probe_interval: float = _opt(1.0, "seconds between SWIM probes (memberlist's LAN default; each probe wakes an idle agent, and a false death re-places a live node's pods)")
-    gossip_interval: float = _opt(0.04, "seconds between gossip rounds while news is queued (an idle member runs none)")
-    pushpull_interval: float = _opt(10.0, "seconds between Bloom-digest anti-entropy exchanges")
-    suspicion_mult: float = _opt(4.0, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
-    reap_after: float = _opt(60.0, "seconds a dead peer and its records are kept before being forgotten")
-    tombstone_ttl: float = _opt(30.0, "seconds a withdrawn record's tombstone is kept (plus up to one push-pull interval); its owner withdraws again any version that outlives it")
-    retransmit_mult: int = _opt(2, "each record change is relayed retransmit_mult * ceil(log10(N+1)) times by every member (anti-entropy repairs the rest)")
+    probe_interval: float = _opt(_GOSSIP.probe_interval, "seconds between SWIM probes (memberlist's LAN default; each probe wakes an idle agent, and a false death re-places a live node's pods); the probe timeout is half of it")
+    gossip_interval: float = _opt(_GOSSIP.gossip_interval, "seconds between gossip rounds while news is queued (an idle member runs none)")
+    pushpull_interval: float = _opt(_GOSSIP.pushpull_interval, "seconds between Bloom-digest anti-entropy exchanges")
+    suspicion_mult: float = _opt(_GOSSIP.suspicion_mult, "suspicion timeout multiplier (higher: slower, surer death verdicts)")
+    reap_after: float = _opt(_GOSSIP.reap_after, "seconds a dead peer and its records are kept before being forgotten")
+    tombstone_ttl: float = _opt(_GOSSIP.tombstone_ttl, "seconds a withdrawn record's tombstone is kept (plus up to one push-pull interval); its owner withdraws again any version that outlives it")
+    retransmit_mult: int = _opt(_GOSSIP.retransmit_mult, "each record change is relayed retransmit_mult * ceil(log10(N+1)) times by every member (anti-entropy repairs the rest)")
+
+    def settings(self) -> GossipConfig:
+        """The gossip core's configuration: its defaults, with this section's values."""
+        return _GOSSIP.replace(
+            probe_interval=self.probe_interval, probe_timeout=self.probe_interval / 2, gossip_interval=self.gossip_interval,
+            pushpull_interval=self.pushpull_interval, suspicion_mult=self.suspicion_mult, reap_after=self.reap_after,
+            tombstone_ttl=self.tombstone_ttl, retransmit_mult=self.retransmit_mult,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from edgeagent.placing import Placer
 from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.serving import StatusServer
-from gossip.config import GossipConfig, split_addr
+from gossip.config import split_addr
 from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring
 from gossip.members import MemberState
@@ -528,13 +528,8 @@ class Agent:
 
     def _make_gossip(self) -> UdpGossip:
         g = self.config.gossip
-        settings = GossipConfig(
-            probe_interval=g.probe_interval, probe_timeout=g.probe_interval / 2, gossip_interval=g.gossip_interval,
-            pushpull_interval=g.pushpull_interval, suspicion_mult=g.suspicion_mult, reap_after=g.reap_after,
-            tombstone_ttl=g.tombstone_ttl, retransmit_mult=g.retransmit_mult,
-        )
         keyring = Keyring.load(g.key_file) if g.key_file else None
-        return UdpGossip(g.bind, g.seeds, keyring=keyring, config=settings, loss=injected_loss())
+        return UdpGossip(g.bind, g.seeds, keyring=keyring, config=g.settings(), loss=injected_loss())
 
     def _make_wan(self) -> UdpGossip:
         g, w = self.config.gossip, self.config.wan

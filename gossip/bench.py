@@ -57,11 +57,27 @@ def _run(net: InMemoryNetwork, until: float, label: str, progress: Progress | No
             progress(label, (net.now - start) / max(until - start, 1e-9))
 
 
+def serf_model_rounds(n: int, fanout: int, target: float = 0.9999, loss: float = 0.0, failed: float = 0.0) -> int:
+    """Rounds Serf's convergence model needs to reach ``target`` of ``n`` members.
+
+    The model of Serf's convergence simulator (serf.io, docs/internals/simulator), the
+    logistic solution of the push epidemic: after ``r`` rounds the infected share is
+    ``1 / (1 + (n + 1) * exp(-c * n * r))`` with ``c = fanout / n * (1 - loss) * (1 - failed) / 2``.
+    """
+    contact = fanout / n * (1 - loss) * (1 - failed) * 0.5
+    if contact <= 0:
+        return -1
+    # 1 / (1 + (n+1) e^(-c n r)) >= target  <=>  r >= ln((n+1) target / (1 - target)) / (c n)
+    return max(0, math.ceil(math.log((n + 1) * target / (1 - target)) / (contact * n) - 1e-9))
+
+
 @dataclass(slots=True)
 class Spread:
     """How one update and several crashes travelled through a loss-free cluster."""
 
     rounds_to_99_99: int
+    """Gossip rounds the update took to reach 99.99% of members: forwarding hops from the publisher
+    (each hop one packet or stream that first brought it), not elapsed time over an interval."""
     seconds_to_99_99: float
     detect_first_s: list[float]
     detect_all_s: list[float]
@@ -71,21 +87,26 @@ class Spread:
 def spread_and_detect(n: int, config: GossipConfig, seed: int, crashes: int = 10, progress: Progress | None = None) -> Spread:
     """Time for one record update to reach 99.99% of N, then crash nodes one by one.
 
-    Rounds are gossip intervals elapsed until ceil(0.9999 N) nodes hold the update
-    (probes piggyback broadcasts too, as in memberlist). Detection of a crash is timed
-    to the first member declaring it dead and to every live member having done so.
+    Rounds are counted hop by hop: a member that first hears the update from a member
+    that heard it in round r heard it in round r + 1 (the publisher holds it in round 0;
+    probes piggyback broadcasts too, as in memberlist). ``rounds_to_99_99`` is the round
+    by which ceil(0.9999 N) members hold it. Detection of a crash is timed to the first
+    member declaring it dead and to every live member having done so.
     """
     net = warm_cluster(n, config, seed)
     names = _names(n)
     publisher, victims = names[0], names[1 : 1 + crashes]
     got: dict[str, float] = {}
+    hops: dict[str, int] = {publisher: 0}
     dead_at: dict[str, dict[str, float]] = {v: {} for v in victims}
     false_deaths = [0]
 
     def listen(node: str, event: MemberEvent | RecordEvent, now: float) -> None:
         if isinstance(event, RecordEvent):
-            if event.owner == publisher and event.key == "probe-me":
-                got.setdefault(node, now)
+            if event.owner == publisher and event.key == "probe-me" and node not in got:
+                got[node] = now
+                if node != publisher:
+                    hops[node] = hops[net.source] + 1 if net.source in hops else len(names)
         elif event.state == MemberState.DEAD:
             if event.name in dead_at:
                 dead_at[event.name].setdefault(node, now)
@@ -122,7 +143,8 @@ def spread_and_detect(n: int, config: GossipConfig, seed: int, crashes: int = 10
             progress("detect", (net.now - start) / (end - start))
     first = [min(d.values()) - crashed_at[v] for v, d in dead_at.items() if d]
     every = [max(d.values()) - crashed_at[v] for v, d in dead_at.items() if len(d) >= n - crashes]
-    rounds = math.ceil(seconds / config.gossip_interval - 1e-9) if math.isfinite(seconds) else -1
+    reached = sorted(hops.values())
+    rounds = reached[need - 1] if len(reached) >= need else -1
     return Spread(rounds, seconds, first, every, false_deaths[0])
 
 

@@ -65,6 +65,9 @@ class InMemoryNetwork:
         self._group: dict[str, int] = {}
         self._extra_loss: dict[str, float] = {}
         self._starts = 0
+        self.source: str | None = None
+        """Sender of the packet or stream being handled now (None during timers): lets a listener
+        follow an update hop by hop, as a bench counting gossip rounds does."""
 
     # ------------------------------------------------------------------ cluster control
 
@@ -170,7 +173,11 @@ class InMemoryNetwork:
         src, data = cast(tuple[str, bytes], payload)
         node = self.nodes[name]
         effects = node.on_packet(src, data, self.now) if kind == _PACKET else node.on_stream(src, data, self.now)
-        self._apply(name, effects)
+        self.source = src
+        try:
+            self._apply(name, effects)
+        finally:
+            self.source = None
 
     def _stream_delay(self, size: int, src: str, dst: str) -> float:
         """TCP over a lossy link: SYN, SYN-ACK and data are retransmitted after their timeouts."""

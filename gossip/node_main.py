@@ -35,10 +35,9 @@ def _event_line(event: Event) -> dict[str, object]:
 
 
 async def _main(args: argparse.Namespace) -> None:
-    config = GossipConfig(
+    config = GossipConfig().replace(
         probe_interval=args.probe_interval,
         probe_timeout=args.probe_interval / 2,
-        gossip_interval=args.probe_interval,
         pushpull_interval=args.pushpull_interval,
         reap_after=args.reap_after,
         suspicion_mult=args.suspicion_mult,
@@ -72,10 +71,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="", help="comma-separated host:port of members to join through")
     parser.add_argument("--key-file", help="base64 32-byte keys, one per line, primary first")
     parser.add_argument("--publish", action="append", default=[], help="key=value record to publish at start")
-    parser.add_argument("--probe-interval", type=float, default=0.2)
-    parser.add_argument("--pushpull-interval", type=float, default=5.0)
-    parser.add_argument("--reap-after", type=float, default=60.0)
-    parser.add_argument("--suspicion-mult", type=float, default=GossipConfig().suspicion_mult)
+    defaults = GossipConfig()
+    parser.add_argument("--probe-interval", type=float, default=defaults.probe_interval)
+    parser.add_argument("--pushpull-interval", type=float, default=defaults.pushpull_interval)
+    parser.add_argument("--reap-after", type=float, default=defaults.reap_after)
+    parser.add_argument("--suspicion-mult", type=float, default=defaults.suspicion_mult)
     parser.add_argument("--report-every", type=float, default=0.5)
     asyncio.run(_main(parser.parse_args(argv)))
 

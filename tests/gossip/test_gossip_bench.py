@@ -7,6 +7,7 @@ import json
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
+from gossip.bench import serf_model_rounds
 from gossip.commands import bench_gossip
 from gossip.metrics import Counters, export_prometheus
 from gossip.wire import DropReason
@@ -21,10 +22,32 @@ def test_bench_gossip_reports_the_promised_figures_as_json() -> None:
                 "false_deaths_loss30", "sim_wall_s", "seed"):  # fmt: skip
         assert key in report
     assert report["nodes"] == 40 and report["seed"] == 3
-    assert 0 < report["rounds_to_99_99"] <= 11
+    assert 0 < report["rounds_to_99_99"] <= report["serf_model_rounds"] == serf_model_rounds(40, 3)
+    assert report["rounds_counted_as"].startswith("fanout rounds") and "memnet" in report["backend"]
+    assert report["interval_rounds_to_99_99"] >= 1
     assert 0 < report["digest_bytes_per_node_s"] < report["fullstate_bytes_per_node_s"]
     assert report["digest_stale_fraction_end"] == report["fullstate_stale_fraction_end"] == 0.0
     assert 0 < report["detect_s_median"] < 5
+
+
+def test_serf_model_matches_serfs_simulator() -> None:
+    """Serf's published simulator gives 11 rounds for fanout 3 at N = 1,000 (its page's default curve)."""
+    assert serf_model_rounds(1000, 3) == 11
+    assert serf_model_rounds(10_000, 3) == 13
+    assert serf_model_rounds(1000, 3, loss=0.5) > serf_model_rounds(1000, 3)
+    assert serf_model_rounds(1000, 4) < serf_model_rounds(1000, 3)
+
+
+def test_the_bench_and_the_agents_share_gossip_defaults() -> None:
+    """One home for gossip defaults: the agent's ``gossip:`` section names GossipConfig's."""
+    from edgeagent.config import GossipSection
+    from gossip.config import GossipConfig
+
+    section, config = GossipSection(), GossipConfig()
+    assert section.settings() == config
+    for name in ("probe_interval", "gossip_interval", "pushpull_interval", "suspicion_mult", "reap_after",
+                 "tombstone_ttl", "retransmit_mult"):
+        assert getattr(section, name) == getattr(config, name), name
 
 
 def test_bench_gossip_help_explains_itself() -> None:
