@@ -17,7 +17,7 @@ time. One file per type:
 ``claims_state``   :class:`ClaimsState`, the claims lattice: join, ``delta_since``, compaction
 ``claims_replica`` :class:`ClaimsReplica`, one agent's replica: escrow, own reservations, statuses
 ``wire``        compact msgpack form of claim deltas; the only trust boundary
-``simulating``, ``commands``  the ``fedplane bench claims`` simulation
+``simulating``, ``commands``  the CRDT-only claims simulation (``fedplane bench claims --oracle-variant``)
 
 The edge agent's API (all pure and deterministic; no clock, no I/O)::
 

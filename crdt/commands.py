@@ -1,28 +1,20 @@
-"""``fedplane bench claims``: the placement-claims simulation as a benchmark with one JSON answer."""
+"""Figures of the CRDT-only claims simulation (:mod:`crdt.simulating`): the labelled oracle variant
+that ``fedplane bench claims --oracle-variant`` prints beside the agents' figures."""
 
 from __future__ import annotations
 
-import json
-import statistics
-import sys
 import time
-from functools import partial
 from typing import Any
-
-import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from crdt import wire
 from crdt.claims_replica import ClaimsReplica
 from crdt.simulating import SimConfig, Simulation, SimResult
 
 SAFETY = ("double_bookings", "overcommits", "stale_epoch_wins")
-"""Counters that must be zero; summed over seeds."""
+"""Counters that must be zero."""
 INCIDENTS = ("bind_conflicts", "completed_elsewhere", "transient_double_runs", "stale_evictions", "replaced_pods",
              "escrow_refusals", "rejected_deltas", "unplaced")
-"""Counters worth seeing, also summed over seeds."""
+"""Counters worth seeing."""
 
 
 def wire_figures(sample: list[bytes], capacity_of: ClaimsReplica) -> dict[str, float]:
@@ -67,49 +59,12 @@ def figures(result: SimResult, sim: Simulation) -> dict[str, Any]:
     }
 
 
-def combine(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Safety and incident counters summed over seeds; every other figure is the mean."""
-    out: dict[str, Any] = {}
-    for key, first in runs[0].items():
-        values = [run[key] for run in runs]
-        if key in SAFETY or key in INCIDENTS or key in ("claims", "merges"):
-            out[key] = sum(values)
-        elif isinstance(first, bool):
-            out[key] = all(values)
-        else:
-            out[key] = round(statistics.fmean(values), 1)
-    return out
-
-
-@click.command("claims")
-@click.option("--agents", default=64, show_default=True, help="Edge agents, one node each.")
-@click.option("--pods", default=10000, show_default=True, help="Pods announced over the arrival rounds.")
-@click.option("--seed", default=1, show_default=True, help="First seed.")
-@click.option("--seeds", "n_seeds", default=1, show_default=True, help="Run seeds seed..seed+N-1.")
-@click.option("--json", "as_json", is_flag=True, help="Print only the JSON object.")
-def bench_claims(agents: int, pods: int, seed: int, n_seeds: int, as_json: bool) -> None:
-    """Simulate agents claiming pods through the claims CRDT under loss, duplication, reordering,
-    a healed partition and a node declared dead (epoch bump); check that no pod is double-booked,
-    no node over-committed and no stale epoch wins; measure delta merges per second on one core
-    and delta vs full-state bytes per claim."""
-    err = Console(stderr=True)
-    runs = []
-    with Progress(TextColumn("seed {task.fields[seed]}"), BarColumn(), TextColumn("round {task.completed:.0f}"),
-                  TimeElapsedColumn(), console=err, transient=True) as progress:
-        for s in range(seed, seed + n_seeds):
-            config = SimConfig(agents=agents, pods=pods, seed=s)
-            task = progress.add_task("sim", total=config.max_rounds, seed=s)
-            sim = Simulation(config)
-            result = sim.run(partial(progress.update, task))
-            progress.update(task, completed=config.max_rounds)
-            runs.append(figures(result, sim))
-    report = {"agents": agents, "pods": pods, **combine(runs), "seed": seed, "seeds_run": n_seeds}
-    if not as_json:
-        table = Table(title=f"bench claims: {agents} agents, {pods} pods, seeds {seed}..{seed + n_seeds - 1}")
-        table.add_column("figure")
-        table.add_column("value", justify="right")
-        for key, value in report.items():
-            style = "bold red" if key in SAFETY and value else None
-            table.add_row(key, str(value), style=style)
-        Console().print(table)
-    sys.stdout.write(json.dumps(report) + "\n")
+def oracle_variant(agents: int, pods: int, seed: int) -> dict[str, Any]:
+    """The CRDT alone under the simulation's toy policy, binding only when a quorum oracle (the
+    simulator's ground truth of who is reachable) says so: a comparison variant, labelled as such.
+    The product's figures come from ``edgeagent.claimsbench``, through the agents' own placement core."""
+    sim = Simulation(SimConfig(agents=agents, pods=pods, seed=seed))
+    result = sim.run()
+    return {"policy": "toy (claim when offered, bind after 4 winning rounds)", "oracle": True,
+            "oracle_is": "quorum from the simulator's topology, which real agents cannot see",
+            **figures(result, sim)}

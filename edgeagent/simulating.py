@@ -44,7 +44,16 @@ def run_now(coro: Coroutine[Any, Any, T]) -> T:
 
 class PlacementSim:
     def __init__(self, nodes: Sequence[Node], settings: PlacementSection | None = None, seed: int = 0,
-                 delay: tuple[float, float] = (0.002, 0.02), loss: float = 0.0, detect: float = 1.0) -> None:
+                 delay: tuple[float, float] = (0.002, 0.02), loss: float = 0.0, detect: float = 1.0,
+                 on_boot: Callable[[Placer], None] | None = None,
+                 on_effects: Callable[[str, list[Effect]], None] | None = None, pushpull: float | None = None) -> None:
+        """``on_boot`` sees every placer as it starts (first boot and each revival), ``on_effects`` every
+        effect an agent emits, before it is carried out: benches instrument and count there.
+
+        ``pushpull`` (seconds) turns on the gossip layer's record semantics: each (owner, key)
+        record is versioned, an older version arriving after a newer one is dropped, and every
+        ``pushpull`` seconds each live agent swaps what the other lacks with one random live
+        peer (anti-entropy repairs lost records, as gossip's push-pull does)."""
         self.now = 0.0
         self.rng = random.Random(seed)
         self.settings = settings or PlacementSection()
@@ -62,9 +71,22 @@ class PlacementSim:
         self.experience: list[dict[str, Any]] = []
         self._events: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = 0
+        self._on_boot = on_boot
+        self.pushpull = pushpull
+        self._versions: dict[str, dict[tuple[str, str], tuple[int, object]]] = {}
+        """With ``pushpull``: per agent, the newest (version, value) it holds of each (owner, key) record."""
+        self._version = 0
+        self._on_effects = on_effects
+        self._due: dict[str, float] = {}
+        """Each live agent's next deadline, refreshed after every call into it."""
+        self._ticks: list[tuple[float, str]] = []
+        """(deadline, agent) entries, some stale: the valid one matches ``_due``."""
         self.cluster.subscribe(self._on_update)
         for name in self.nodes:
             self._boot(name)
+        if pushpull is not None:
+            for i, name in enumerate(self.nodes):
+                self.at(pushpull * (i + 1) / len(self.nodes), functools.partial(self._pushpull, name))
 
     # ---- scenario controls ----------------------------------------------------------------------
 
@@ -75,8 +97,10 @@ class PlacementSim:
     def run(self, until: float) -> None:
         """Advance the clock to ``until``, delivering events and ticking agents in time order."""
         while True:
-            due = [(p.next_deadline(), name) for name, p in self.agents.items() if name not in self.down]
-            tick_at, ticker = min(due) if due else (float("inf"), "")
+            ticks = self._ticks
+            while ticks and (ticks[0][1] in self.down or self._due.get(ticks[0][1]) != ticks[0][0]):
+                heapq.heappop(ticks)
+            tick_at, ticker = ticks[0] if ticks else (float("inf"), "")
             event_at = self._events[0][0] if self._events else float("inf")
             when = min(tick_at, event_at)
             if when > until:
@@ -91,6 +115,8 @@ class PlacementSim:
     def kill(self, name: str) -> None:
         """The agent stops; the others hear of its death ``detect`` seconds later."""
         self.down.add(name)
+        self._due.pop(name, None)
+        self._versions.pop(name, None)  # a restarted gossip layer starts empty
         for other in self.agents:
             if other != name:
                 self.at(self.now + self.detect, functools.partial(self._call, other, lambda p: p.member_dead(name, self.now)))
@@ -147,6 +173,8 @@ class PlacementSim:
         node = self.nodes[name]
         ledger = Ledger.replay(name, name, node.capacity, self.journals[name])
         self.agents[name] = placer = Placer(node, ledger, HeuristicScorer(), self.settings, self.now)
+        if self._on_boot is not None:
+            self._on_boot(placer)
         self._effects(name, placer.announce(self.now))
         for held in list(self.cluster.pods.values()):
             update = PodUpdate(held.pod, held.epoch, held.phase, self.cluster.bound_node(held.pod.uid))
@@ -166,19 +194,53 @@ class PlacementSim:
     def _pod_update(self, update: PodUpdate, placer: Placer) -> list[Effect]:
         return placer.pod_update(update, self.now)
 
-    def _deliver(self, source: str, target: str, key: str, value: object) -> None:
+    def _deliver(self, source: str, target: str, key: str, value: object, version: int = 0) -> None:
         if self.rng.random() < self.loss or source in self.cut or target in self.cut:
             return
-        self.at(self.now + self.rng.uniform(*self.delay),
-                lambda: None if source in self.down else self._call(target, lambda p: p.record(source, key, value, self.now)))
+        self.at(self.now + self.rng.uniform(*self.delay), lambda: self._arrive(source, target, key, value, version))
+
+    def _arrive(self, owner: str, target: str, key: str, value: object, version: int, relay: str = "") -> None:
+        if (relay or owner) in self.down or target in self.down:
+            return
+        if self.pushpull is not None and version:  # version 0: a direct resend on rejoin, not a gossip record
+            held = self._versions.setdefault(target, {})
+            if held.get((owner, key), (0, None))[0] >= version:
+                return  # gossip keeps the newest version of a record: an older one arriving late is dropped
+            held[(owner, key)] = (version, value)
+        self._call(target, lambda p: p.record(owner, key, value, self.now))
+
+    def _pushpull(self, name: str) -> None:
+        """One anti-entropy exchange: ``name`` and a random live peer each receive the records the other has newer."""
+        self.at(self.now + self.pushpull, functools.partial(self._pushpull, name))  # type: ignore[operator]
+        peers = [n for n in self.agents if n != name and n not in self.down and n not in self.cut]
+        if name in self.down or name in self.cut or not peers:
+            return
+        peer = self.rng.choice(peers)
+        mine, theirs = self._versions.setdefault(name, {}), self._versions.setdefault(peer, {})
+        for src, dst, have, lack in ((peer, name, theirs, mine), (name, peer, mine, theirs)):
+            for (owner, key), (version, value) in list(have.items()):
+                if owner != dst and lack.get((owner, key), (0, None))[0] < version:
+                    self.at(self.now + self.rng.uniform(*self.delay),
+                            functools.partial(self._arrive, owner, dst, key, value, version, src))
 
     def _effects(self, name: str, effects: list[Effect]) -> None:
-        self.journals[name].extend(self.agents[name].ledger.take_ops())
+        placer = self.agents[name]
+        self.journals[name].extend(placer.ledger.take_ops())
+        if name not in self.down:
+            due = placer.next_deadline()
+            if self._due.get(name) != due:
+                self._due[name] = due
+                heapq.heappush(self._ticks, (due, name))
+        if self._on_effects is not None and effects:
+            self._on_effects(name, effects)
         for effect in effects:
             if isinstance(effect, Publish):
+                self._version += 1
+                if self.pushpull is not None:
+                    self._versions.setdefault(name, {})[(name, effect.key)] = (self._version, effect.value)
                 for other in self.agents:
                     if other != name:
-                        self._deliver(name, other, effect.key, effect.value)
+                        self._deliver(name, other, effect.key, effect.value, self._version)
             elif isinstance(effect, Bind):
                 self.at(self.now + BIND_DELAY, functools.partial(self._bind, name, effect))
             elif isinstance(effect, ReportNode):

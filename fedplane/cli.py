@@ -38,7 +38,7 @@ class LazyGroup(click.Group):
 BENCHES = {
     "schedule": "fedcore.commands:bench_schedule",
     "gossip": "gossip.commands:bench_gossip",
-    "claims": "crdt.commands:bench_claims",
+    "claims": "edgeagent.commands:bench_claims",
     "policy": "federated.commands:bench_policy",
     "federated": "federated.flower.commands:bench_federated",
     "agent": "edgeagent.commands:bench_agent",
