@@ -322,6 +322,10 @@ async def run_bench(settings: BenchSettings) -> dict[str, Any]:
     if not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return {
+        "backend": "memcluster-harness",
+        "backend_is": ("the in-memory test cluster (edgeagent.memcluster) served on the twin link by edgeagent.twinharness; "
+                       "the agents use their production twin client, but this fence is the test double's, not the twin service's"),
+        "policy": "agents", "oracle": False,
         "agents": settings.agents, "pods": len(pods),
         "rss_mib_max": round(max(p.rss_max for p in run.procs) / 2**20, 1),
         "idle_cpu_pct": round(max(idle), 2), "idle_cpu_pct_mean": round(float(np.mean(idle)), 2),

@@ -171,7 +171,8 @@ def bench_schedule(nodes_csv: str | None, pods_csv: str | None, arrived_load: fl
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     fields = ["gpu_alloc_ratio", "cpu_alloc_ratio", "mem_alloc_ratio", "unscheduled", "gpu_frag_ratio", "decision_us_p50", "decision_us_p99"]
-    out: dict[str, Any] = {"profiles": {}}
+    out: dict[str, Any] = {"backend": "fedcore twin: NodeTable and the scheduler framework, in process",
+                           "protocol": "openb submission order", "oracle": False, "profiles": {}}
     for name, runs in results.items():
         row = {f: statistics.fmean(getattr(r, f) for r in runs) for f in fields}
         row["wall_s"] = sum(r.wall_s for r in runs)
