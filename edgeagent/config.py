@@ -216,9 +216,12 @@ def load(path: str | Path) -> AgentConfig:
     import yaml
 
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError("", f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        line = Path(path).read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError("", f"{path}:{line}: byte 0x{exc.object[exc.start]:02x} is not UTF-8") from None
     try:
         raw = yaml.safe_load(os.path.expandvars(text))
     except yaml.YAMLError as exc:

@@ -89,15 +89,20 @@ def load(path: str | Path) -> Artifact:
         raise ArtifactError(f"{path}: no {MANIFEST} (not a policy artifact directory)") from None
     except json.JSONDecodeError as exc:
         raise ArtifactError(f"{path / MANIFEST}: not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise ArtifactError(f"{path / MANIFEST}: expected a JSON object, got {type(manifest).__name__}")
     if manifest.get("format") != FORMAT:
         raise ArtifactError(f"{path}: artifact format {manifest.get('format')!r}, this runtime reads {FORMAT!r}")
     spec = manifest.get("feature_spec")
     if spec != SPEC_VERSION or manifest.get("node_features") != list(NODE_FEATURES) or manifest.get("pod_features") != list(POD_FEATURES):
         raise ArtifactError(f"{path}: model was trained on feature spec {spec!r}, this runtime computes {SPEC_VERSION!r}; retrain or upgrade")
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise ArtifactError(f"{path / MANIFEST}: 'files' must map file names to their sha256")
     for name in (FP32, INT8):
-        entry = manifest.get("files", {}).get(name)
-        if entry is None or not (path / name).is_file():
-            raise ArtifactError(f"{path}: {name} is missing")
+        entry = files.get(name)
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str) or not (path / name).is_file():
+            raise ArtifactError(f"{path}: {name} is missing (or has no sha256 in the manifest)")
         actual = sha256(path / name)
         if actual != entry["sha256"]:
             raise ArtifactError(f"{path / name}: sha256 {actual[:12]}... does not match the manifest's {entry['sha256'][:12]}... (corrupt or tampered)")

@@ -1,0 +1,180 @@
+"""Every reader of outside input, fed random and hostile bytes, raises only its documented error type.
+
+Readers: trace files (openb nodes and pods, DLRM), the agent's YAML configuration, gossip and
+claims wire frames, twin-link frames and messages, and policy artifacts. Anything else escaping
+(IndexError, AttributeError, OverflowError...) is a traceback a user would see.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from crdt import wire as crdt_wire
+from crdt.errors import InvalidDelta
+from edgeagent import config as agent_config
+from edgeagent import twinwire
+from edgeagent.clusters import ClusterUnavailable
+from fedapi import twinlink
+from fedcore.traces import TraceError, dlrm, openb
+from federated.runtime import artifacts
+from gossip import wire as gossip_wire
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+CSV_CELLS = st.one_of(st.sampled_from(["", "0", "-1", "1e308", "inf", "nan", "1e999", "9" * 40, "x", "\x00", "\"", ",", "\n"]),
+                      st.text(max_size=8))
+
+
+def _csv(header: list[str], rows: list[list[str]]) -> bytes:
+    return ("\n".join([",".join(header), *(",".join(r) for r in rows)]) + "\n").encode("utf-8", "surrogatepass")
+
+
+def _file(data: bytes) -> Path:
+    handle = tempfile.NamedTemporaryFile(delete=False, suffix=".csv")
+    handle.write(data)
+    handle.close()
+    return Path(handle.name)
+
+
+@FUZZ
+@given(st.lists(st.lists(CSV_CELLS, min_size=5, max_size=6), max_size=4), st.binary(max_size=40))
+@example([["n0", "inf", "1", "0", "G2"]], b"")
+@example([["n0", "1e400", "1", "0", "G2"]], b"\xff\xfe")
+def test_openb_node_lists(rows: list[list[str]], tail: bytes) -> None:
+    path = _file(_csv(sorted(openb.NODE_COLUMNS), rows) + tail)
+    try:
+        openb.load_nodes(path)
+    except TraceError:
+        pass
+    finally:
+        path.unlink()
+
+
+@FUZZ
+@given(st.lists(st.lists(CSV_CELLS, min_size=7, max_size=8), max_size=4), st.binary(max_size=40))
+@example([["p", "1e300", "1", "0", "0", "BE", "0"]], b"")
+def test_openb_pod_lists(rows: list[list[str]], tail: bytes) -> None:
+    path = _file(_csv(sorted(openb.POD_COLUMNS), rows) + tail)
+    try:
+        openb.load_pods(path)
+    except TraceError:
+        pass
+    finally:
+        path.unlink()
+
+
+@FUZZ
+@given(st.lists(st.lists(CSV_CELLS, min_size=10, max_size=10), max_size=4))
+def test_dlrm_traces(rows: list[list[str]]) -> None:
+    path = _file(_csv(sorted(dlrm.COLUMNS), rows))
+    try:
+        dlrm.load(path)
+    except TraceError:
+        pass
+    finally:
+        path.unlink()
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_trace_bytes(data: bytes) -> None:
+    path = _file(data)
+    try:
+        openb.load_pods(path)
+    except TraceError:
+        pass
+    finally:
+        path.unlink()
+
+
+YAML_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=10), inner, max_size=3)),
+    max_leaves=8,
+)
+KEYS = st.sampled_from(["node", "cluster", "data_dir", "gossip", "backend", "placement", "probe", "http", "bind",
+                        "seeds", "probe_interval", "kind", "address", "candidates", "models", "x"])
+
+
+@FUZZ
+@given(st.dictionaries(KEYS, st.one_of(YAML_VALUES, st.dictionaries(KEYS, YAML_VALUES, max_size=4)), max_size=5))
+def test_agent_configs(raw: dict[str, object]) -> None:
+    try:
+        agent_config.parse(raw)
+    except agent_config.ConfigError:
+        pass
+
+
+@FUZZ
+@given(st.binary(max_size=400))
+@example(b"gossip: [1, 2]\n")
+@example(b"\xff\xfe\x00")
+def test_agent_config_files(data: bytes) -> None:
+    path = _file(data)
+    try:
+        agent_config.load(path)
+    except agent_config.ConfigError:
+        pass
+    finally:
+        path.unlink()
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_gossip_frames(data: bytes) -> None:
+    try:
+        gossip_wire.unpack_envelope(data)
+    except gossip_wire.WireError:
+        pass
+    try:
+        gossip_wire.decode(data)
+    except gossip_wire.WireError:
+        pass
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_claims_records(data: bytes) -> None:
+    try:
+        crdt_wire.decode_delta(data)
+    except InvalidDelta:
+        pass
+    try:
+        crdt_wire.decode_version(data)
+    except InvalidDelta:
+        pass
+
+
+@FUZZ
+@given(st.binary(min_size=twinlink.HEADER_BYTES, max_size=twinlink.HEADER_BYTES), st.binary(max_size=200))
+def test_twin_link_frames_and_messages(header: bytes, body: bytes) -> None:
+    try:
+        twinlink.unpack_header(header)
+    except twinlink.ProtocolError:
+        pass
+    try:
+        message = twinlink.decode(body)
+    except ValueError:
+        return
+    for read in (twinwire.update_from_wire, twinwire.node_from_wire, twinwire.result_from_wire):
+        try:
+            read(message)
+        except ClusterUnavailable:
+            pass
+
+
+@FUZZ
+@given(st.one_of(YAML_VALUES, st.dictionaries(st.sampled_from(["format", "feature_spec", "files", "pod_types",
+                                                                "node_features", "pod_features"]), YAML_VALUES, max_size=6)))
+@example({"format": 1, "files": []})
+def test_policy_artifacts(manifest: object) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / artifacts.MANIFEST).write_text(json.dumps(manifest))
+        try:
+            artifacts.load(tmp)
+        except artifacts.ArtifactError:
+            pass
