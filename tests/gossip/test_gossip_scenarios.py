@@ -19,8 +19,7 @@ from gossip.members import MemberState
 from gossip.memnet import InMemoryNetwork, LinkModel
 from gossip.wire import DropReason
 
-FAST = GossipConfig(probe_interval=0.2, probe_timeout=0.1, gossip_interval=0.2, pushpull_interval=2.0, reap_after=30.0,
-                    retransmit_mult=4)  # the seeds pinned below were found with memberlist's relay count
+FAST = GossipConfig(probe_interval=0.2, probe_timeout=0.1, gossip_interval=0.2, pushpull_interval=2.0, reap_after=30.0)
 KEY = bytes(range(32))
 
 
