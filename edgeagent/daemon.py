@@ -38,7 +38,7 @@ from edgeagent.placing import Placer
 from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.serving import StatusServer
-from gossip.config import split_addr
+from gossip.config import GossipConfig, split_addr
 from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring
 from gossip.members import MemberState
