@@ -2,10 +2,11 @@
 
 Rules (first match wins), with ``probe down`` = at least ``probe_failures`` probes failed in a row:
 - probe down, insiders report since it failed, seeing peers alive -> PARTITIONED (alive, cut from us)
-- probe down for ``confirm_s``, other clusters' agents see it alive -> PARTITIONED
+- probe down for ``confirm_s``, other clusters' agents see it alive, none suspect -> PARTITIONED
 - probe down, no vantage point sees it alive                      -> DOWN (crash, outage or total partition)
 - probe down less than ``confirm_s``, others still see it alive   -> UNKNOWN (their failure detectors
-  need that long to notice a real outage: "alive" in a gossip view is sticky until then)
+  need that long to notice a real outage: "alive" in a gossip view is sticky until then; one
+  suspect or dead view of its nodes from elsewhere is enough to read DOWN)
 - probe up, agents known but none fresh                            -> AGENTS_SILENT (no failover: the API answers)
 - probe up, insiders see some peers suspect/dead                   -> DEGRADED
 - probe up                                                         -> HEALTHY
@@ -44,7 +45,7 @@ class Timings:
     report_interval_s: float = 0.2
     fresh_s: float = 1.0
     probe_failures: int = 3
-    confirm_s: float = 1.5
+    confirm_s: float = 2.0
     """Seconds the probe must have failed while other clusters' agents still see the cluster alive before that
     reads PARTITIONED (about a gossip probe round plus a suspicion broadcast and a report at LAN timings)."""
 
@@ -78,7 +79,7 @@ def judge(ev: ClusterEvidence, t: Timings) -> Verdict:
         if ev.agents_fresh and ev.insider_alive > ev.insider_down:
             return Verdict(Health.PARTITIONED, (
                 probes, reports, f"its agents see {ev.insider_alive} peer views alive, {ev.insider_down} down: alive but cut off from us"))
-        if ev.outsider_alive > ev.outsider_down:
+        if ev.outsider_alive and not ev.outsider_down:
             views = f"agents of other clusters see its nodes alive ({ev.outsider_alive} alive / {ev.outsider_down} down views)"
             if ev.probe_failing_for >= t.confirm_s:
                 return Verdict(Health.PARTITIONED, (probes, reports, views))

@@ -64,6 +64,13 @@ def test_other_clusters_views_read_partitioned_once_confirmed_and_stale_insiders
     assert judge(book.about("a", 10.0), T).health is Health.DOWN, "an outage right after a report is no partition"
 
 
+def test_one_suspect_view_from_elsewhere_reads_down_however_many_still_see_it_alive() -> None:
+    book = book_with(False, None, None, failing_for=T.confirm_s)
+    book.add_report(report("b", "b-n0", 50, {("a", "a-n0"): PeerState.ALIVE, ("a", "a-n1"): PeerState.SUSPECT}), 9.9)
+    book.add_report(report("c", "c-n0", 51, {("a", "a-n0"): PeerState.ALIVE, ("a", "a-n1"): PeerState.ALIVE}), 9.9)
+    assert judge(book.about("a", 10.0), T).health is Health.DOWN, "an outage is being noticed: not a partition"
+
+
 def test_down_verdict_carries_its_evidence_and_a_noexecute_taint() -> None:
     verdict = judge(book_with(False, None, PeerState.DEAD).about("a", 10.0), T)
     text = " | ".join(verdict.reasons)
