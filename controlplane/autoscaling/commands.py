@@ -88,9 +88,10 @@ def _show(as_json: bool, statuses: list[object]) -> None:
     reporting.table("autoscaled workloads", [{
         "workload": r["spec"]["workload"], "policy": r["spec"]["policy"] if not r["fallback"] else "hpa (fallback)",
         "demand": round(r["demand"], 2), "forecast": round(r["forecast"], 2), "desired": r["desired"], "ready": r["ready"],
-        "replicas": r["replicas"], "reason": r["reason"][:90],
+        "replicas": r["replicas"],
     } for r in rows])
     for r in rows:
+        reporting.stdout.print(f"{r['spec']['workload']}: {r['reason']}", soft_wrap=True)
         if r["fallback"]:
             reporting.stderr.print(f"[yellow]{r['spec']['workload']}:[/yellow] {r['fallback']}")
 
