@@ -167,3 +167,15 @@ def test_users_find_the_loop_in_the_cli() -> None:
         assert result.exit_code == 0 and expected in result.output, result.output
     bad = CliRunner().invoke(main, ["federated", "loop", "--poison", "explode"])
     assert bad.exit_code == 2 and "fault must be one of" in bad.output and "Traceback" not in bad.output
+
+
+def test_curve_png_with_and_without_a_poisoned_run(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from edgeagent.learning import plot
+
+    result = {"metric": "gpu_alloc_heldout", "cold_start": "random: ...", "first_metric": 0.80, "best_heuristic_metric": 0.92,
+              "central_metric": 0.921, "detail": {"best_heuristic": "fgd"},
+              "rounds": [{"round": r, "metric": 0.9 + r / 1000} for r in (1, 2, 3)]}
+    for name, extra in (("demo.png", {}), ("bench.png", {"poisoned": {"first_metric": 0.8, "metrics": [0.89, 0.9]}})):
+        png = plot({**result, **extra}, tmp_path / name)
+        assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
