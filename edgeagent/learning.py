@@ -332,8 +332,8 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
             "engine": "flower deployment engine: 1 SuperLink + 1 SuperNode per region (real processes, loopback)",
             "supernode_rss_mib": max(supernode, default=0.0), "pods_placed_by_agents": placed,
             "learner": f"proximal least squares on the linear part (prox {settings.prox}), newest {settings.window} rows per agent",
-            "canary": f"{settings.canary} agent(s) of {len(fleet.agents)}; promoted when neither the fleet during the canary nor the "
-                      "fleet with the candidate everywhere drops below the current fleet metric",
+            "canary": f"{settings.canary} agent(s) of {len(fleet.agents)}; promoted when the fleet during the canary stays within "
+                      "0.5% of the current fleet metric and the fleet with the candidate everywhere does not drop below it",
             "wall_s": round(time.monotonic() - started, 1),
         },
     }

@@ -32,6 +32,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "min-clients": 3,
     "canary": 1,
     "tolerance": 0.0,
+    "canary-tolerance": 0.005,
     "drill-round": 0,
     "baselines": 0,
     "eval-nodes": 128,
@@ -87,7 +88,10 @@ class LoopConfig:
     canary: int
     """Agents that get a candidate first."""
     tolerance: float
-    """Relative drop of the fleet metric a canary may cause and still be promoted."""
+    """Relative drop of the fleet metric a candidate may cause once everywhere and still be promoted."""
+    canary_tolerance: float
+    """Relative drop of the fleet metric allowed while the canary share runs the candidate: a few nodes on another
+    model move the mixed fleet's metric by a few tenths of a percent either way (measured); a bad model, by percents."""
     drill_round: int
     """In this round the candidate is a deliberately bad model (the rollback drill); 0 = none."""
     baselines: bool
@@ -119,7 +123,8 @@ class LoopConfig:
                 strategy=StrategyConfig(rule=str(values["strategy"]), clip_median_factor=as_float(values, "clip-median-factor"),
                                         trim_beta=as_float(values, "trim-beta"), krum_malicious=as_int(values, "krum-malicious"),
                                         min_clients=as_int(values, "min-clients")),
-                canary=as_int(values, "canary"), tolerance=as_float(values, "tolerance"), drill_round=as_int(values, "drill-round"),
+                canary=as_int(values, "canary"), tolerance=as_float(values, "tolerance"),
+                canary_tolerance=as_float(values, "canary-tolerance"), drill_round=as_int(values, "drill-round"),
                 baselines=bool(as_int(values, "baselines")), eval_nodes=as_int(values, "eval-nodes"),
                 eval_seeds=as_int(values, "eval-seeds"), swap_timeout_s=as_float(values, "swap-timeout-s"),
                 traces=str(values["traces"]), fleet=read_fleet(Path(str(values["fleet-file"]))),

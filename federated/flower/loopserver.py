@@ -6,7 +6,8 @@ candidate is exported to int8 ONNX and registered with its manifest (:mod:`regis
 on the canary agents and judged on the held-out twin scenario (:mod:`fleetmetric`) twice: the fleet
 as it runs during the canary (the canary share of nodes on the candidate, the rest on the current
 model) and the fleet as it would run after promotion (every node on the candidate). It is promoted
-to every agent when neither regresses (beyond ``tolerance``) from the current fleet metric, else
+to every agent when neither regresses from the current fleet metric (the canary within
+``canary-tolerance``, the candidate everywhere within ``tolerance``), else
 rolled back: the canaries drop it and return to the previous model, and the next round starts
 from the previous global weights (so the deployed fleet never moves to a worse measured model). Each round's verdict is in the
 registry's history and, with its figures, one JSON line of the report file. The agents' own
@@ -148,8 +149,7 @@ def run(grid: Grid, config: LoopConfig) -> None:
             phases.mark("canary_eval")
             line.update(candidate=version.name, canary_metric=mixed, candidate_metric=everywhere,
                         canary_agents_on_candidate=sum(v == version.name for v in on_canary.values()))
-            floor = current_metric * (1.0 - config.tolerance)
-            if mixed >= floor and everywhere >= floor:
+            if mixed >= current_metric * (1.0 - config.canary_tolerance) and everywhere >= current_metric * (1.0 - config.tolerance):
                 for agent in config.fleet:
                     rollout.install(agent, version)
                 current, current_metric, weights = version, everywhere, candidate
