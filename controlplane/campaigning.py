@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, TypeVar
 
 from controlplane.leading import Election, Leader
 from controlplane.registry import ClusterSpec
@@ -22,6 +23,7 @@ from controlplane.runtime import ControlPlane
 from controlplane.store import StoreError
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class Leadership(Protocol):
@@ -61,6 +63,7 @@ class Campaign:
         self.leading = False
         self.took_over_s = 0.0  # how long the last take-over took (win -> serving writes)
         plane.metrics.writes_refused.set_function(lambda: float(election.store.refused))
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="election")
 
     @property
     def is_leader(self) -> bool:
@@ -76,6 +79,10 @@ class Campaign:
 
     def leader(self) -> Leader | None:
         return self.known
+
+    async def _etcd(self, call: Callable[[], T]) -> T:
+        """Election calls on their own thread: a burst of requests filling the default executor must not delay a lease refresh."""
+        return await asyncio.get_running_loop().run_in_executor(self._thread, call)
 
     async def run(self) -> None:
         while True:
@@ -95,12 +102,12 @@ class Campaign:
         if self.leading:
             self.leading = False
             await asyncio.to_thread(self.plane.step_down)
-        await asyncio.to_thread(self.election.resign)
+        await self._etcd(self.election.resign)
 
     async def _watch(self) -> None:
-        self.known = await asyncio.to_thread(self.election.leader)
+        self.known = await self._etcd(self.election.leader)
         if self.known is None:
-            fence = await asyncio.to_thread(self.election.campaign)
+            fence = await self._etcd(self.election.campaign)
             if fence is not None:
                 started = time.monotonic()
                 await asyncio.to_thread(self.plane.take_over, self.plane.clock(), self.specs)
@@ -116,7 +123,7 @@ class Campaign:
         deadline = time.monotonic() + self.election.ttl_s
         while time.monotonic() < deadline:
             try:
-                alive = await asyncio.to_thread(self.election.refresh)
+                alive = await self._etcd(self.election.refresh)
             except StoreError:
                 await asyncio.sleep(interval)
                 continue

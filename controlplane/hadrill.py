@@ -134,28 +134,37 @@ class Fleet:
         for conn in self.conns.values():
             conn.close()
 
-    def leader(self, exclude: str = "") -> tuple[Member, cp.LeaderInfo] | None:
-        for m in self.members:
-            if m.address == exclude:
-                continue
-            try:
-                info = self.conns[m.address].control.GetLeader(cp.GetLeaderRequest(), timeout=0.5)
-            except grpc.RpcError:
-                continue
-            if info.is_leader:
-                with self.lock:
-                    self.leader_hint = m.address
-                return m, info
-        return None
-
-    def wait_leader(self, timeout_s: float, exclude: str = "", older_than: int = -1) -> tuple[Member, cp.LeaderInfo]:
+    def wait_leader(self, timeout_s: float, exclude: str = "", older_than: int = -1) -> tuple[Member, cp.LeaderInfo, float]:
+        """The first member to answer as leader (token newer than ``older_than``); every member is asked in
+        parallel, so one slow to answer does not delay seeing another lead. Returns it with when it answered."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            found = self.leader(exclude)
-            if found is not None and found[1].fencing_token > older_than:
-                return found
-            time.sleep(0.05)
-        raise RuntimeError(f"no leader within {timeout_s:.0f}s")
+        found: list[tuple[Member, cp.LeaderInfo, float]] = []
+        done = threading.Event()
+
+        def ask(m: Member) -> None:
+            while not done.is_set() and time.monotonic() < deadline:
+                try:
+                    info = self.conns[m.address].control.GetLeader(cp.GetLeaderRequest(), timeout=1.0)
+                except grpc.RpcError:
+                    info = None
+                if info is not None and info.is_leader and info.fencing_token > older_than:
+                    with self.lock:
+                        found.append((m, info, time.monotonic()))
+                        self.leader_hint = m.address
+                    done.set()
+                    return
+                time.sleep(0.02)
+
+        askers = [threading.Thread(target=ask, args=(m,), daemon=True) for m in self.members if m.address != exclude]
+        for t in askers:
+            t.start()
+        done.wait(max(0.0, deadline - time.monotonic()))
+        done.set()
+        for t in askers:
+            t.join()
+        if not found:
+            raise RuntimeError(f"no leader within {timeout_s:.0f}s")
+        return found[0]
 
     def write(self, method: str, request: Any, deadline_s: float = 60.0) -> tuple[Any, grpc.StatusCode | None]:
         """Call ``method`` on the leader, retrying through crashes and hand-overs until an answer is definitive."""
@@ -240,7 +249,7 @@ def _one_run(i: int, fleet: Fleet, etcd: EtcdClient | None, config: HaDrillConfi
     solo = etcd is None  # one process on SQLite: it is killed and started again
     mode = "SIGKILL" if i % 2 == 0 or solo else "SIGSTOP"
     notes: list[str] = []
-    leader, info = fleet.wait_leader(30.0)
+    leader, info, _ = fleet.wait_leader(30.0)
     tokens = [int(info.fencing_token)]
     # migrations, started just before the crash
     where = _placements(fleet)
@@ -281,8 +290,8 @@ def _one_run(i: int, fleet: Fleet, etcd: EtcdClient | None, config: HaDrillConfi
             assert leader.proc is not None
             leader.proc.wait(10)
             leader.start()  # the same file, a fresh process
-        new, new_info = fleet.wait_leader(60.0, exclude="" if solo else leader.address, older_than=-1 if solo else tokens[0])
-        takeover = time.monotonic() - crashed
+        new, new_info, seen = fleet.wait_leader(60.0, exclude="" if solo else leader.address, older_than=-1 if solo else tokens[0])
+        takeover = seen - crashed
         tokens.append(int(new_info.fencing_token))
         for f in futures:
             f.result()

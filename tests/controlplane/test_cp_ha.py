@@ -61,7 +61,7 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
         m.start()
     fleet = hadrill.Fleet(members)
     try:
-        leader, info = fleet.wait_leader(30.0)
+        leader, info, _ = fleet.wait_leader(30.0)
         standby = next(m for m in members if m is not leader)
         assert info.fencing_token > 0 and info.leader == leader.address
         seen = answer(lambda: fleet.conns[standby.address].control.GetLeader(cp.GetLeaderRequest(), timeout=1.0))
@@ -87,7 +87,7 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
         assert leader.proc is not None
         leader.proc.send_signal(signal.SIGTERM)
         leader.proc.wait(15)
-        new, new_info = fleet.wait_leader(10.0, exclude=leader.address, older_than=info.fencing_token)
+        new, _, _ = fleet.wait_leader(10.0, exclude=leader.address, older_than=info.fencing_token)
         assert new is standby and time.monotonic() - stopped < 3.0
         assert fleet.read("GetPlacements", cp.GetPlacementsRequest(workload="web")).workloads[0].placements
         assert hadrill._until(lambda: hadrill._settled(fleet, {"web": 2}), 20.0), "the new leader rebuilt its twins from etcd"
