@@ -44,6 +44,9 @@ class Ledger:
         self._own: dict[str, dict[int, Claim]] = {}
         self._marks: dict[str, EpochMark] = {}
         self._agents: set[str] = {agent_id}
+        self._bound_at: dict[str, int] = {}
+        """Back-end epoch each bound pod of ours was bound at: our claim's CRDT epoch is higher when the bind was
+        adopted after a rival won in the CRDT, and an eviction is fenced by the back end's epoch."""
 
     # ---- local operations (each recorded when it changed something) ----------------------
 
@@ -51,13 +54,19 @@ class Ledger:
         out = self.replica.claim(pod, epoch, score, request)
         return self._record(out, ["claim", pod, epoch, score, list(request.as_tuple())])
 
-    def bind(self, pod: str) -> ClaimDelta | Status:
-        return self._record(self.replica.bind(pod), ["bind", pod])
+    def bind(self, pod: str, epoch: int | None) -> ClaimDelta | Status:
+        """Mark our claim bound; ``epoch`` is the back end's (None: a journal written before it was recorded)."""
+        out = self._record(self.replica.bind(pod), ["bind", pod, epoch])
+        if not isinstance(out, Status) and epoch is not None:
+            self._bound_at[pod] = epoch
+        return out
 
     def complete(self, pod: str) -> ClaimDelta | Status:
+        self._bound_at.pop(pod, None)
         return self._record(self.replica.complete(pod), ["complete", pod])
 
     def release(self, pod: str) -> ClaimDelta | Status:
+        self._bound_at.pop(pod, None)
         return self._record(self.replica.release(pod), ["release", pod])
 
     def bump_epoch(self, pod: str) -> ClaimDelta | Status:
@@ -110,6 +119,10 @@ class Ledger:
         """Pods we hold records for (not yet compacted)."""
         return iter(set(self._own) | set(self._marks))
 
+    def bound_epoch(self, claim: Claim) -> int:
+        """The back-end epoch our bound ``claim``'s pod was bound at."""
+        return self._bound_at.get(claim.pod, claim.epoch)
+
     def reservations(self) -> Iterator[Claim]:
         """Our unreleased claims: what our node's capacity is reserved for."""
         for claims in self._own.values():
@@ -120,7 +133,8 @@ class Ledger:
     def snapshot(self) -> Op:
         """One operation whose replay rebuilds this ledger as it is now (it stands for every earlier one)."""
         state = self.replica.full_state()
-        return ["restore", wire.encode_delta(state), list(self.replica.finished_pods()), sorted(self._agents)]
+        return ["restore", wire.encode_delta(state), list(self.replica.finished_pods()), sorted(self._agents),
+                sorted(self._bound_at.items())]
 
     def take_ops(self) -> list[Op]:
         ops, self.ops = self.ops, []
@@ -134,13 +148,13 @@ class Ledger:
         ledger = cls(agent_id, node, capacity)
         apply: dict[str, Callable[[list[Any]], object]] = {
             "claim": lambda a: ledger.claim(a[0], a[1], a[2], Resources.from_tuple(a[3])),
-            "bind": lambda a: ledger.bind(a[0]),
+            "bind": lambda a: ledger.bind(a[0], a[1] if len(a) > 1 else None),
             "complete": lambda a: ledger.complete(a[0]),
             "release": lambda a: ledger.release(a[0]),
             "bump": lambda a: ledger.bump_epoch(a[0]),
             "merge": lambda a: ledger.merge(a[0]),
             "compact": lambda a: ledger.compact(),
-            "restore": lambda a: ledger._restore(a[0], a[1], a[2]),
+            "restore": lambda a: ledger._restore(a[0], a[1], a[2], a[3] if len(a) > 3 else []),
         }
         for op in ops:
             step = apply.get(op[0]) if isinstance(op, list) and op and isinstance(op[0], str) else None
@@ -152,12 +166,13 @@ class Ledger:
 
     # ---- internals -------------------------------------------------------------------------------
 
-    def _restore(self, data: bytes, finished: list[str], agents: list[str]) -> None:
+    def _restore(self, data: bytes, finished: list[str], agents: list[str], bound_at: list[list[Any]]) -> None:
         """Become what :meth:`snapshot` saved (a journal is trusted local data: no record-size bound)."""
         state = wire.decode_delta(data, max_bytes=len(data))
         replica = self.replica
         self.replica = ClaimsReplica.restore(replica.agent_id, replica.node, replica.capacity, state, finished)
         self._own, self._marks, self._agents = {}, {}, {self.agent_id, *agents}
+        self._bound_at = {str(pod): int(epoch) for pod, epoch in bound_at}
         self._index([c for c in state.claims if c.agent == self.agent_id], [m for m in state.marks if m.agent == self.agent_id])
 
     def _record(self, out: ClaimDelta | Status, op: Op) -> ClaimDelta | Status:

@@ -485,12 +485,12 @@ class Placer:
         self._out.append(Bind(uid, self.node.name, p.epoch, held[1].gpus if held else ()))
 
     def _bound(self, uid: str, p: _Pending, now: float) -> None:
-        out = self.ledger.bind(uid)
+        out = self.ledger.bind(uid, p.epoch)
         if isinstance(out, Status):  # we lost in the CRDT while the back end bound us: adopt at a new epoch
             self.ledger.bump_epoch(uid)
             self.ledger.release(uid)
             self.ledger.claim(uid, self.ledger.replica.epoch(uid), p.score, p.pod.request)
-            self.ledger.bind(uid)
+            self.ledger.bind(uid, p.epoch)  # the CRDT's epoch is now above the back end's, which still fences the pod
         self.pending.pop(uid, None)
         self.running[uid] = p.epoch
         self.counters.binds += 1
@@ -673,7 +673,7 @@ class Placer:
             pod = _pod_for(claim.pod, claim.resources)
             self._placements[claim.pod] = (pod, self.table.allocate(pod, 0))
             if claim.flags & BOUND:
-                self.running[claim.pod] = claim.epoch
+                self.running[claim.pod] = self.ledger.bound_epoch(claim)
 
     # ---- outputs --------------------------------------------------------------------------------
 

@@ -141,3 +141,41 @@ def test_restarted_agent_neither_loses_nor_doubles_a_placement() -> None:
     owners = {uid: [n for n, p in sim.agents.items() if uid in p.running] for uid in running}
     assert all(owners[uid] == [node] for uid, node in running.items())
     assert sim.cluster.evidence.capacity_refusals == 0
+
+
+@pytest.mark.parametrize("snapshot", [False, True], ids=["journal", "snapshot"])
+def test_a_bind_adopted_after_losing_the_crdt_race_comes_back_at_the_back_ends_epoch(snapshot: bool) -> None:
+    """The back end bound our claim while a better rival claim was on its way: we adopt the pod at a higher CRDT
+    epoch, but the back end still runs it at the epoch it was bound at, and that is what a restart must restore
+    (an eviction is fenced by it). The daemon test saw restarted pods come back at epoch 2 about 1 run in 12."""
+    from crdt import wire
+    from edgeagent import records
+    from edgeagent.clusters import BindOutcome, BindResult, PodUpdate
+    from edgeagent.config import PlacementSection
+    from edgeagent.effects import Bind
+    from edgeagent.placing import Placer
+    from edgeagent.scoring import HeuristicScorer
+
+    node, pod = Node("a1", 8000, 16384, gpus=1), Pod("p0", 1000, 1024)
+    ledger = Ledger("a1", "a1", node.capacity)
+    placer = Placer(node, ledger, HeuristicScorer(), PlacementSection(), 0.0)
+    placer.pod_update(PodUpdate(pod, 1, Phase.PENDING), 0.0)
+    now, binds = 0.0, []
+    while not binds:
+        now += 0.05
+        binds = [e for e in placer.tick(now) if isinstance(e, Bind)]
+    assert binds == [Bind("p0", "a1", 1, ())]
+    rival = Ledger("a2", "a2", node.capacity)
+    placer.record("a2", records.claim_key("p0"), wire.encode_delta(rival.claim("p0", 1, 1e9, pod.request)), now)
+    placer.bind_done("p0", BindResult(BindOutcome.BOUND, "a1", 1), now)
+    assert placer.running == {"p0": 1}
+    assert [c.epoch for c in ledger.reservations()] == [2], "adopted at a higher CRDT epoch"
+    ops = [ledger.snapshot()] if snapshot else ledger.take_ops()
+    restarted = Placer(node, Ledger.replay("a1", "a1", node.capacity, ops), HeuristicScorer(), PlacementSection(), 0.0)
+    assert restarted.running == {"p0": 1}
+
+
+def test_a_journal_from_before_bind_epochs_were_recorded_still_replays() -> None:
+    ledger = Ledger.replay("n0", "n0", nodes(1)[0].capacity, [["claim", "p", 3, 0.5, [1000, 1024, 0, 0]], ["bind", "p"]])
+    (claim,) = ledger.reservations()
+    assert ledger.bound_epoch(claim) == 3

@@ -74,14 +74,14 @@ def test_an_eviction_lost_to_a_crash_is_asked_again_after_the_restart() -> None:
     a, request = Node("a", 8000, 16384), Resources(1000, 1024)
     ours, rival = Ledger("a", "a", a.capacity), Ledger("b", "b", a.capacity)
     ours.claim("p", 1, 50.0, request)
-    ours.bind("p")
+    ours.bind("p", 1)
     before_loss = list(ours.ops)
     delta = ours.own_delta("p")
     assert delta is not None
     rival.merge(wire.encode_delta(delta))
     rival.bump_epoch("p")  # b re-placed a's pods while a was cut off
     rival.claim("p", 2, 50.0, request)
-    rival.bind("p")
+    rival.bind("p", 2)
     delta = rival.own_delta("p")
     assert delta is not None
     ours.merge(wire.encode_delta(delta))
