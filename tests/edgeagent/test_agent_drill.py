@@ -9,7 +9,7 @@ import pytest
 
 from edgeagent.benching import BenchSettings, run_bench
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(400)]  # 142 s alone (unloaded), ~230 s busy
 
 
 def test_sixteen_agents_thousand_pods_two_killed(traces: Path) -> None:
