@@ -22,10 +22,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from types import ModuleType
 from urllib.parse import urlsplit
-
-import etcd3gw
-from etcd3gw import exceptions as etcd_errors
 
 from controlplane.store import Doc, Fenced, StoreError, StoreUnavailable, merge, prefix_end
 
@@ -49,12 +47,23 @@ class Fence:
     member: str
 
 
+def _gateway() -> tuple[ModuleType, ModuleType]:
+    """etcd3gw and its exceptions, imported on first use: only the replicated mode needs the ``ha`` extra."""
+    try:
+        import etcd3gw
+        from etcd3gw import exceptions
+    except ImportError:
+        raise StoreError("the replicated control plane needs the etcd client: pip install 'fedplane[ha]'") from None
+    return etcd3gw, exceptions
+
+
 class EtcdClient:
     """POSTs to the gateway of the first member that answers (connection errors move on to the next)."""
 
     def __init__(self, endpoints: Sequence[str], timeout_s: float = 2.0) -> None:
         if not endpoints:
             raise StoreError("no etcd endpoint given")
+        etcd3gw, self.errors = _gateway()
         self.clients = []
         for url in endpoints:
             parts = urlsplit(url if "//" in url else f"http://{url}")
@@ -69,10 +78,10 @@ class EtcdClient:
             client = self.clients[(self.current + i) % len(self.clients)]
             try:
                 found: dict[str, Any] = client.post(client.get_url(path), data=json.dumps(body))
-            except (etcd_errors.ConnectionFailedError, etcd_errors.ConnectionTimeoutError, etcd_errors.InternalServerError) as exc:
+            except (self.errors.ConnectionFailedError, self.errors.ConnectionTimeoutError, self.errors.InternalServerError) as exc:
                 last = exc
                 continue
-            except etcd_errors.Etcd3Exception as exc:
+            except self.errors.Etcd3Exception as exc:
                 raise StoreError(f"etcd refused {path}: {exc}") from None
             self.current = (self.current + i) % len(self.clients)
             return found
