@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -21,23 +21,11 @@ from typing import Any
 import grpc
 import pytest
 
+from cp_waiting import until
 from fedapi import client, controlplane_pb2 as cp
 from fedcore.loopback import free_ports
 
 pytestmark = pytest.mark.integration
-
-
-def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            found = check()
-        except grpc.RpcError:
-            found = None
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not within {timeout}s")
 
 
 def serve(db: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
