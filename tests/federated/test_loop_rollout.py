@@ -28,8 +28,8 @@ def _weights(kind: str = "random", seed: int = 0) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def versions(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    """Two registry versions (a random and a best-fit cold start) with verified artifacts."""
+def versions(tmp_path_factory: pytest.TempPathFactory, traces: Path) -> list[Path]:
+    """Two registry versions (a random and a best-fit cold start) with verified artifacts (the held-out fleet comes from the traces)."""
     pytest.importorskip("onnxruntime")
     root = tmp_path_factory.mktemp("registry")
     held = fleetmetric.HeldOut.load(None, nodes=16, seeds=1)
