@@ -27,7 +27,6 @@ from fedcore.traces.dlrm import Instance
 from fedcore.twin import submission
 from federated import evaluating
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder, pod_features
-from federated.runtime.fragments import FragmentDrops
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,24 +45,6 @@ class Decisions:
     @classmethod
     def concat(cls, parts: Sequence[Decisions]) -> Decisions:
         return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("pods", "nodes", "target", "mask", "top")))
-
-
-class FastFGD:
-    """FGD's score and device pick computed from the feature builder's cache (same values as fedcore's FGD)."""
-
-    name = "FGD"
-
-    def __init__(self, drops: FragmentDrops) -> None:
-        self.drops = drops
-
-    def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        drop, _ = self.drops.drop(pod, table, rows)
-        return 100.0 / (1.0 + np.exp(-drop / MILLI))
-
-    def pick(self, pod: Pod, table: NodeTable, node: int) -> tuple[int, ...]:
-        if not pod.gpu.is_sharing:
-            return table.pick_gpus(pod, node)
-        return (self.drops.best_device(pod, table, node),)
 
 
 @dataclass
@@ -118,13 +99,9 @@ class Recorder:
 
 
 def recording_profile(teacher: str, ctx: profiles.ProfileContext, recorder_args: dict[str, object]) -> tuple[Profile, Recorder]:
-    """The teacher's profile (FGD from the shared fragment cache) with a recorder riding along."""
+    """The teacher's profile with a recorder riding along."""
     builder = FeatureBuilder(PodTypes.from_pods(ctx.workload))
-    if teacher == "fgd":
-        fgd = FastFGD(builder.drops)
-        base = Profile("fgd", profiles.make("kube-default", ctx).filters, [(fgd, 1.0)], devices=fgd)
-    else:
-        base = profiles.make(teacher, ctx)
+    base = profiles.make(teacher, ctx)
     recorder = Recorder(base.scores, builder, **recorder_args)  # type: ignore[arg-type]
     return Profile(base.name, base.filters, [*base.scores, (recorder, 0.0)], base.devices), recorder
 

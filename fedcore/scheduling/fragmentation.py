@@ -1,4 +1,4 @@
-"""GPU fragmentation as in FGD ("Beware of Fragmentation", ATC '23), vectorised, and the FGD score plugin.
+"""GPU fragmentation as in FGD ("Beware of Fragmentation", ATC '23), vectorised: the reference definition.
 
 The fragmentation of a node for a pod type is the free GPU that type could not use: all
 free GPU if the type cannot be hosted at all (too little CPU, too few fitting devices,
@@ -9,6 +9,7 @@ places a pod where that expectation drops most.
 Only the GPU part depends on the device chosen, and it is additive per device, so the
 fragmentation after every possible device choice is computed from per-device deltas in
 one (rows x devices x distinct-shares) array rather than by re-evaluating each choice.
+The FGD score plugin reads the same quantity from a per-fleet cache (:mod:`fedcore.scheduling.fragments`).
 """
 
 from __future__ import annotations
@@ -120,30 +121,6 @@ class Fragmentation:
         fits_choice = fits[:, None, :] - ge + self._ge(left)
         frag = self._expect(cpu_after[:, None], total[:, None], q3_choice, fits_choice)
         return np.where(free >= m, frag, np.inf)
-
-
-class FragmentationGradient:
-    """FGD score and device picker: prefer the node and device whose expected fragmentation grows least."""
-
-    name = "FGD"
-
-    def __init__(self, types: PodTypes) -> None:
-        self.frag = Fragmentation(types)
-
-    def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        before = self.frag.of_rows(table, rows)
-        after = self.frag.after(pod, table, rows).min(axis=1)
-        return 100.0 / (1.0 + np.exp(-(before - after) / MILLI))
-
-    def pick(self, pod: Pod, table: NodeTable, node: int) -> tuple[int, ...]:
-        """The device with the best integer score, the lowest index among equals (as the published simulator)."""
-        if not pod.gpu.is_sharing:
-            return table.pick_gpus(pod, node)
-        rows = np.array([node])
-        after = self.frag.after(pod, table, rows)[0]
-        with np.errstate(over="ignore"):
-            scores = np.floor(100.0 / (1.0 + np.exp(-(self.frag.of_rows(table, rows)[0] - after) / MILLI)))
-        return (int(np.argmax(np.where(np.isfinite(after), scores, -1.0))),)
 
 
 def fleet_fragmentation(frag: Fragmentation, table: NodeTable) -> float:

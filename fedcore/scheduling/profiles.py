@@ -14,7 +14,8 @@ from importlib.metadata import entry_points
 
 from fedcore.pods import Pod
 from fedcore.scheduling.filters import default_filters
-from fedcore.scheduling.fragmentation import FragmentationGradient, PodTypes
+from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.scheduling.fragments import FragmentationGradient
 from fedcore.scheduling.framework import Profile, RandomDevices
 from fedcore.scheduling.scores import BalancedAllocation, BestFit, DotProduct, LeastAllocated, RandomScore
 

@@ -28,7 +28,7 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
 from fedcore.scheduling.fragmentation import PodTypes
-from federated.runtime.fragments import FragmentDrops, all_rows
+from fedcore.scheduling.fragments import FragmentDrops, all_rows
 
 SPEC_VERSION = "fedplane-features/2"
 """2: adds ``kube_default``."""

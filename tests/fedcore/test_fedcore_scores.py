@@ -10,7 +10,8 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import GpuRequest
 from fedcore.scheduling import profiles
-from fedcore.scheduling.fragmentation import Fragmentation, FragmentationGradient, PodTypes
+from fedcore.scheduling.fragmentation import Fragmentation, PodTypes
+from fedcore.scheduling.fragments import FragmentationGradient
 from fedcore.scheduling.framework import Code, Scheduler
 
 

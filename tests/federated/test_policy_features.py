@@ -9,9 +9,10 @@ from policy_data import fleet, pods
 from fedcore.nodetable import NodeTable, Placement
 from fedcore.pods import Pod
 from fedcore.scheduling.filters import resources_fit
-from fedcore.scheduling.fragmentation import Fragmentation, FragmentationGradient, PodTypes
+from fedcore.scheduling.fragmentation import Fragmentation, PodTypes
+from fedcore.scheduling.fragments import FragmentationGradient
 from fedcore.scheduling.scores import BalancedAllocation, LeastAllocated, used_fractions_after
-from federated.runtime import fragments
+from fedcore.scheduling import fragments
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION, FeatureBuilder, pod_features
 
 COL = {name: i for i, name in enumerate(NODE_FEATURES)}
@@ -30,7 +31,7 @@ def walk(seed: int, steps: int = 150):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_cached_fragment_drops_equal_fedcore_fgd(seed: int) -> None:
+def test_cached_fragment_drops_and_fgd_equal_the_reference_fragmentation(seed: int) -> None:
     all_pods = pods(300, seed)
     types = PodTypes.from_pods(all_pods)
     ref, fgd = Fragmentation(types), FragmentationGradient(types)
@@ -40,9 +41,14 @@ def test_cached_fragment_drops_equal_fedcore_fgd(seed: int) -> None:
         expected_after = ref.after(pod, table, rows).min(axis=1)
         np.testing.assert_allclose(after, expected_after, rtol=0, atol=1e-6)
         np.testing.assert_allclose(drop, ref.of_rows(table, rows) - expected_after, rtol=0, atol=1e-6)
+        with np.errstate(over="ignore"):
+            np.testing.assert_allclose(fgd.score(pod, table, rows), 100.0 / (1.0 + np.exp(-(ref.of_rows(table, rows) - expected_after) / 1000)), atol=1e-9)
         if pod.gpu.is_sharing:
             node = int(rows[0])
-            assert fgd.pick(pod, table, node) == (builder.drops.best_device(pod, table, node),)
+            per_device = ref.after(pod, table, np.array([node]))[0]
+            with np.errstate(over="ignore"):
+                ints = np.floor(100.0 / (1.0 + np.exp(-(ref.of_rows(table, np.array([node]))[0] - per_device) / 1000)))
+            assert fgd.pick(pod, table, node) == (int(np.argmax(np.where(np.isfinite(per_device), ints, -1.0))),)
 
 
 def test_dropping_dead_device_states_keeps_drops_exact() -> None:

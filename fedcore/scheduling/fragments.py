@@ -316,3 +316,27 @@ class FragmentDrops:
         with np.errstate(over="ignore"):
             scores = np.floor(100.0 / (1.0 + np.exp(-(before - frag[:, bracket]) / MILLI)))
         return int(np.argmax(np.where(fit[0, 0], scores, -1.0)))
+
+
+class FragmentationGradient:
+    """FGD score and device picker: prefer the node and device whose expected fragmentation grows least.
+
+    Reads the drop from a :class:`FragmentDrops` cache (the reference :class:`Fragmentation`
+    recounted every row per decision: 23 s per openb episode against 5 s).
+    """
+
+    name = "FGD"
+
+    def __init__(self, types: PodTypes) -> None:
+        self.drops = FragmentDrops(types)
+
+    def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+        drop, _ = self.drops.drop(pod, table, rows)
+        with np.errstate(over="ignore"):
+            return 100.0 / (1.0 + np.exp(-drop / MILLI))
+
+    def pick(self, pod: Pod, table: NodeTable, node: int) -> tuple[int, ...]:
+        """The device with the best integer score, the lowest index among equals (as the published simulator)."""
+        if not pod.gpu.is_sharing:
+            return table.pick_gpus(pod, node)
+        return (self.drops.best_device(pod, table, node),)
