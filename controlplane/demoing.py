@@ -5,8 +5,9 @@ what ``fedplane drill failover`` measures) with trace-shaped workloads and real 
 (:class:`controlplane.agentfleet.AgentFleet`): the control plane's gRPC service with 3 twin clusters
 in 2 regions, one ``fedplane agent`` process per twin node placing the pods, then one cluster goes
 dark (its agents die, its API stops answering), the planner fails its workloads over and the
-surviving clusters' agents place the recreated pods. The report is printed as tables and written
-as JSON beside a PNG timeline in the output directory.
+surviving clusters' agents place the recreated pods. Then, in a few seconds of simulated time, one
+workload is autoscaled by the control plane (:mod:`controlplane.autoscaling.demoing`). The report is
+printed as tables and written as JSON beside PNG timelines in the output directory.
 
 Pods are a seeded sample of the openb trace; their CPU and memory requests are scaled by one factor
 so that all of them fill ``FILL`` of the demo fleet (the 9 edge nodes are far smaller than the trace's
@@ -28,6 +29,7 @@ from typing import Any
 
 from controlplane import drills
 from controlplane.agentfleet import AgentFleet, Histogram
+from controlplane.autoscaling import demoing as autoscale_demo
 from controlplane.feeder import EvidenceSource
 from controlplane.metrics import Metrics
 from fedapi import controlplane_pb2 as cp
@@ -95,6 +97,7 @@ class DemoRun:
     agents: int
     initial: Histogram  # agents' decisions for the first placement (all agents)
     final: Histogram    # ... over the whole run, survivors only (they placed the failed-over pods too)
+    autoscale: dict[str, Any]  # one workload autoscaled (controlplane.autoscaling.demoing.run)
 
 
 async def run(settings: DemoSettings, notice: Callable[[str], None] = lambda m: None) -> DemoRun:
@@ -119,7 +122,8 @@ async def run(settings: DemoSettings, notice: Callable[[str], None] = lambda m: 
         drill = drills.Drill("cluster-outage", settings.seed, config, Path(tmp), source_factory, Metrics(), load.specs, on_ready)
         result = await drill.run()
     fleet = fleets[0]
-    return DemoRun(settings, load, drill, result, len(fleet.agents), initial[0], fleet.final)
+    scaled = autoscale_demo.run(Path(settings.traces) if settings.traces else None)
+    return DemoRun(settings, load, drill, result, len(fleet.agents), initial[0], fleet.final, scaled)
 
 
 def summary(demo: DemoRun) -> dict[str, Any]:
@@ -154,6 +158,7 @@ def summary(demo: DemoRun) -> dict[str, Any]:
             "verdict": "PASS" if ok else "FAIL",
             "evidence": _evidence(victim, down, failovers),
         },
+        "autoscale": {k: v for k, v in demo.autoscale.items() if k != "timeline"},
     }
 
 
@@ -185,6 +190,7 @@ def write(demo: DemoRun, out: Path) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     report = summary(demo)
     report["png"] = str(plot(demo, out / "demo-timeline.png"))
+    report["autoscale"]["png"] = str(autoscale_demo.plot(demo.autoscale, out / "demo-autoscale.png"))
     (out / "demo-report.json").write_text(json.dumps(report, indent=2))
     w, f = report["workload"], report["fleet"]
     reporting.table(f"{w['pods']} pods in {w['workloads']} workloads from {w['source']} (requests x{w['request_scale']}); "
@@ -194,7 +200,8 @@ def write(demo: DemoRun, out: Path) -> dict[str, Any]:
     reporting.table("cluster-outage drill", [{"metric": k, "value": v} for k, v in report["drill"].items() if k != "evidence"])
     for line in report["drill"]["evidence"]:
         reporting.stdout.print(f"evidence: {line}")
-    reporting.stdout.print(f"report: {out / 'demo-report.json'}  timeline: {report['png']}")
+    autoscale_demo.show(report["autoscale"])
+    reporting.stdout.print(f"report: {out / 'demo-report.json'}  timelines: {report['png']}, {report['autoscale']['png']}")
     return report
 
 

@@ -6,6 +6,11 @@ seconds ÷ HPA's, util_mean = mean over series of the time-averaged utilization 
 actions = replica-count changes per series and day. The forecasters are scored at one hour ahead
 (rolling origin over the held-out part, parameters fitted on the training part): MAE summed over
 series ÷ the naive forecast's.
+
+Two comparison variants run beside the issue's six policies, labelled under ``variants`` in the
+JSON: ``hpa_80`` (the same HPA at an 80% target, autoscaling/v1's default: does HPA reach ours by
+just running hotter?) and ``floor_rule`` (the learned residual's floor alone, its action pinned at
+the ceiling: what PPO adds or costs on top of it).
 """
 
 from __future__ import annotations
@@ -17,18 +22,21 @@ from pathlib import Path
 
 import numpy as np
 
-from controlplane.autoscaling import controllers as ctl, forecasters as fc
+from controlplane.autoscaling import controllers as ctl, forecasters as fc, learned
 from controlplane.autoscaling.peaks import PeakForecast
 from controlplane.autoscaling.series import Series
-from controlplane.autoscaling.simulating import TICK_S, Controller, Run, simulate
+from controlplane.autoscaling.simulating import TICK_S, Controller, Forecast, Run, simulate
 
 STARTUPS = (60.0, 300.0)
 POLICIES = ("hpa", "keda", "kpa", "static", "forecast_hpa", "learned")
+VARIANTS = {"hpa_80": "comparison: the same HPA at an 80% utilization target (autoscaling/v1's default)",
+            "floor_rule": "comparison: the learned residual's forecast-safe floor alone (action pinned at its ceiling)"}
 EVAL_DAYS = 2.0          # simulated span: the first two days of each held-out part
 MAE_HORIZON_S = 3600.0   # forecasters are compared one hour ahead, as in the literature cited in #25
 CHOSEN = "mstl_ets"      # the model the forecast-fed controllers use (chosen by measured MAE, see forecast_mae)
 FORECAST_TARGETS = (1.0, 0.9, 0.85, 0.8, 0.7)  # candidates for the forecast metric's per-pod target
 COST_BUDGET = {60.0: 1.0, 300.0: 1.05}        # replica-seconds ÷ HPA's allowed when choosing it (the issue's goals)
+CEILINGS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75)   # candidates for the learned residual's floor utilization
 
 
 def horizon_steps(s: Series, seconds: float) -> int:
@@ -43,25 +51,34 @@ def tick_demand(s: Series, start: int, days: float | None = EVAL_DAYS) -> np.nda
 
 
 def peak_feed(s: Series, startup_s: float) -> np.ndarray:
-    """Per sample: the calibrated peak over start-up + one HPA period, made after seeing that sample only."""
+    """Per sample: the calibrated (q95, q99) peaks over start-up + one HPA period, made after seeing that sample only."""
     h = horizon_steps(s, startup_s + 15.0)
     pf = PeakForecast(fc.make(CHOSEN, s.train, s.season, s.stride_s, h), h)
-    out = np.empty(len(s.values))
+    out = np.empty((len(s.values), 2))
     for i, x in enumerate(s.values):
         pf.observe(float(x))
-        out[i] = pf.peak()
+        out[i] = pf.peak(), pf.peak(tail=True)
     return out
 
 
-def feed_at(s: Series, start: int, feed: np.ndarray) -> Callable[[int], float]:
+def feed_at(s: Series, start: int, feed: np.ndarray) -> Forecast:
     """The forecast a controller sees at tick ``i``: the one from the last sample at or before it."""
     per = s.stride_s / TICK_S
-    return lambda i: float(feed[start + int(i / per)])
+
+    def at(i: int) -> tuple[float, float]:
+        peak, tail = feed[start + int(i / per)]
+        return float(peak), float(tail)
+    return at
 
 
-def controller(policy: str, s: Series, forecast_target: float, make_learned: Callable[[], Controller] | None) -> Controller:
+def controller(policy: str, s: Series, forecast_target: float, ceiling: float,
+               make_learned: Callable[[], Controller] | None) -> Controller:
     if policy == "hpa":
         return ctl.Hpa()
+    if policy == "hpa_80":
+        return ctl.Hpa(target=0.8, name="hpa_80")
+    if policy == "floor_rule":
+        return learned.Residual(lambda x: 1.0, forecast_target, ceiling, name="floor_rule")
     if policy == "keda":
         return ctl.Keda()
     if policy == "kpa":
@@ -77,7 +94,7 @@ def controller(policy: str, s: Series, forecast_target: float, make_learned: Cal
 
 def run_series(s: Series, startup_s: float, feed_values: np.ndarray, forecast_target: float,
                make_learned: Callable[[float], Controller] | None, start: int | None = None,
-               policies: tuple[str, ...] = POLICIES) -> dict[str, Run]:
+               policies: tuple[str, ...] = POLICIES, ceiling: float = learned.UTIL_HIGH) -> dict[str, Run]:
     """Every policy on two days of ``s`` from sample ``start`` (default: the held-out part's first)."""
     start = s.split if start is None else start
     demand = tick_demand(s, start)
@@ -87,7 +104,7 @@ def run_series(s: Series, startup_s: float, feed_values: np.ndarray, forecast_ta
     for p in policies:
         if p == "learned" and make_learned is None:
             continue
-        c = controller(p, s, forecast_target, (lambda: make_learned(startup_s)) if make_learned else None)
+        c = controller(p, s, forecast_target, ceiling, (lambda: make_learned(startup_s)) if make_learned else None)
         runs[p] = simulate(c, demand, startup_s, initial, feed)
     return runs
 
@@ -105,6 +122,22 @@ def choose_forecast_target(series: list[Series], feeds: dict[tuple[str, float], 
         if f.cost_rel_hpa <= COST_BUDGET[startup_s]:
             scored.append((round(f.late_pct, 6), f.cost_rel_hpa, target))
     return min(scored)[2] if scored else FORECAST_TARGETS[0]
+
+
+def choose_ceiling(series: list[Series], feeds: dict[tuple[str, float], np.ndarray], startup_s: float,
+                   forecast_target: float) -> float:
+    """The learned residual's forecast-safe floor: the highest utilization at which the tail peak alone was
+    late no more than its base (the forecast-fed HPA) on the last two days of every *training* part, series
+    by series (else HPA's own target, where the residual changes nothing)."""
+    starts = [s.split - 1 - int(EVAL_DAYS * s.season) for s in series]
+    base = [run_series(s, startup_s, feeds[(s.name, startup_s)], forecast_target, None, a, ("forecast_hpa",))["forecast_hpa"]
+            for s, a in zip(series, starts)]
+    for ceiling in CEILINGS:
+        runs = [run_series(s, startup_s, feeds[(s.name, startup_s)], forecast_target, None, a, ("floor_rule",), ceiling)
+                for s, a in zip(series, starts)]
+        if all(r["floor_rule"].late.sum() <= b.late.sum() for r, b in zip(runs, base)):
+            return ceiling
+    return learned.UTIL_LOW
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,24 +214,29 @@ def bench(series: list[Series], train_steps: int, seed: int, plot_dir: Path | No
     log(f"forecasts ready for {len(series)} series")
     targets = {st: choose_forecast_target(series, feeds, st) for st in STARTUPS}
     log("forecast target per pod, chosen on the training parts: " + ", ".join(f"{t:.2f} at {st:.0f} s" for st, t in targets.items()))
+    ceilings = {st: choose_ceiling(series, feeds, st, targets[st]) for st in STARTUPS}
+    log("learned residual's floor utilization, chosen on the training parts: " + ", ".join(f"{c:.2f} at {st:.0f} s" for st, c in ceilings.items()))
     make_learned: Callable[[float], Controller] | None = None
     if train_steps > 0:
-        from controlplane.autoscaling import learned, training
+        from controlplane.autoscaling import training
 
-        policy = training.train(series, STARTUPS, feeds, targets, train_steps, seed)
-        make_learned = lambda startup: learned.Residual(policy, targets[startup])  # noqa: E731
+        policy = training.train(series, STARTUPS, feeds, targets, ceilings, train_steps, seed)
+        make_learned = lambda startup: learned.Residual(policy, targets[startup], ceilings[startup])  # noqa: E731
         log(f"learned residual trained ({train_steps} PPO steps on the training parts)")
     out: dict[str, dict[str, dict[str, float]]] = {}
     for st in STARTUPS:
         per = []
         for s in series:
-            runs = run_series(s, st, feeds[(s.name, st)], targets[st], make_learned)
+            runs = run_series(s, st, feeds[(s.name, st)], targets[st], make_learned, policies=POLICIES + tuple(VARIANTS),
+                              ceiling=ceilings[st])
             per.append(runs)
             if plot_dir is not None:
-                plot(plot_dir / f"autoscale-{s.name}-{st:.0f}s.png", s, st, runs)
+                plot(plot_dir / f"autoscale-{s.name}-{st:.0f}s.png", s, st, {p: r for p, r in runs.items() if p in POLICIES})
         out[f"{st:.0f}"] = {p: {"late_pct": round(v.late_pct, 5), "cost_rel_hpa": round(v.cost_rel_hpa, 4),
                                 "util_mean": round(v.util_mean, 2), "actions": round(v.actions, 1)}
                             for p, v in summarize(per).items()}
         log(f"start-up {st:.0f} s simulated")
     mae = forecast_mae(series, available_models())
-    return {"series": len(series), "startup_s": out, "forecast_mae_vs_naive": {m: round(r, 4) for m, r in mae.items()}}
+    return {"series": len(series), "startup_s": out, "forecast_mae_vs_naive": {m: round(r, 4) for m, r in mae.items()},
+            "variants": VARIANTS, "chosen_on_training": {"forecast_target": {f"{st:.0f}": v for st, v in targets.items()},
+                                                         "learned_ceiling": {f"{st:.0f}": v for st, v in ceilings.items()}}}

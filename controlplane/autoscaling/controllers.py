@@ -34,7 +34,8 @@ class Observation:
     demand: float       # load arriving now, replica units
     ready: int          # pods serving
     replicas: int       # pods asked for (ready + starting)
-    forecast: float | None = None  # calibrated peak demand over the start-up horizon, if any
+    forecast: float | None = None  # calibrated (q95) peak demand over the start-up horizon, if any
+    tail: float | None = None      # the same peak at the tail quantile (q99), if any
 
 
 @dataclass(slots=True)
@@ -42,6 +43,7 @@ class Hpa:
     """HPA v2 with its default behaviour; ``forecast_metric`` adds the forecast as an external metric."""
 
     forecast_metric: bool = False
+    target: float = TARGET         # the utilization metric's target
     forecast_target: float = 1.0   # per pod: the calibrated peak must fit at this utilization (1.0: the quantile is the headroom)
     sync_s: float = 15.0
     tolerance: float = 0.1
@@ -68,7 +70,7 @@ class Hpa:
             return self.desired
         demand = sum(v for _, v in self.samples) / len(self.samples)
         rec = self.utilization_rec(demand, obs.ready, cur)
-        self.reason = f"utilization {demand / max(obs.ready, 1):.2f} (target {TARGET})"
+        self.reason = f"utilization {demand / max(obs.ready, 1):.2f} (target {self.target})"
         if self.forecast_metric and obs.forecast is not None:
             f = self.external_rec(obs.forecast, cur)
             if f > rec:
@@ -84,7 +86,7 @@ class Hpa:
         """As the HPA: utilization in whole percent of the ready pods' requests, against the target percent."""
         if ready == 0:
             return cur
-        target = round(TARGET * 100)
+        target = round(self.target * 100)
         ratio = int(demand * 100 / ready) / target
         if abs(ratio - 1) <= self.tolerance:
             return cur

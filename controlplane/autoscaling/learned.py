@@ -1,10 +1,12 @@
 """The learned controller: a PPO residual on top of the forecast-fed HPA, never acting alone.
 
 Every HPA period the policy sees the workload relative to its replicas and answers ``a`` in
-[-1, 1]: the utilization, from 70% (a = -1: HPA's own target) to 100% (a = 1), at which
-the calibrated forecast peak (or the demand now, if higher) must still be served. Replicas beyond
-that are removed; the residual never adds any and never goes below what the forecast vouches for.
-So it can only trade the HPA's headroom for utilization, and learns when that is safe.
+[-1, 1]: the utilization, from 70% (a = -1: HPA's own target) to its ``ceiling`` (a = 1), at
+which the tail (q99) forecast peak (or the demand now, if higher) must still be served. Replicas
+beyond that are removed; the residual never adds any above the forecast-fed HPA and never goes
+below the forecast-safe floor: the tail peak at the ceiling, the highest utilization at which that
+floor alone served every training day on time (chosen in the benchmark on training parts only).
+So it can only trade the HPA's headroom for utilization, down to that floor, and learns when.
 
 Inference is numpy (the policy's two tanh layers and its mean head), so the control plane runs a
 trained policy without torch; training (stable-baselines3, the ``train`` extra) happens on the
@@ -22,18 +24,19 @@ import numpy as np
 
 from controlplane.autoscaling.controllers import Hpa, Observation
 
-UTIL_LOW, UTIL_HIGH = 0.7, 1.0   # the range the policy's utilization answer maps onto
+UTIL_LOW, UTIL_HIGH = 0.7, 1.0   # the widest range the policy's utilization answer maps onto
 FEATURES = 8
 MEMORY_S = 300.0   # demand kept for the volatility features
 
 
-def utilization(a: float) -> float:
-    return UTIL_LOW + (min(1.0, max(-1.0, a)) + 1) / 2 * (UTIL_HIGH - UTIL_LOW)
+def utilization(a: float, ceiling: float = UTIL_HIGH) -> float:
+    return UTIL_LOW + (min(1.0, max(-1.0, a)) + 1) / 2 * (ceiling - UTIL_LOW)
 
 
 def floor_for(obs: Observation, util: float = UTIL_HIGH) -> int:
-    """Fewest replicas that serve the calibrated peak (and the demand now) at ``util``."""
-    return max(1, math.ceil(max(obs.forecast or 0.0, obs.demand) / util))
+    """Fewest replicas that serve the tail peak (else the q95 one; and the demand now) at ``util``."""
+    peak = obs.tail if obs.tail is not None else obs.forecast
+    return max(1, math.ceil(max(peak or 0.0, obs.demand) / util))
 
 
 def features(obs: Observation, base: Hpa, recent: deque[tuple[float, float]]) -> np.ndarray:
@@ -46,15 +49,16 @@ def features(obs: Observation, base: Hpa, recent: deque[tuple[float, float]]) ->
                      (max(values) - min(values)) / scale, (obs.demand - minute_ago) / scale], dtype=np.float32)
 
 
-def adjusted(base: int, obs: Observation, a: float) -> int:
-    """The base's count, less what the forecast peak at the policy's utilization does not need."""
-    return min(base, floor_for(obs, utilization(a)))
+def adjusted(base: int, obs: Observation, a: float, ceiling: float = UTIL_HIGH) -> int:
+    """The base's count, less what the tail peak at the policy's utilization does not need."""
+    return min(base, floor_for(obs, utilization(a, ceiling)))
 
 
 @dataclass(slots=True)
 class Residual:
     policy: Callable[[np.ndarray], float]
     forecast_target: float = 1.0
+    ceiling: float = UTIL_HIGH     # the utilization of the forecast-safe floor
     name: str = "learned"
     base: Hpa = field(init=False)
     desired: int = 1
@@ -78,8 +82,8 @@ class Residual:
             return self.desired
         a = float(self.policy(x))
         want = self.base.decide(obs)
-        self.desired = max(1, adjusted(want, obs, a))
-        self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{self.desired - want} (forecast peak fits at {utilization(a):.0%})"
+        self.desired = max(1, adjusted(want, obs, a, self.ceiling))
+        self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{self.desired - want} (tail peak fits at {utilization(a, self.ceiling):.0%})"
         return self.desired
 
 

@@ -4,6 +4,8 @@ Online and causal: every sample, the point forecasts 1…horizon strides ahead g
 peak; ``horizon`` samples later the realized peak is known, and the residual joins a window.
 The answer is the predicted peak plus the residuals' ``q`` quantile over that window — a
 quantile calibrated on history (q90–q95), which widens by itself where the model does badly.
+A second, tail quantile (q99) of the same residuals is what the learned residual's floor is sized
+on: it runs hotter than the forecast-fed HPA, so it needs the rarer misses priced in.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from controlplane.autoscaling.forecasters import Forecaster
 
 QUANTILE = 0.95
+TAIL_QUANTILE = 0.99
 WINDOW = 2000   # residuals kept: ~2 days at 300 s strides, ~5.5 h at 10 s
 
 
@@ -24,10 +27,12 @@ class PeakForecast:
     model: Forecaster
     horizon: int
     q: float = QUANTILE
+    tail_q: float = TAIL_QUANTILE
     recent: deque[float] = field(default_factory=deque)         # the last `horizon` + 1 samples
     pending: deque[float] = field(default_factory=deque)        # predicted peaks awaiting their outcome
     residuals: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     offset: float = 0.0
+    tail_offset: float = 0.0
 
     def observe(self, x: float) -> None:
         self.model.observe(x)
@@ -37,16 +42,16 @@ class PeakForecast:
         if len(self.pending) == self.horizon:  # the oldest was made `horizon` samples ago: its window is complete
             self.residuals.append(max(self.recent) - self.pending.popleft())
             if len(self.residuals) % 16 == 0 or len(self.residuals) < 64:
-                self.offset = float(np.quantile(np.fromiter(self.residuals, float), self.q))
+                self.offset, self.tail_offset = (float(v) for v in np.quantile(np.fromiter(self.residuals, float), (self.q, self.tail_q)))
         self.pending.append(self.point())
 
     def point(self) -> float:
         """Predicted peak over the next ``horizon`` strides (the current sample included)."""
         return max(self.recent[-1] if self.recent else 0.0, float(self.model.path(self.horizon).max()))
 
-    def peak(self) -> float:
-        """The calibrated ``q`` quantile of the coming peak (0 before any sample)."""
-        return max(0.0, self.pending[-1] + self.offset) if self.pending else 0.0
+    def peak(self, tail: bool = False) -> float:
+        """The calibrated ``q`` (``tail``: ``tail_q``) quantile of the coming peak (0 before any sample)."""
+        return max(0.0, self.pending[-1] + (self.tail_offset if tail else self.offset)) if self.pending else 0.0
 
     @property
     def calibrated(self) -> bool:

@@ -19,6 +19,13 @@ from controlplane.autoscaling.controllers import Observation
 TICK_S = 5.0
 
 
+Forecast = Callable[[int], tuple[float | None, float | None]]  # tick -> (q95 peak, q99 peak) over the start-up horizon
+
+
+def no_forecast(i: int) -> tuple[None, None]:
+    return None, None
+
+
 class Controller(Protocol):
     name: str
 
@@ -76,7 +83,7 @@ class Sim:
     controller: Controller
     demand: np.ndarray
     pods: ReplicaSet
-    forecast: Callable[[int], float | None] = lambda i: None
+    forecast: Forecast = no_forecast
     i: int = 0
     ready: list[int] = field(default_factory=list)
     replicas: list[int] = field(default_factory=list)
@@ -88,7 +95,8 @@ class Sim:
 
     def observe(self) -> Observation:
         now = self.i * TICK_S
-        return Observation(now, float(self.demand[self.i]), self.pods.ready(now), len(self.pods.ready_at), self.forecast(self.i))
+        peak, tail = self.forecast(self.i)
+        return Observation(now, float(self.demand[self.i]), self.pods.ready(now), len(self.pods.ready_at), peak, tail)
 
     def tick(self) -> None:
         obs = self.observe()
@@ -106,7 +114,7 @@ class Sim:
 
 
 def simulate(controller: Controller, demand: np.ndarray, startup_s: float, initial: int,
-             forecast: Callable[[int], float | None] = lambda i: None) -> Run:
+             forecast: Forecast = no_forecast) -> Run:
     """Drive ``controller`` over ``demand`` (one value per tick); ``initial`` pods are ready at t=0."""
     sim = Sim(controller, demand, ReplicaSet(startup_s, [0.0] * initial), forecast)
     while not sim.done:

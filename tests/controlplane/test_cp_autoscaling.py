@@ -78,9 +78,17 @@ def test_learned_residual_never_acts_alone() -> None:
     assert adjusted(20, o, -1.0) == 18 and adjusted(20, o, 0.0) == 15 and adjusted(20, o, 1.0) == 12  # peak at 70/85/100%
     assert adjusted(10, o, 1.0) == 10                  # never above the base: the residual only removes headroom
     demand = np.full(400, 7.0)
-    a = simulate(Residual(lambda x: -1.0), demand, 60.0, 10, lambda i: 7.0)
-    b = simulate(ctl.Hpa(forecast_metric=True, name="forecast_hpa"), demand, 60.0, 10, lambda i: 7.0)
+    a = simulate(Residual(lambda x: -1.0), demand, 60.0, 10, lambda i: (7.0, 7.0))
+    b = simulate(ctl.Hpa(forecast_metric=True, name="forecast_hpa"), demand, 60.0, 10, lambda i: (7.0, 7.0))
     assert np.array_equal(a.replicas, b.replicas)      # at the HPA's own target the residual changes nothing
+
+
+@pytest.mark.parametrize("a", [-1.0, -0.2, 0.6, 1.0, 7.0])
+def test_learned_residual_never_goes_below_its_forecast_safe_floor(a: float) -> None:
+    o = ctl.Observation(0.0, 8.0, 30, 30, forecast=12.0, tail=14.0)   # the floor is sized on the tail (q99) peak
+    floor = math.ceil(14.0 / 0.9)
+    assert floor <= adjusted(30, o, a, ceiling=0.9) <= 30
+    assert adjusted(30, o, 1.0, ceiling=0.9) == floor and adjusted(30, o, -1.0, ceiling=0.9) == 20  # 14 at 90% / at 70%
 
 
 # -- forecasts ------------------------------------------------------------------------------------
@@ -166,7 +174,10 @@ def test_bench_reports_every_policy_and_model(tmp_path: Path) -> None:
     out = benchmarking.bench([s], train_steps=0, seed=0, plot_dir=tmp_path)
     assert out["series"] == 1 and set(out["startup_s"]) == {"60", "300"}
     row = out["startup_s"]["300"]
-    assert set(row) == {"hpa", "keda", "kpa", "static", "forecast_hpa"}
+    assert set(row) == {"hpa", "keda", "kpa", "static", "forecast_hpa"} | set(out["variants"])
+    assert set(out["variants"]) == {"hpa_80", "floor_rule"}
+    assert row["hpa_80"]["util_mean"] > row["hpa"]["util_mean"]
+    assert out["chosen_on_training"]["learned_ceiling"]["300"] in benchmarking.CEILINGS + (0.7,)
     assert row["hpa"]["cost_rel_hpa"] == 1.0 and row["static"]["late_pct"] == 0.0
     assert set(out["forecast_mae_vs_naive"]) == set(fc.MODELS)
     assert (tmp_path / "autoscale-sine-300s.png").stat().st_size > 10_000
@@ -338,3 +349,4 @@ def test_forecast_target_is_chosen_on_training_parts_only() -> None:
     other = {(v.name, 300.0): benchmarking.peak_feed(v, 300.0) for v in (t,)}
     assert np.array_equal(feeds[("sine", 300.0)][: s.split], other[("sine", 300.0)][: s.split])
     assert benchmarking.choose_forecast_target([s], feeds, 300.0) == benchmarking.choose_forecast_target([t], other, 300.0)
+    assert benchmarking.choose_ceiling([s], feeds, 300.0, 0.85) == benchmarking.choose_ceiling([t], other, 300.0, 0.85)

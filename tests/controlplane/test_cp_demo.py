@@ -59,4 +59,8 @@ def test_short_demo_recovers_safely_and_leaves_nothing_behind(tmp_path: Path) ->
     png = Path(report["png"])
     assert png.stat().st_size > 10_000 and png.read_bytes()[:4] == b"\x89PNG"
     assert "cluster-outage drill" in output and "evidence: verdict:down" in " ".join(output.split())
+    scaled = report["autoscale"]   # one workload autoscaled by the control plane, its decisions journaled
+    assert scaled["fallback"] is None and scaled["scaling_decisions"] >= 3 and scaled["replicas_max"] > scaled["replicas_min"]
+    assert all("replicas:" in r for r in scaled["reasons"]) and Path(scaled["png"]).stat().st_size > 10_000
+    assert "autoscale decision:" in output
     assert _ours(str(tmp)) == [], "agent processes outlived the demo"
