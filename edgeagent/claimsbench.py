@@ -6,7 +6,9 @@ only what reaches it — pod updates from the back end, its peers' claim records
 delayed, reordered) and death notices. Nothing decides for it: no quorum oracle, no
 shared view, no toy claim-and-bind rule. The network, clock and back end are
 :class:`edgeagent.simulating.PlacementSim`'s (deterministic and seeded; the back end is the
-in-memory cluster, which fences binds by epoch as every back end must). Pods arrive at
+in-memory cluster, which fences binds by epoch as every back end must); each agent takes the
+records and watch events that reached it once per gossip round, in arrival order, as the
+daemon takes a gossip packet's records in one loop turn. Pods arrive at
 ``rate`` per second and finish after an exponential lifetime; one agent is killed a third
 of the way through (its peers hear of it ``detect`` seconds later and re-place its pods at
 a bumped epoch) and restarted from its journal later, coming back with stale bindings.
@@ -199,6 +201,7 @@ def run(bench: ClaimsBench, progress: Callable[[float], None] | None = None) -> 
     counts = _Counts()
     nodes = [Node(f"agent-{i:03d}", NODE[0], NODE[1], gpus=NODE[2]) for i in range(bench.agents)]
     sim = PlacementSim(nodes, seed=bench.seed, loss=bench.loss, detect=bench.detect, pushpull=GOSSIP.pushpull_interval,
+                       rounds=GOSSIP.gossip_interval, tombstone_ttl=GOSSIP.tombstone_ttl,
                        on_boot=_timed_merges(counts), on_effects=_count_records(counts))
     workload = _pods(bench)
     for arrival, pod, life in workload:
@@ -228,8 +231,9 @@ def run(bench: ClaimsBench, progress: Callable[[float], None] | None = None) -> 
         "oracle": False,
         "placement_core": "edgeagent.placing.Placer over edgeagent.ledger.Ledger (the agent's own)",
         "backend": "in-memory cluster (edgeagent.memcluster), epoch-fenced binds",
-        "network": f"deterministic, seeded: {bench.loss:.0%} of records lost, 2-20 ms delays (reordering), "
-                   f"push-pull anti-entropy every {GOSSIP.pushpull_interval:g} s",
+        "network": f"deterministic, seeded: {bench.loss:.0%} of records lost, 2-20 ms delays (reordering), each agent "
+                   f"taking what reached it once per gossip round ({GOSSIP.gossip_interval * 1000:g} ms, each agent its own "
+                   f"phase), push-pull anti-entropy every {GOSSIP.pushpull_interval:g} s",
         "failure_detector": f"death notice {bench.detect:g} s after a kill (one agent killed, restarted from its journal)",
         "agents": bench.agents,
         "pods": bench.pods,

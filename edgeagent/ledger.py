@@ -123,6 +123,10 @@ class Ledger:
         """The back-end epoch our bound ``claim``'s pod was bound at."""
         return self._bound_at.get(claim.pod, claim.epoch)
 
+    def reservations_of(self, pod: str) -> list[Claim]:
+        """Our unreleased claims on ``pod``: :meth:`reservations` for one pod, without a scan of every pod."""
+        return [claim for claim in self._own.get(pod, {}).values() if not claim.flags & RELEASED]
+
     def reservations(self) -> Iterator[Claim]:
         """Our unreleased claims: what our node's capacity is reserved for."""
         for claims in self._own.values():

@@ -186,6 +186,8 @@ class Placer:
         """Our own Lifeguard health score (0 = healthy): high means we, not our peers, are the problem."""
         self._quorum_since: float | None = now
         """Since when we have held quorum and health without a break (None: not now)."""
+        self._owing: bool | None = False
+        """Whether a dead peer's pods are owed a re-placement (None: not known since a member changed)."""
         self._out: list[Effect] = []
         self._restore_reservations()
 
@@ -240,6 +242,7 @@ class Placer:
         peer = self._peers.get(member)
         if peer is None or not peer.alive:
             return self._flush()
+        self._owing = None
         trusted = self._has_quorum()  # judged before this death counts: suspects already count against us
         peer.alive, peer.suspect = False, False
         self._view = None
@@ -305,6 +308,7 @@ class Placer:
                 self._replace(peer, now)
 
     def _replace(self, peer: _Peer, now: float) -> None:
+        self._owing = None
         peer.grace_until = peer.owed_since = None
         if not self._has_quorum():
             peer.owed_since = now
@@ -323,6 +327,7 @@ class Placer:
     def member_alive(self, member: str, now: float) -> list[Effect]:
         peer = self._peers.get(member)
         if peer is not None:
+            self._owing = None
             peer.alive, peer.suspect, peer.grace_until, peer.owed_since = True, False, None, None
             self._view = None
             self._quorum_changed(now)
@@ -405,7 +410,9 @@ class Placer:
         if self._state_dirty:
             times.append(self._state_at + STATE_EVERY)
         times.extend(p.grace_until for p in self._peers.values() if p.grace_until is not None)
-        if self._quorum_since is not None and any(p.owed_since is not None and not p.alive for p in self._peers.values()):
+        if self._owing is None:  # a scan of the peers only after a member changed, not at every call
+            self._owing = any(p.owed_since is not None and not p.alive for p in self._peers.values())
+        if self._quorum_since is not None and self._owing:
             times.append(self._quorum_since + self.settings.quorum_settle)
         return min(times)
 
@@ -553,7 +560,7 @@ class Placer:
     def _follow_epoch(self, uid: str, epoch: int, now: float) -> None:
         """The back end is at ``epoch``: a claim of ours below it must lose, so raise the CRDT epoch."""
         replica = self.ledger.replica
-        mine = [c for c in self.ledger.reservations() if c.pod == uid]
+        mine = self.ledger.reservations_of(uid)
         if not mine or min(c.epoch for c in mine) >= epoch:
             return
         while replica.epoch(uid) < epoch:
@@ -580,7 +587,7 @@ class Placer:
         replayed ledger holds no claim of ours and the winner is elsewhere. With no record of
         a winner (a wiped journal, a compacted pod) nothing is stopped.
         """
-        if uid in self._evicted or any(c.pod == uid for c in self.ledger.reservations()):
+        if uid in self._evicted or self.ledger.reservations_of(uid):
             return
         winner = self.ledger.replica.winner(uid)
         if winner is None or winner.node == self.node.name:
@@ -604,7 +611,7 @@ class Placer:
                 self._publish_claims(uid)
                 self._free(uid)
                 self._kick(now)
-        elif uid not in self._binding and any(c.pod == uid for c in self.ledger.reservations()):
+        elif uid not in self._binding and self.ledger.reservations_of(uid):
             self.ledger.bump_epoch(uid)  # gone before it ran anywhere: our claim has nothing left to win
             self._publish_claims(uid)
         self._release_losers(now)

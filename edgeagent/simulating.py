@@ -7,12 +7,18 @@ and binds answer after a millisecond. Killing an agent stops its deliveries and,
 ``detect`` seconds later, tells the others it is dead; reviving it replays its
 ledger from its journal operations, as a restarted daemon would. Everything is a
 function of the seed, so a failing scenario replays exactly.
+
+With ``rounds`` each agent takes its inputs (gossip records, watch events) in turns, one
+per round, in arrival order: what a daemon does with the records of a gossip packet,
+which it commits and re-arms for once per event-loop turn. Large fleets need it: one
+turn per record is one deadline scan per record.
 """
 
 from __future__ import annotations
 
 import functools
 import heapq
+import math
 import random
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -46,14 +52,19 @@ class PlacementSim:
     def __init__(self, nodes: Sequence[Node], settings: PlacementSection | None = None, seed: int = 0,
                  delay: tuple[float, float] = (0.002, 0.02), loss: float = 0.0, detect: float = 1.0,
                  on_boot: Callable[[Placer], None] | None = None,
-                 on_effects: Callable[[str, list[Effect]], None] | None = None, pushpull: float | None = None) -> None:
+                 on_effects: Callable[[str, list[Effect]], None] | None = None, pushpull: float | None = None,
+                 rounds: float | None = None, tombstone_ttl: float = 30.0) -> None:
         """``on_boot`` sees every placer as it starts (first boot and each revival), ``on_effects`` every
         effect an agent emits, before it is carried out: benches instrument and count there.
 
         ``pushpull`` (seconds) turns on the gossip layer's record semantics: each (owner, key)
         record is versioned, an older version arriving after a newer one is dropped, and every
         ``pushpull`` seconds each live agent swaps what the other lacks with one random live
-        peer (anti-entropy repairs lost records, as gossip's push-pull does)."""
+        peer (anti-entropy repairs lost records, as gossip's push-pull does); a withdrawn
+        record's tombstone is forgotten ``tombstone_ttl`` seconds after it arrived.
+
+        ``rounds`` (seconds): inputs reaching an agent are taken at the end of the round they
+        arrive in, together and in arrival order (see the module docstring); None: each on arrival."""
         self.now = 0.0
         self.rng = random.Random(seed)
         self.settings = settings or PlacementSection()
@@ -73,9 +84,18 @@ class PlacementSim:
         self._seq = 0
         self._on_boot = on_boot
         self.pushpull = pushpull
-        self._versions: dict[str, dict[tuple[str, str], tuple[int, object]]] = {}
-        """With ``pushpull``: per agent, the newest (version, value) it holds of each (owner, key) record."""
+        self._versions: dict[str, dict[tuple[str, str], int]] = {}
+        """With ``pushpull``: per agent, the newest version it holds of each (owner, key) record."""
+        self._values: dict[int, object] = {}
+        """With ``pushpull``: each published version's value (versions are unique across the run)."""
         self._version = 0
+        self.tombstone_ttl = tombstone_ttl
+        self._tombstones: dict[str, list[tuple[float, tuple[str, str], int]]] = {}
+        """With ``pushpull``: per agent, (arrival, record, version) of the withdrawals it holds, oldest first."""
+        self.rounds = rounds
+        self._inbox: dict[tuple[str, int], list[tuple[float, int, Callable[[Placer], list[Effect]]]]] = {}
+        """With ``rounds``: (agent, round number) -> (arrival, order, input) waiting for that round's end."""
+        self._offsets = {name: i * (rounds or 0.0) / len(nodes) for i, name in enumerate(self.nodes)}
         self._on_effects = on_effects
         self._due: dict[str, float] = {}
         """Each live agent's next deadline, refreshed after every call into it."""
@@ -117,6 +137,7 @@ class PlacementSim:
         self.down.add(name)
         self._due.pop(name, None)
         self._versions.pop(name, None)  # a restarted gossip layer starts empty
+        self._tombstones.pop(name, None)
         for other in self.agents:
             if other != name:
                 self.at(self.now + self.detect, functools.partial(self._call, other, lambda p: p.member_dead(name, self.now)))
@@ -184,12 +205,39 @@ class PlacementSim:
         if name not in self.down:
             self._effects(name, step(self.agents[name]))
 
+    def _later(self, target: str, step: Callable[[Placer], list[Effect]]) -> None:
+        """Hand ``step`` to ``target`` after a seeded network delay: on arrival, or at the end of its round."""
+        low, high = self.delay
+        at = self.now + (low + (high - low) * self.rng.random())  # rng.uniform's arithmetic, without its call
+        if self.rounds is None:
+            self.at(at, functools.partial(self._call, target, step))
+            return
+        offset = self._offsets[target]  # agents' turns are not in step: each has its own phase
+        index = math.ceil((at - offset) / self.rounds)
+        self._seq += 1
+        box = self._inbox.get((target, index))
+        if box is None:
+            box = self._inbox[(target, index)] = []
+            self.at(index * self.rounds + offset, functools.partial(self._take_round, target, index))
+        box.append((at, self._seq, step))
+
+    def _take_round(self, target: str, index: int) -> None:
+        """``target`` takes what reached it in its round ``index``, in arrival order, as one turn."""
+        arrivals = self._inbox.pop((target, index))
+        if target in self.down:
+            return
+        placer = self.agents[target]
+        arrivals.sort()  # by arrival, then send order (unique): the steps themselves are never compared
+        effects: list[Effect] = []
+        for _, _, step in arrivals:
+            effects.extend(step(placer))
+        self._effects(target, effects)
+
     def _on_update(self, update: PodUpdate) -> None:
         for name in self.agents:
             if name in self.cut:
                 continue
-            self.at(self.now + self.rng.uniform(*self.delay),
-                    functools.partial(self._call, name, functools.partial(self._pod_update, update)))
+            self._later(name, functools.partial(self._pod_update, update))
 
     def _pod_update(self, update: PodUpdate, placer: Placer) -> list[Effect]:
         return placer.pod_update(update, self.now)
@@ -197,17 +245,41 @@ class PlacementSim:
     def _deliver(self, source: str, target: str, key: str, value: object, version: int = 0) -> None:
         if self.rng.random() < self.loss or source in self.cut or target in self.cut:
             return
-        self.at(self.now + self.rng.uniform(*self.delay), lambda: self._arrive(source, target, key, value, version))
+        self._later(target, functools.partial(self._arrive, source, target, key, value, version, ""))
 
-    def _arrive(self, owner: str, target: str, key: str, value: object, version: int, relay: str = "") -> None:
+    def _broadcast(self, source: str, key: str, value: object, version: int) -> None:
+        """:meth:`_deliver` to every other agent (the same draws, in the same order), without a call per peer."""
+        chance, loss, cut, arrive, later = self.rng.random, self.loss, self.cut, self._arrive, self._later
+        for target in self.agents:
+            if target != source and not (chance() < loss or source in cut or target in cut):
+                later(target, functools.partial(arrive, source, target, key, value, version, ""))
+
+    def _arrive(self, owner: str, target: str, key: str, value: object, version: int, relay: str,
+                placer: Placer) -> list[Effect]:
         if (relay or owner) in self.down or target in self.down:
-            return
+            return []
         if self.pushpull is not None and version:  # version 0: a direct resend on rejoin, not a gossip record
             held = self._versions.setdefault(target, {})
-            if held.get((owner, key), (0, None))[0] >= version:
-                return  # gossip keeps the newest version of a record: an older one arriving late is dropped
-            held[(owner, key)] = (version, value)
-        self._call(target, lambda p: p.record(owner, key, value, self.now))
+            if held.get((owner, key), 0) >= version:
+                return []  # gossip keeps the newest version of a record: an older one arriving late is dropped
+            held[(owner, key)] = version
+            if value is None:
+                self._tombstones.setdefault(target, []).append((self.now, (owner, key), version))
+        return placer.record(owner, key, value, self.now)
+
+    def _forget_tombstones(self, name: str) -> None:
+        """Gossip forgets a withdrawn record ``tombstone_ttl`` after it arrived (unless a newer version replaced it)."""
+        tombstones, held = self._tombstones.get(name), self._versions.get(name)
+        if not tombstones or held is None:
+            return
+        expired = 0
+        for when, record, version in tombstones:
+            if when > self.now - self.tombstone_ttl:
+                break
+            expired += 1
+            if held.get(record) == version:
+                del held[record]
+        del tombstones[:expired]
 
     def _pushpull(self, name: str) -> None:
         """One anti-entropy exchange: ``name`` and a random live peer each receive the records the other has newer."""
@@ -216,12 +288,15 @@ class PlacementSim:
         if name in self.down or name in self.cut or not peers:
             return
         peer = self.rng.choice(peers)
+        self._forget_tombstones(name)
+        self._forget_tombstones(peer)
         mine, theirs = self._versions.setdefault(name, {}), self._versions.setdefault(peer, {})
         for src, dst, have, lack in ((peer, name, theirs, mine), (name, peer, mine, theirs)):
-            for (owner, key), (version, value) in list(have.items()):
-                if owner != dst and lack.get((owner, key), (0, None))[0] < version:
-                    self.at(self.now + self.rng.uniform(*self.delay),
-                            functools.partial(self._arrive, owner, dst, key, value, version, src))
+            # what differs, found at C speed, in version order (set order would depend on the hash seed)
+            for (owner, key), version in sorted(have.items() - lack.items(), key=lambda item: item[1]):
+                if owner != dst and lack.get((owner, key), 0) < version:
+                    value = self._values[version]
+                    self._later(dst, functools.partial(self._arrive, owner, dst, key, value, version, src))
 
     def _effects(self, name: str, effects: list[Effect]) -> None:
         placer = self.agents[name]
@@ -237,10 +312,11 @@ class PlacementSim:
             if isinstance(effect, Publish):
                 self._version += 1
                 if self.pushpull is not None:
-                    self._versions.setdefault(name, {})[(name, effect.key)] = (self._version, effect.value)
-                for other in self.agents:
-                    if other != name:
-                        self._deliver(name, other, effect.key, effect.value, self._version)
+                    self._versions.setdefault(name, {})[(name, effect.key)] = self._version
+                    self._values[self._version] = effect.value
+                    if effect.value is None:
+                        self._tombstones.setdefault(name, []).append((self.now, (name, effect.key), self._version))
+                self._broadcast(name, effect.key, effect.value, self._version)
             elif isinstance(effect, Bind):
                 self.at(self.now + BIND_DELAY, functools.partial(self._bind, name, effect))
             elif isinstance(effect, ReportNode):
