@@ -56,15 +56,16 @@ Line = dict[str, Any]
 class LoopSettings:
     regions: int = 3
     agents_per_region: int = 3
-    rounds: int = 8
+    rounds: int = 10
     cold_start: str = "random"
     prox: float = 1e-6
     window: int = 200
     warmup_s: float = 8.0
     deadline_s: float = 30.0
     canary: int = 1
+    canary_weight: float = 0.2
     eval_nodes: int = 128
-    eval_seeds: int = 2
+    eval_seeds: int = 4
     rate: float = 5.0
     """Pod arrivals per second per region (while fewer than MAX_PENDING wait)."""
     life: float = 6.0
@@ -222,6 +223,7 @@ async def run_federation(fleet: LoopFleet, tag: str, overrides: dict[str, str | 
     config = {
         "run-tag": tag, "num-rounds": s.rounds, "round-deadline-s": s.deadline_s, "seed": s.seed, "cold-start": s.cold_start,
         "prox": s.prox, "window": s.window, "warmup-s": s.warmup_s, "min-clients": s.regions, "canary": s.canary,
+        "canary-weight": s.canary_weight,
         "eval-nodes": s.eval_nodes, "eval-seeds": s.eval_seeds, "traces": s.traces or "",
         "fleet-file": str(loopconfig.write_fleet(fleet.workdir / "fleet.json", fleet.infos)),
         "registry-dir": str(workdir / "registry"), "report-file": str(report), **overrides,
@@ -310,7 +312,8 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
     result: dict[str, Any] = {
         "metric": start["metric"], "higher_is_better": start["higher_is_better"], "cold_start": start["cold_start"],
         "rounds": [{k: line.get(k) for k in ("round", "metric", "model_version", "canary", "round_wall_s", "bytes_up", "bytes_down",
-                                             "candidate", "canary_metric", "answered", "examples", "agents_on_version")}
+                                             "candidate", "canary_metric", "candidate_metric", "answered", "examples",
+                                             "agents_on_version", "phases_s")}
                    for line in learning],
         "first_metric": start["first_metric"],
         "final_metric": learning[-1]["metric"],
@@ -332,8 +335,10 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
             "engine": "flower deployment engine: 1 SuperLink + 1 SuperNode per region (real processes, loopback)",
             "supernode_rss_mib": max(supernode, default=0.0), "pods_placed_by_agents": placed,
             "learner": f"proximal least squares on the linear part (prox {settings.prox}), newest {settings.window} rows per agent",
-            "canary": f"{settings.canary} agent(s) of {len(fleet.agents)}; promoted when the fleet during the canary stays within "
-                      "0.5% of the current fleet metric and the fleet with the candidate everywhere does not drop below it",
+            "canary": f"{settings.canary} agent(s) of {len(fleet.agents)} scoring {settings.canary_weight:.0%} of their decisions "
+                      "(by pod uid) with the candidate; promoted when the fleet during the canary stays within 0.5% of the current "
+                      "fleet metric and the fleet with the candidate everywhere does not drop below it",
+            "round_wall": "time between consecutive verdicts: round r+1's regional training runs while round r's candidate is judged",
             "wall_s": round(time.monotonic() - started, 1),
         },
     }

@@ -51,7 +51,7 @@ def _common(f: Any) -> Any:
     for option in reversed([
         click.option("--regions", type=click.IntRange(2, 6), default=3, show_default=True, help="regions (twin clusters, one SuperNode each)"),
         click.option("--agents-per-region", type=click.IntRange(2, 8), default=3, show_default=True),
-        click.option("--rounds", type=click.IntRange(1, 50), default=8, show_default=True),
+        click.option("--rounds", type=click.IntRange(1, 50), default=10, show_default=True, help="rounds (the goal: reach the best heuristic within 10)"),
         click.option("--cold-start", type=click.Choice(COLD_STARTS), default="random", show_default=True,
                      help="where the policy starts (never a copy of the heuristic it is compared with)"),
         click.option("--rate", type=click.FloatRange(0.5, 50), default=5.0, show_default=True, help="pod arrivals per second per region"),

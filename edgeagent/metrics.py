@@ -80,8 +80,10 @@ class AgentMetrics:
         ):
             family(f"fedplane_agent_{name}", "gauge", doc, [f"fedplane_agent_{name} {value}"])
         scorer = self.placer.scorer
-        family("fedplane_agent_model_info", "gauge", "Policy in use: its version and its artifact (registry version) name",
-               [f'fedplane_agent_model_info{{version="{_label(scorer.version)}",artifact="{_label(scorer.artifact)}"}} 1'])
+        family("fedplane_agent_model_info", "gauge",
+               "Policy in use: its version, its artifact (registry version) name and the artifact on canary trial, if any",
+               [f'fedplane_agent_model_info{{version="{_label(scorer.version)}",artifact="{_label(scorer.artifact)}",'
+                f'canary="{_label(scorer.canary)}"}} 1'])
         family("fedplane_agent_decision_seconds", "histogram", "From seeing a pod pending to binding it here",
                self.decisions.samples("fedplane_agent_decision_seconds"))
         for name, kind, doc, reading in self._process():

@@ -9,6 +9,10 @@ or the heuristic — stays. onnxruntime is imported only when a model is present
 board without models runs the best-fit heuristic; a board without onnxruntime (armv7, no
 wheel) takes the model's features and scores them with the FGD heuristic the model imitates,
 so its claims are on the same scale as its ONNX peers' (scorer version ``heuristic-fgd``).
+
+A ``canary`` subdirectory (:mod:`federated.runtime.canary`: one artifact and a ``weight``) puts
+a candidate model on trial: it scores that share of the decisions (by pod uid, the rule the
+loop's fleet metric replays) and the current model the rest; removing the directory ends it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ import numpy as np
 
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
+from federated.runtime.canary import DIRECTORY as CANARY_DIR
+from federated.runtime.canary import WEIGHT as CANARY_WEIGHT
+from federated.runtime.canary import takes_canary
 
 from edgeagent.scoring import Assessment
 
@@ -52,6 +59,8 @@ class LearnedScorer:
         """The artifact's directory name (the registry version, e.g. ``v000003``)."""
         return self.runtime.artifact.path.name if self.runtime.artifact is not None else ""
 
+    canary = ""
+
     def score(self, pod: Pod, table: NodeTable) -> float:
         return self.assess(pod, table).score
 
@@ -75,6 +84,48 @@ class LearnedScorer:
         return float(now[0])
 
 
+class CanaryScorer:
+    """The current model with a candidate on trial for the ``weight`` share of decisions (by pod uid).
+
+    ``version`` names the model that made the last assessment, so a claim is attributed to the
+    model that scored it; the device pick and fragmentation that follow come from the same model.
+    """
+
+    def __init__(self, current: LearnedScorer, candidate: LearnedScorer, weight: float) -> None:
+        self.current = current
+        self.candidate = candidate
+        self.weight = weight
+        self._last = current
+
+    @property
+    def version(self) -> str:
+        return self._last.version
+
+    @property
+    def artifact(self) -> str:
+        return self.current.artifact
+
+    @property
+    def canary(self) -> str:
+        return self.candidate.artifact
+
+    def _pick(self, pod: Pod) -> LearnedScorer:
+        self._last = self.candidate if takes_canary(pod.uid, self.weight) else self.current
+        return self._last
+
+    def score(self, pod: Pod, table: NodeTable) -> float:
+        return self._pick(pod).score(pod, table)
+
+    def assess(self, pod: Pod, table: NodeTable) -> Assessment:
+        return self._pick(pod).assess(pod, table)
+
+    def devices(self, pod: Pod, table: NodeTable) -> tuple[int, ...] | None:
+        return self._pick(pod).devices(pod, table)
+
+    def fragmentation(self, table: NodeTable) -> float:
+        return self._last.fragmentation(table)
+
+
 def _natural(name: str) -> list[object]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
@@ -88,16 +139,47 @@ class ModelWatcher:
         self.failures = 0
         self._scorer: LearnedScorer | None = None
         self._failed: dict[str, float] = {}
+        self._trial: tuple[LearnedScorer, float] | None = None
+        self._trial_state: tuple[str, float, float] | None = None
 
-    def scan(self) -> LearnedScorer | None:
-        """The scorer after a newer verified version loaded, else None (nothing new, or it failed)."""
-        try:
-            versions = sorted((d for d in self.directory.iterdir() if d.is_dir()), key=lambda d: _natural(d.name))
-        except OSError:
+    def scan(self) -> LearnedScorer | CanaryScorer | None:
+        """The scorer after a newer verified version or a canary change loaded, else None (nothing new, or it failed)."""
+        changed = self._scan_versions()
+        changed = self._scan_canary() or changed
+        if not changed or self._scorer is None:
             return None
+        return CanaryScorer(self._scorer, self._trial[0], self._trial[1]) if self._trial else self._scorer
+
+    def _scan_canary(self) -> bool:
+        """Load, replace or drop the canary; True when the scorer to use changed."""
+        state = _canary_state(self.directory / CANARY_DIR)
+        if state == self._trial_state:
+            return False
+        self._trial_state, had = state, self._trial is not None
+        self._trial = None
+        if state is None or self._scorer is None:
+            return had
+        name, weight, _ = state
+        from federated.runtime.scorer import PolicyRuntime
+
+        try:
+            self._trial = (LearnedScorer(PolicyRuntime(self.directory / CANARY_DIR / name)), weight)
+        except (ValueError, OSError, ImportError) as exc:
+            self.failures += 1
+            log.warning("canary model %s refused, keeping %s for every decision: %s", name, self.current, exc)
+            return had
+        log.info("canary model %s on %.0f%% of decisions", name, 100 * weight)
+        return True
+
+    def _scan_versions(self) -> bool:
+        try:
+            versions = sorted((d for d in self.directory.iterdir() if d.is_dir() and d.name != CANARY_DIR),
+                              key=lambda d: _natural(d.name))
+        except OSError:
+            return False
         for candidate in reversed(versions):
             if candidate.name == self.current:
-                return None
+                return False
             stamp = _stamp(candidate)
             if self._failed.get(candidate.name) == stamp:
                 continue
@@ -110,8 +192,8 @@ class ModelWatcher:
                 continue
             self.current = candidate.name
             log.info("policy model %s loaded", self._scorer.version if self._scorer else "?")
-            return self._scorer
-        return None
+            return True
+        return False
 
     def _load(self, directory: Path) -> None:
         from federated.runtime.scorer import PolicyRuntime, onnxruntime_available
@@ -123,6 +205,18 @@ class ModelWatcher:
             self._scorer = LearnedScorer(PolicyRuntime(directory))
         else:
             self._scorer.runtime.swap(directory)  # verifies and opens first: on error the current model stays
+
+
+def _canary_state(directory: Path) -> tuple[str, float, float] | None:
+    """(artifact name, weight, manifest time) of a complete canary directory, else None."""
+    try:
+        names = [d.name for d in directory.iterdir() if d.is_dir()]
+        weight = float((directory / CANARY_WEIGHT).read_text())
+    except (OSError, ValueError):
+        return None
+    if len(names) != 1 or not 0 < weight <= 1:
+        return None
+    return names[0], weight, _stamp(directory / names[0])
 
 
 def _stamp(directory: Path) -> float:

@@ -46,6 +46,11 @@ class Scorer(Protocol):
         """The model artifact's name (its registry version), empty for the heuristic."""
         ...
 
+    @property
+    def canary(self) -> str:
+        """The artifact on trial for a share of the decisions (a weighted canary), empty when none."""
+        ...
+
     def score(self, pod: Pod, table: NodeTable) -> float: ...
 
     def assess(self, pod: Pod, table: NodeTable) -> Assessment: ...
@@ -93,6 +98,7 @@ class HeuristicScorer:
 
     version = "heuristic"
     artifact = ""
+    canary = ""
 
     def __init__(self, load: Callable[[], float] = lambda: 0.0) -> None:
         self.load = load

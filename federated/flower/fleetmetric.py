@@ -26,6 +26,7 @@ from fedcore.scheduling.profiles import ProfileContext
 from fedcore.traces import locate, openb
 from fedcore.twin import submission
 from federated import splits
+from federated.runtime.canary import takes_canary
 from federated.runtime.plugin import LearnedScore, normalize, profile_for
 from federated.runtime.scorer import PolicyRuntime
 
@@ -67,12 +68,13 @@ class HeldOut:
         """The fleet metric with every node scoring through ``model_dir``'s int8 model."""
         return self._mean(lambda ctx: profile_for(_runtime(model_dir, ctx), ctx.workload))
 
-    def mixed(self, current: Path, candidate: Path, share: float) -> float:
-        """The fleet metric while a ``share`` of nodes (spread evenly) runs ``candidate`` and the rest ``current``."""
+    def mixed(self, current: Path, candidate: Path, share: float, weight: float = 1.0) -> float:
+        """The fleet metric while a ``share`` of nodes (spread evenly) runs ``candidate`` on the ``weight`` share of
+        decisions :func:`takes_canary` routes to it, and ``current`` everywhere else."""
         canary = np.zeros(len(self.nodes), dtype=bool)
         count = max(1, round(share * len(self.nodes)))
         canary[np.linspace(0, len(self.nodes) - 1, count).round().astype(int)] = True
-        return self._mean(lambda ctx: _mixed_profile(_runtime(current, ctx), _runtime(candidate, ctx), canary, ctx))
+        return self._mean(lambda ctx: _mixed_profile(_runtime(current, ctx), _runtime(candidate, ctx), canary, weight, ctx))
 
 
 def _runtime(model_dir: Path, ctx: ProfileContext) -> PolicyRuntime:
@@ -80,12 +82,15 @@ def _runtime(model_dir: Path, ctx: ProfileContext) -> PolicyRuntime:
 
 
 class _MixedScore(LearnedScore):
-    """Canary rows score with ``candidate``, the others with the current runtime; one normalisation for all."""
+    """Canary rows score the pods :func:`takes_canary` routes to ``candidate`` with it, the rest with the current
+    runtime; one normalisation for all."""
 
-    def __init__(self, current: PolicyRuntime, candidate: PolicyRuntime, canary: np.ndarray, workload: list[Pod]) -> None:
+    def __init__(self, current: PolicyRuntime, candidate: PolicyRuntime, canary: np.ndarray, weight: float,
+                 workload: list[Pod]) -> None:
         super().__init__(current, workload)
         self.candidate = candidate
         self.canary = canary
+        self.weight = weight
         self._candidate_prepared: NodeTable | None = None
 
     def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
@@ -95,11 +100,14 @@ class _MixedScore(LearnedScore):
         if self._candidate_prepared is not table:
             self.candidate.prepare(table, self.workload)
             self._candidate_prepared = table
-        scores = np.where(self.canary[rows], self.candidate.scores(pod, table, rows), self.runtime.scores(pod, table, rows))
-        return normalize(scores)
+        current = self.runtime.scores(pod, table, rows)
+        if not takes_canary(pod.uid, self.weight):
+            return normalize(current)
+        return normalize(np.where(self.canary[rows], self.candidate.scores(pod, table, rows), current))
 
 
-def _mixed_profile(current: PolicyRuntime, candidate: PolicyRuntime, canary: np.ndarray, ctx: ProfileContext) -> Profile:
-    plugin = _MixedScore(current, candidate, canary, list(ctx.workload))
+def _mixed_profile(current: PolicyRuntime, candidate: PolicyRuntime, canary: np.ndarray, weight: float,
+                   ctx: ProfileContext) -> Profile:
+    plugin = _MixedScore(current, candidate, canary, weight, list(ctx.workload))
     base = profile_for(current, ctx.workload)
     return Profile("learned-canary", base.filters, [(plugin, 1.0)], devices=plugin)

@@ -31,12 +31,13 @@ DEFAULTS: dict[str, str | int | float] = {
     "krum-malicious": 1,
     "min-clients": 3,
     "canary": 1,
+    "canary-weight": 0.2,
     "tolerance": 0.0,
     "canary-tolerance": 0.005,
     "drill-round": 0,
     "baselines": 0,
     "eval-nodes": 128,
-    "eval-seeds": 2,
+    "eval-seeds": 4,
     "swap-timeout-s": 15.0,
     "traces": "",
     "fleet-file": "",
@@ -87,6 +88,8 @@ class LoopConfig:
     strategy: StrategyConfig
     canary: int
     """Agents that get a candidate first."""
+    canary_weight: float
+    """Share of the canary agents' decisions the candidate makes (by pod uid), the rest stay on the current model."""
     tolerance: float
     """Relative drop of the fleet metric a candidate may cause once everywhere and still be promoted."""
     canary_tolerance: float
@@ -123,7 +126,7 @@ class LoopConfig:
                 strategy=StrategyConfig(rule=str(values["strategy"]), clip_median_factor=as_float(values, "clip-median-factor"),
                                         trim_beta=as_float(values, "trim-beta"), krum_malicious=as_int(values, "krum-malicious"),
                                         min_clients=as_int(values, "min-clients")),
-                canary=as_int(values, "canary"), tolerance=as_float(values, "tolerance"),
+                canary=as_int(values, "canary"), canary_weight=as_float(values, "canary-weight"), tolerance=as_float(values, "tolerance"),
                 canary_tolerance=as_float(values, "canary-tolerance"), drill_round=as_int(values, "drill-round"),
                 baselines=bool(as_int(values, "baselines")), eval_nodes=as_int(values, "eval-nodes"),
                 eval_seeds=as_int(values, "eval-seeds"), swap_timeout_s=as_float(values, "swap-timeout-s"),
@@ -134,6 +137,8 @@ class LoopConfig:
             raise ConfigError(f"bad run config: {exc}") from None
         if config.rounds < 1 or config.deadline_s <= 0 or config.prox <= 0 or config.eval_seeds < 1:
             raise ConfigError("num-rounds and eval-seeds must be at least 1; round-deadline-s and prox positive")
+        if not 0 < config.canary_weight <= 1:
+            raise ConfigError(f"canary-weight must be in (0, 1], got {config.canary_weight}")
         if not 1 <= config.canary < len(config.fleet):
             raise ConfigError(f"canary must name 1..{len(config.fleet) - 1} agents of the {len(config.fleet)} in the fleet")
         return config

@@ -13,6 +13,17 @@ from the previous global weights (so the deployed fleet never moves to a worse m
 registry's history and, with its figures, one JSON line of the report file. The agents' own
 ``/metrics`` confirm what each runs (``agents_on_version``).
 
+Rounds overlap: round r+1's training messages go out (with the global model as it stands) as
+soon as round r's replies are in, so the regions train while round r's candidate is exported,
+canaried and judged; with a near-exact local fit (tiny ``prox``) the anchor hardly matters, and
+a round costs max(training, judging) instead of their sum. ``round_wall_s`` is the time between
+consecutive verdicts (round 1: from its messages going out), so the rounds' walls add up to the
+loop's wall clock.
+
+The canary is weighted: the canary agents score the ``canary-weight`` share of their decisions
+(:func:`federated.runtime.canary.takes_canary`, by pod uid) with the candidate, the rest with
+the current model, and the mixed fleet is judged with the same routing.
+
 Before round 1 the cold start (never a copy of the heuristic it is compared with) is published,
 installed everywhere and left to place pods for ``warmup-s``: the first experience. With
 ``baselines`` set the run also measures the heuristics and central training (the same learner on
@@ -24,24 +35,27 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import ConfigRecord, Context, Message
+from flwr.app import ConfigRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.flower import fleetmetric, learner, registry, rollout, strategies
 from federated.flower.loopconfig import Agent, LoopConfig
 from federated.flower.records import ARRAYS, EXAMPLES, METRICS, from_record, to_record
-from federated.flower.serverapp import send_and_collect
+from federated.flower.serverapp import collect
 from federated.model import PlacementScorer
 from federated.runtime import experience
 from federated.runtime.features import NODE_FEATURES
 
 log = logging.getLogger("flwr")
+POLL_S = 0.2
+"""How often the ServerApp pulls the regions' replies (a reply waits at most this long)."""
 HEURISTICS = ("fgd", "bestfit", "kube-default", "random")
 app = ServerApp()
 
@@ -72,6 +86,19 @@ def canaries(config: LoopConfig) -> list[Agent]:
     regions = list(config.regions().values())
     order = [group[i] for i in range(max(map(len, regions))) for group in regions if i < len(group)]
     return order[: config.canary]
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """A round's training messages in flight."""
+
+    round: int
+    bytes: int
+    """Size of the global weights sent to each region."""
+    asked: int
+    ids: set[str]
+    end: float
+    """Monotonic deadline for replies."""
 
 
 class Phases:
@@ -124,11 +151,14 @@ def run(grid: Grid, config: LoopConfig) -> None:
     time.sleep(config.warmup_s)
     strategy = strategies.make(config.strategy)
     canary = canaries(config)
+    sent = push_round(grid, strategy, config, 1, weights)
+    mark = time.monotonic()
     for rnd in range(1, config.rounds + 1):
-        started = time.monotonic()
         phases = Phases()
-        line = train_round(grid, strategy, config, rnd, weights)
+        line = collect_round(grid, strategy, config, rnd, sent)
         phases.mark("train")
+        if rnd < config.rounds:  # the regions train the next round on the current global model while this one is judged
+            sent = push_round(grid, strategy, config, rnd + 1, weights)
         candidate = line.pop("weights")
         if rnd == config.drill_round:
             candidate, line["drill"] = bad_model(candidate if candidate is not None else weights), True
@@ -138,55 +168,63 @@ def run(grid: Grid, config: LoopConfig) -> None:
             version = registry.publish(root, to_model(candidate), types, {
                 "run": config.tag, "round": rnd, "strategy": config.strategy.rule, "clients": line["answered"],
                 "examples": line["examples"], "drill": rnd == config.drill_round})
-            registry.record(root, version.name, "canary", round=rnd, run=config.tag)
+            registry.record(root, version.name, "canary", round=rnd, run=config.tag, weight=config.canary_weight)
             phases.mark("publish")
             for agent in canary:
-                rollout.install(agent, version)
-            on_canary = rollout.wait_for({a.name: version.name for a in canary}, config.fleet, config.swap_timeout_s)
-            phases.mark("canary_swap")
-            mixed = held.mixed(current, version, len(canary) / len(config.fleet))
+                rollout.install_canary(agent, version, config.canary_weight)
+            mixed = held.mixed(current, version, len(canary) / len(config.fleet), config.canary_weight)
             everywhere = held.model(version)
             phases.mark("canary_eval")
+            both = rollout.with_canary(current.name, version.name)
+            on_canary = rollout.wait_for({a.name: both for a in canary}, config.fleet, config.swap_timeout_s)
+            phases.mark("canary_confirm")
             line.update(candidate=version.name, canary_metric=mixed, candidate_metric=everywhere,
-                        canary_agents_on_candidate=sum(v == version.name for v in on_canary.values()))
+                        canary_agents_on_candidate=sum(v == both for v in on_canary.values()))
             if mixed >= current_metric * (1.0 - config.canary_tolerance) and everywhere >= current_metric * (1.0 - config.tolerance):
                 for agent in config.fleet:
                     rollout.install(agent, version)
+                for agent in canary:
+                    rollout.drop_canary(agent)
                 current, current_metric, weights = version, everywhere, candidate
                 registry.record(root, version.name, "promoted", round=rnd, metric=current_metric, canary_metric=mixed, run=config.tag)
                 line["canary"] = "promoted"
             else:
                 for agent in canary:
-                    rollout.remove(agent, version.name)
+                    rollout.drop_canary(agent)
                 registry.record(root, version.name, "rolled_back", round=rnd, canary_metric=mixed, candidate_metric=everywhere,
                                 baseline=current_metric, run=config.tag)
                 line["canary"] = "rolled_back"
             line.update(metric=current_metric, model_version=current.name)
             phases.mark("verdict")
         seen = rollout.wait_for({a.name: current.name for a in config.fleet}, config.fleet, config.swap_timeout_s)
-        phases.mark("fleet_swap")
+        phases.mark("fleet_confirm")
         line["agents_on_version"] = sum(v == current.name for v in seen.values())
-        line["round_wall_s"] = time.monotonic() - started
-        line["phases_s"] = phases.spent
+        now = time.monotonic()
+        line["round_wall_s"], line["phases_s"], mark = now - mark, phases.spent, now
         report.write(line)
     if config.baselines:
         report.write({"event": "central", **central(config, types, held, root)})
     report.write({"event": "end", "final_metric": current_metric, "model_version": current.name})
 
 
-def train_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, weights: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Send, wait up to the deadline, aggregate: the round's figures and the aggregated ``weights`` (None if nobody answered)."""
-    sent = to_record(weights)
+def push_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, weights: dict[str, np.ndarray]) -> Sent:
+    """Send the round's training messages to every region; returns what :func:`collect_round` waits for."""
+    record = to_record(weights)
     train_config = ConfigRecord({"prox": config.prox, "window": config.window, "seed": config.seed})
-    messages = list(strategy.configure_train(rnd, sent, train_config, grid))
-    replies = send_and_collect(grid, messages, config.deadline_s)
+    messages = list(strategy.configure_train(rnd, record, train_config, grid))
+    return Sent(rnd, record.count_bytes(), len(messages), set(grid.push_messages(messages)), time.monotonic() + config.deadline_s)
+
+
+def collect_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, sent: Sent) -> dict[str, Any]:
+    """Wait up to the deadline, aggregate: the round's figures and the aggregated ``weights`` (None if nobody answered)."""
+    replies = collect(grid, sent.ids, sent.end, POLL_S)
     ok = [m for m in replies if not m.has_error()]
     record, metrics = strategy.aggregate_train(rnd, replies) if ok else (None, None)
     return {
-        "round": rnd, "asked": len(messages), "answered": len(ok), "failed": len(replies) - len(ok),
-        "missing": len(messages) - len(replies),
+        "round": rnd, "asked": sent.asked, "answered": len(ok), "failed": len(replies) - len(ok),
+        "missing": sent.asked - len(replies),
         "examples": [int(m.content.metric_records[METRICS][EXAMPLES]) for m in ok],  # type: ignore[call-overload]
-        "bytes_down": sent.count_bytes() * len(messages),
+        "bytes_down": sent.bytes * sent.asked,
         "bytes_up": sum(m.content.array_records[ARRAYS].count_bytes() for m in ok if ARRAYS in m.content.array_records),
         "train_metrics": dict(metrics) if metrics is not None else {},
         "weights": from_record(record) if record is not None else None,

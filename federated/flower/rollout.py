@@ -4,7 +4,9 @@ An agent's models directory holds one artifact per version; its watcher loads th
 verifies (:mod:`edgeagent.policy`). Installing copies the version beside the directory and
 renames it in (the watcher never sees half a model); rolling back removes the version, and the
 watcher goes back to the newest remaining one — the previous model, which was never removed.
-The truth is the agent's own ``/metrics`` (``fedplane_agent_model_info{artifact=...}``):
+A canary goes into the ``canary`` subdirectory with its weight (:mod:`federated.runtime.canary`,
+read by the agent's watcher): the agent then scores that share of its decisions with it and says so.
+The truth is the agent's own ``/metrics`` (``fedplane_agent_model_info{artifact=...,canary=...}``):
 :func:`wait_for` polls it until every agent runs what it should. No torch, no flwr.
 """
 
@@ -19,8 +21,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from federated.flower.loopconfig import Agent
+from federated.runtime import canary
 
-_INFO = re.compile(r'^fedplane_agent_model_info\{[^}]*artifact="([^"]*)"[^}]*\} 1', re.M)
+_INFO = re.compile(r'^fedplane_agent_model_info\{([^}]*)\} 1', re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
 POLL_S = 0.25
 SILENT_S = 2.0
 """An agent whose /metrics does not answer for this long is down: the rollout stops waiting for it."""
@@ -47,6 +52,27 @@ def remove(agent: Agent, name: str) -> None:
         shutil.rmtree(trash, ignore_errors=True)
 
 
+def install_canary(agent: Agent, version: Path, weight: float) -> None:
+    """Give ``version`` the ``weight`` share of the agent's decisions (replacing any canary it had), atomically."""
+    models = Path(agent.models)
+    staging = models.parent / f".incoming-canary-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(version, staging / version.name)
+    (staging / canary.WEIGHT).write_text(f"{weight}\n")
+    drop_canary(agent)
+    os.replace(staging, models / canary.DIRECTORY)
+
+
+def drop_canary(agent: Agent) -> None:
+    """End the agent's canary: every decision goes back to its current model."""
+    remove(agent, canary.DIRECTORY)
+
+
+def with_canary(current: str, candidate: str) -> str:
+    """What :func:`running` reads from an agent on ``current`` canarying ``candidate``."""
+    return f"{current}+{candidate}"
+
+
 def reset(agent: Agent) -> None:
     """Empty the agent's models directory (a new run's cold start replaces whatever it ran)."""
     models = Path(agent.models)
@@ -55,13 +81,18 @@ def reset(agent: Agent) -> None:
 
 
 def running(agent: Agent, timeout_s: float = 1.0) -> str | None:
-    """The artifact the agent says it runs (its /metrics), or None when it does not answer."""
+    """The artifact the agent says it runs (its /metrics; ``current+candidate`` during a canary), or None when it
+    does not answer."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{agent.http}/metrics", timeout=timeout_s) as reply:
             found = _INFO.search(reply.read().decode())
     except OSError:
         return None
-    return found.group(1) if found else None
+    if not found:
+        return None
+    labels = dict(_LABEL.findall(found.group(1)))
+    artifact, trial = labels.get("artifact", ""), labels.get("canary", "")
+    return with_canary(artifact, trial) if trial else artifact
 
 
 def wait_for(expected: Mapping[str, str], agents: Sequence[Agent], timeout_s: float) -> dict[str, str | None]:

@@ -117,8 +117,12 @@ def send_and_collect(grid: Grid, messages: list[Message], deadline_s: float, pol
 
     Grid.send_and_receive does the same but polls every 3 s, which adds up to 3 s to every round.
     """
-    pending = set(grid.push_messages(messages))
     end = time.monotonic() + deadline_s
+    return collect(grid, set(grid.push_messages(messages)), end, poll_s)
+
+
+def collect(grid: Grid, pending: set[str], end: float, poll_s: float = POLL_S) -> list[Message]:
+    """Pull replies to the pushed message ids ``pending`` until all arrived or the monotonic time ``end``."""
     replies: list[Message] = []
     while pending:
         got = list(grid.pull_messages(pending))

@@ -28,6 +28,8 @@ import psutil
 log = logging.getLogger(__name__)
 
 OFFLINE_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "ORT_DISABLE_TELEMETRY": "1"}
+TASK_POLL_ENV = {"FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.2"}
+"""A SuperNode's SuperExec looks for a message to run every 0.2 s instead of 1 s: up to 0.8 s less per round."""
 STOP_GRACE_S = 5.0
 
 
@@ -43,6 +45,7 @@ def flower_env(home: Path, base: Mapping[str, str] | None = None) -> dict[str, s
     interpreter's bin directory first on PATH (the SuperLink launches ``flower-superexec`` by name)."""
     env = dict(os.environ if base is None else base)
     env.update(OFFLINE_ENV)
+    env.update(TASK_POLL_ENV)
     env["FLWR_HOME"] = str(home)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env

@@ -28,7 +28,7 @@ def test_exposition_parses_as_prometheus_text_with_every_family() -> None:
     assert samples[("fedplane_agent_binds_total", ())] == 3
     assert samples[("fedplane_agent_peers_alive", ())] == 5
     assert samples[("fedplane_agent_journal_bytes", ())] == 1234
-    assert samples[("fedplane_agent_model_info", (("artifact", ""), ("version", "heuristic")))] == 1
+    assert samples[("fedplane_agent_model_info", (("artifact", ""), ("canary", ""), ("version", "heuristic")))] == 1
     assert samples[("fedplane_agent_decision_seconds_bucket", (("le", "0.025"),))] == 1
     assert samples[("fedplane_agent_decision_seconds_bucket", (("le", "0.1"),))] == 3, "le is inclusive"
     assert samples[("fedplane_agent_decision_seconds_bucket", (("le", "5.0"),))] == 3

@@ -14,6 +14,10 @@ import pytest
 import torch
 
 from edgeagent.policy import ModelWatcher
+from fedcore.nodes import Node
+from fedcore.nodetable import NodeTable
+from fedcore.pods import Pod
+from fedcore.resources import GpuRequest
 from federated.flower import aggregation, fleetmetric, learner, loopserver, registry, rollout, strategies
 from federated.flower.loopconfig import Agent
 from federated.model import PlacementScorer
@@ -51,6 +55,45 @@ def test_rollback_leaves_the_agent_on_its_previous_model(versions: list[Path], t
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no staging left behind"
 
 
+def test_a_weighted_canary_scores_its_share_of_decisions_and_ends_cleanly(versions: list[Path], tmp_path: Path) -> None:
+    """The agent scores the pods takes_canary routes to the candidate with it (and says so: claims name the model
+    that scored them, /metrics the canary); dropping the canary or promoting the candidate ends the trial."""
+    from edgeagent.policy import CanaryScorer
+    from federated.runtime.canary import takes_canary
+
+    agent = Agent("a0", "region-0", str(tmp_path / "models"), str(tmp_path), 0)
+    (tmp_path / "models").mkdir()
+    watcher = ModelWatcher(tmp_path / "models")
+    rollout.install(agent, versions[0])
+    current = watcher.scan()
+    assert current is not None and current.canary == ""
+    rollout.install_canary(agent, versions[1], 0.3)
+    trial = watcher.scan()
+    assert isinstance(trial, CanaryScorer) and (trial.artifact, trial.canary) == (versions[0].name, versions[1].name)
+    assert watcher.scan() is None, "nothing changed"
+    candidate = ModelWatcher(Path(agent.models) / "canary").scan()
+    assert candidate is not None
+    table = NodeTable([Node("n", 96000, 393216, gpus=8, gpu_model="G2")])
+    pods = [Pod(f"pod-{i}", 8000, 32768, gpu=GpuRequest(1, 500)) for i in range(200)]
+    routed = [takes_canary(p.uid, 0.3) for p in pods]
+    assert 0.2 < np.mean(routed) < 0.4
+    for pod, on_candidate in zip(pods, routed, strict=True):
+        score = trial.assess(pod, table).score
+        assert score == (candidate if on_candidate else current).score(pod, table)
+        assert trial.version == (candidate if on_candidate else current).version
+    assert current.version != candidate.version, "the two versions score differently, so the routing is what is checked"
+    rollout.drop_canary(agent)
+    assert watcher.scan() is current and current.canary == ""
+    rollout.install_canary(agent, versions[1], 0.3)
+    assert isinstance(watcher.scan(), CanaryScorer)
+    rollout.install(agent, versions[1])
+    rollout.drop_canary(agent)
+    promoted = watcher.scan()
+    assert promoted is current and promoted.artifact == versions[1].name and promoted.canary == ""
+    assert sorted(p.name for p in Path(agent.models).iterdir()) == [versions[0].name, versions[1].name]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no staging left behind"
+
+
 def test_registry_keeps_history_and_names_the_promoted_version(versions: list[Path]) -> None:
     root = versions[0].parent
     registry.record(root, versions[0].name, "promoted", round=0)
@@ -68,7 +111,8 @@ def metrics_server() -> Iterator[tuple[int, list[str]]]:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802
-            body = f'fedplane_agent_model_info{{version="abc-int8",artifact="{state[0]}"}} 1\n'.encode()
+            artifact, _, trial = state[0].partition("+")
+            body = f'fedplane_agent_model_info{{version="abc-int8",artifact="{artifact}",canary="{trial}"}} 1\n'.encode()
             self.send_response(200)
             self.end_headers()
             self.wfile.write(body)
@@ -89,6 +133,8 @@ def test_wait_for_reads_what_each_agent_says_it_runs(metrics_server: tuple[int, 
     threading.Timer(0.3, lambda: state.__setitem__(0, "v000002")).start()
     seen = rollout.wait_for({"a0": "v000002", "a1": "v000002"}, [live, dead], timeout_s=3.0)
     assert seen == {"a0": "v000002", "a1": None}
+    state[0] = rollout.with_canary("v000002", "v000003")
+    assert rollout.running(live) == "v000002+v000003"
 
 
 def test_drill_model_inverts_scores_on_the_same_scale() -> None:
@@ -106,7 +152,17 @@ def test_a_canary_of_the_current_model_is_the_current_fleet(versions: list[Path]
     """The mixed fleet with the same model on both sides is exactly the plain fleet (one score comparison)."""
     held = fleetmetric.HeldOut.load(None, nodes=16, seeds=1)
     assert held.mixed(versions[1], versions[1], 0.25) == held.model(versions[1])
+    assert held.mixed(versions[1], versions[1], 0.25, weight=0.2) == held.model(versions[1])
     assert 0.0 < held.model(versions[0]) <= 1.0
+
+
+def test_the_canary_weight_routes_decisions_between_the_two_fleets(versions: list[Path]) -> None:
+    """Every node on trial with every decision routed is the candidate's fleet; no decision routed, the current one."""
+    held = fleetmetric.HeldOut.load(None, nodes=16, seeds=1)
+    current, candidate = held.model(versions[1]), held.model(versions[0])
+    assert current != candidate
+    assert held.mixed(versions[1], versions[0], 1.0, weight=1.0) == candidate
+    assert held.mixed(versions[1], versions[0], 1.0, weight=1e-9) == current
 
 
 def test_canaries_are_spread_over_regions() -> None:
