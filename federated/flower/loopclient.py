@@ -3,8 +3,9 @@
 One SuperNode per region (the regional trainer). Node config: ``agents`` (the region's agent
 data directories, ``os.pathsep``-separated: the experience logs the agents write, read without
 touching them), ``partition-id`` and optionally ``fault`` (:mod:`federated.flower.faults`).
-Train config from the server: ``prox``, ``window``, ``seed``, ``server-round``. Only weights
-and a few figures leave the region. numpy only: no torch in this process.
+Train config from the server: ``prox``, ``window``, ``seed``, ``server-round`` and
+``not-before`` (a UNIX time: the first round is sent while the fleet is still gathering its
+first experience, and reads it once that is over). Only weights and a few figures leave the region. numpy only: no torch in this process.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def train(msg: Message, context: Context) -> Message:
     if not agents:
         raise NoExperience("this SuperNode has no 'agents' in its node config: start it with agents=<dir>[:<dir>...]")
     config = msg.content.config_records[CONFIG]
+    time.sleep(max(0.0, float(config.get("not-before", 0.0)) - time.time()))  # type: ignore[arg-type]
     started = time.monotonic()
     rows = experience.newest(agents, int(config["window"]))  # type: ignore[arg-type]
     data = learner.batch(rows)

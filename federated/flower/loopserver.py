@@ -16,9 +16,10 @@ registry's history and, with its figures, one JSON line of the report file. The 
 Rounds overlap: round r+1's training messages go out (with the global model as it stands) as
 soon as round r's replies are in, so the regions train while round r's candidate is exported,
 canaried and judged; with a near-exact local fit (tiny ``prox``) the anchor hardly matters, and
-a round costs max(training, judging) instead of their sum. ``round_wall_s`` is the time between
-consecutive verdicts (round 1: from its messages going out), so the rounds' walls add up to the
-loop's wall clock.
+a round costs max(training, judging) instead of their sum. Round 1 is dispatched when the
+warmup begins and trains when it ends (``not-before``). ``round_wall_s`` is the time between
+consecutive verdicts (round 1: from the end of the warmup), so the rounds' walls add up to the
+loop's wall clock after the warmup.
 
 The canary is weighted: the canary agents score the ``canary-weight`` share of their decisions
 (:func:`federated.runtime.canary.takes_canary`, by pod uid) with the candidate, the rest with
@@ -148,10 +149,10 @@ def run(grid: Grid, config: LoopConfig) -> None:
                   "agents_on_version": sum(v == current.name for v in seen.values()), "agents": len(config.fleet)})
     if config.baselines:
         report.write({"event": "heuristics", **{name: held.heuristic(name) for name in HEURISTICS}})
-    time.sleep(config.warmup_s)
     strategy = strategies.make(config.strategy)
     canary = canaries(config)
-    sent = push_round(grid, strategy, config, 1, weights)
+    sent = push_round(grid, strategy, config, 1, weights, config.warmup_s)  # dispatched now, trains after the warmup
+    time.sleep(config.warmup_s)
     mark = time.monotonic()
     for rnd in range(1, config.rounds + 1):
         phases = Phases()
@@ -207,12 +208,14 @@ def run(grid: Grid, config: LoopConfig) -> None:
     report.write({"event": "end", "final_metric": current_metric, "model_version": current.name})
 
 
-def push_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, weights: dict[str, np.ndarray]) -> Sent:
-    """Send the round's training messages to every region; returns what :func:`collect_round` waits for."""
+def push_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, weights: dict[str, np.ndarray], delay_s: float = 0.0) -> Sent:
+    """Send the round's training messages to every region, to train ``delay_s`` from now; returns what
+    :func:`collect_round` waits for."""
     record = to_record(weights)
-    train_config = ConfigRecord({"prox": config.prox, "window": config.window, "seed": config.seed})
+    train_config = ConfigRecord({"prox": config.prox, "window": config.window, "seed": config.seed, "not-before": time.time() + delay_s})
     messages = list(strategy.configure_train(rnd, record, train_config, grid))
-    return Sent(rnd, record.count_bytes(), len(messages), set(grid.push_messages(messages)), time.monotonic() + config.deadline_s)
+    end = time.monotonic() + delay_s + config.deadline_s
+    return Sent(rnd, record.count_bytes(), len(messages), set(grid.push_messages(messages)), end)
 
 
 def collect_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, sent: Sent) -> dict[str, Any]:
