@@ -5,7 +5,8 @@ data directories, ``os.pathsep``-separated: the experience logs the agents write
 touching them), ``partition-id`` and optionally ``fault`` (:mod:`federated.flower.faults`).
 Train config from the server: ``prox``, ``window``, ``seed``, ``server-round`` and
 ``not-before`` (a UNIX time: the first round is sent while the fleet is still gathering its
-first experience, and reads it once that is over). Only weights and a few figures leave the region. numpy only: no torch in this process.
+first experience, and reads it once that is over). Only weights and a few figures leave the
+region. numpy only: no torch in this process.
 """
 
 from __future__ import annotations

@@ -222,13 +222,14 @@ def collect_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, sent:
     """Wait up to the deadline, aggregate: the round's figures and the aggregated ``weights`` (None if nobody answered)."""
     replies = collect(grid, sent.ids, sent.end, POLL_S)
     ok = [m for m in replies if not m.has_error()]
+    up = sum(m.content.array_records[ARRAYS].count_bytes() for m in ok if ARRAYS in m.content.array_records)  # before clipping
     record, metrics = strategy.aggregate_train(rnd, replies) if ok else (None, None)
     return {
         "round": rnd, "asked": sent.asked, "answered": len(ok), "failed": len(replies) - len(ok),
         "missing": sent.asked - len(replies),
         "examples": [int(m.content.metric_records[METRICS][EXAMPLES]) for m in ok],  # type: ignore[call-overload]
         "bytes_down": sent.bytes * sent.asked,
-        "bytes_up": sum(m.content.array_records[ARRAYS].count_bytes() for m in ok if ARRAYS in m.content.array_records),
+        "bytes_up": up,
         "train_metrics": dict(metrics) if metrics is not None else {},
         "weights": from_record(record) if record is not None else None,
     }
