@@ -40,11 +40,12 @@ def progress(run: str, line: dict[str, Any], as_json: bool) -> None:
                    f"({line['agents_on_version']} agents confirm), {line['round_wall_s']:.1f} s{drill}", err=True)
 
 
-def _settings(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, traces: str | None) -> Any:
+def _settings(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, traces: str | None,
+              canary_weight: float) -> Any:
     from edgeagent.learning import LoopSettings
 
     return LoopSettings(regions=regions, agents_per_region=agents_per_region, rounds=rounds, cold_start=cold_start,
-                        rate=rate, traces=traces)
+                        rate=rate, traces=traces, canary_weight=canary_weight)
 
 
 def _common(f: Any) -> Any:
@@ -55,6 +56,8 @@ def _common(f: Any) -> Any:
         click.option("--cold-start", type=click.Choice(COLD_STARTS), default="random", show_default=True,
                      help="where the policy starts (never a copy of the heuristic it is compared with)"),
         click.option("--rate", type=click.FloatRange(0.5, 50), default=5.0, show_default=True, help="pod arrivals per second per region"),
+        click.option("--canary-weight", type=click.FloatRange(0.01, 1.0), default=0.2, show_default=True,
+                     help="share of the canary agent's decisions (by pod uid) the candidate makes before promotion"),
         click.option("--traces", default=None, help="traces directory (default: $FEDPLANE_TRACES or ../shared/traces)"),
         click.option("--workdir", type=click.Path(path_type=Path), help="keep agents' data, registry and logs here (default: a temporary directory)"),
         click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object (progress goes to stderr)"),
@@ -76,8 +79,8 @@ def _workdir(explicit: Path | None) -> tuple[Path, bool]:
 @_common
 @click.option("--strategy", type=click.Choice(["fedavg", "trimmed", "median", "krum"]), default="fedavg", show_default=True)
 @click.option("--poison", default="", help="make the last region's trainer misbehave (e.g. scale:-10; see bench federated)")
-def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, traces: str | None,
-         workdir: Path | None, as_json: bool, strategy: str, poison: str) -> None:
+def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, canary_weight: float,
+         traces: str | None, workdir: Path | None, as_json: bool, strategy: str, poison: str) -> None:
     """Run the learning loop: agents' experience -> regional Flower training -> int8 ONNX -> canary -> rollout."""
     from edgeagent.learning import LoopFleet, event, rounds_of, run_federation
     from federated.flower.faults import Fault
@@ -86,7 +89,7 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
         Fault.parse(poison)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--poison") from None
-    settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces)
+    settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight)
     root, temporary = _workdir(workdir)
 
     async def go() -> list[dict[str, Any]]:
@@ -121,12 +124,12 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
 @click.option("--poison", default="scale:-10", show_default=True, help="what the poisoned region's trainer sends")
 @click.option("--robust", type=click.Choice(["trimmed", "median", "krum"]), default="median", show_default=True)
 @click.option("--png", type=click.Path(path_type=Path), default=Path("loop-curve.png"), show_default=True, help="where the curve goes")
-def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, traces: str | None,
-               workdir: Path | None, as_json: bool, poison: str, robust: str, png: Path) -> None:
+def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, canary_weight: float,
+               traces: str | None, workdir: Path | None, as_json: bool, poison: str, robust: str, png: Path) -> None:
     """The loop's must-show: clean loop vs best heuristic vs central, rollback drill, poisoned region; one JSON object."""
     from edgeagent.learning import bench
 
-    settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces)
+    settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight)
     root, temporary = _workdir(workdir)
     try:
         result = asyncio.run(bench(settings, root, png.resolve(), poison, robust, lambda run, line: progress(run, line, as_json)))
