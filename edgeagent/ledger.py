@@ -82,8 +82,9 @@ class Ledger:
         """
         delta = wire.decode_delta(data)
         self.replica.merge(delta)
-        self._agents.update(c.agent for c in delta.claims)
-        self._agents.update(m.agent for m in delta.marks)
+        agents = self._agents
+        for record in (*delta.claims, *delta.marks):
+            agents.add(record.agent)
         self.ops.append(["merge", data])
         return delta
 

@@ -10,7 +10,10 @@ Rules, in the order a reader needs them:
 * A pending pod is claimed when our node passes fedcore's hard filters, our escrow
   holds its request, and — to keep gossip quiet — we rank among the best
   ``placement.candidates`` nodes by the heuristic estimate over the peers' gossiped
-  states. Past ``fallback_after`` anyone eligible claims.
+  states. Past ``fallback_after`` anyone eligible claims. A deferred pod is ranked again
+  when fewer than ``candidates`` of the peers that ranked above us are left unchanged
+  (a peer's new state, or its death, may drop it below us; a peer that ranked below us
+  cannot lift us by changing), not at every state any peer publishes.
 * A claim that still wins ``claim_window`` seconds after the pod's first claim reached
   us (ours or a rival's; at least a quarter window after our own) is bound at the back
   end, at the back end's epoch. Counting from the first claim bounds the wait: a node
@@ -95,7 +98,9 @@ class _Pending:
     first_claim: float | None = None
     """When the first claim on the pod at its current epoch reached us (ours or a rival's)."""
     deferred: bool = False
-    """Held back for better-ranked peers until ``fallback_after``; a change in their states ends the wait."""
+    """Held back for better-ranked peers until ``fallback_after``, or until too few of them are sure to rank above us."""
+    ahead: set[str] = field(default_factory=set)
+    """Deferred: the peers that ranked above us and have not changed since (they still do)."""
 
     def new_epoch(self, epoch: int, now: float) -> None:
         """The back end fences the pod at another epoch now: a new race, due at once."""
@@ -125,6 +130,21 @@ class _PeerView:
     """(wholly free GPUs, most milli free on one GPU) per peer, -1 where the peer did not say."""
     before_us: np.ndarray
     """Peers whose node name sorts before ours: they win score ties."""
+    members: tuple[str, ...]
+    """Each row's gossip member name."""
+    rows: dict[str, int] = field(default_factory=dict)
+    """Member name -> row."""
+
+    def __post_init__(self) -> None:
+        self.rows.update((member, row) for row, member in enumerate(self.members))
+
+    def set_row(self, row: int, state: records.NodeState, us: str) -> None:
+        """A peer's new state, written in place (peers publish twice a second: a rebuild each time costs)."""
+        self.free[row] = state.free.as_tuple()
+        self.capacity[row] = state.capacity.as_tuple()
+        self.load[row] = state.load
+        self.devices[row] = (state.gpus_whole, state.gpu_share)
+        self.before_us[row] = state.node < us
 
 
 @dataclass(slots=True)
@@ -246,6 +266,7 @@ class Placer:
         trusted = self._has_quorum()  # judged before this death counts: suspects already count against us
         peer.alive, peer.suspect = False, False
         self._view = None
+        self._rival_changed(member, now)  # it ranks no more
         self._quorum_changed(now)
         if graceful:
             peer.grace_until = now + self.settings.leave_grace
@@ -450,9 +471,11 @@ class Placer:
             self._unmislead(p.pod, now)
             return
         p.deferred = False
-        if winner is None and now < fallback and not self._among_best(p.pod):
-            p.due, p.deferred = fallback, True
-            return
+        if winner is None and now < fallback:
+            ahead = self._ranked_above_us(p.pod)
+            if len(ahead) >= self.settings.candidates > 0:
+                p.due, p.deferred, p.ahead = fallback, True, ahead
+                return
         request = p.pod.request
         assessment = self.scorer.assess(p.pod, self.table)
         score = assessment.score
@@ -623,31 +646,45 @@ class Placer:
             return False
         return all(bool(f.filter(pod, self.table)[0]) for f in self._filters)
 
-    def _among_best(self, pod: Pod) -> bool:
-        """Whether our node ranks within ``candidates`` by the heuristic over live peers' gossiped states."""
+    def _ranked_above_us(self, pod: Pod) -> set[str]:
+        """The live peers that rank above our node for ``pod`` by the heuristic over their gossiped states
+        (none when fewer than ``candidates`` peers are known, or when our own view says we cannot take it)."""
         k = self.settings.candidates
         if k == 0:
-            return True
+            return set()
         if self._view is None:
-            states = [p.state for p in self._peers.values() if p.alive and p.state is not None]
+            live = [(member, p.state) for member, p in self._peers.items() if p.alive and p.state is not None]
+            states = [state for _, state in live]
             self._view = _PeerView(
                 np.array([s.free.as_tuple() for s in states], dtype=np.float64).reshape(-1, 4),
                 np.array([s.capacity.as_tuple() for s in states], dtype=np.float64).reshape(-1, 4),
                 np.array([s.load for s in states], dtype=np.float64),
                 np.array([(s.gpus_whole, s.gpu_share) for s in states], dtype=np.int64).reshape(-1, 2),
                 np.array([s.node < self.node.name for s in states], dtype=bool),
+                tuple(member for member, _ in live),
             )
         view = self._view
         if len(view.load) < k:
-            return True
+            return set()
         request = pod.request
         mine = estimate(request, np.array([self.ledger.replica.free().as_tuple()], dtype=np.float64),
                         np.array([self.node.capacity.as_tuple()], dtype=np.float64), np.array([self.load]))[0]
         if not np.isfinite(mine):
-            return True  # our gossiped view disagrees with our filters; let the claim decide
+            return set()  # our gossiped view disagrees with our filters; let the claim decide
         theirs = estimate(request, view.free, view.capacity, view.load, pod.gpu, view.devices)
-        better = int((theirs > mine).sum()) + int(((theirs == mine) & view.before_us).sum())
-        return better < k
+        above = (theirs > mine) | ((theirs == mine) & view.before_us)
+        return {view.members[i] for i in np.flatnonzero(above)}
+
+    def _rival_changed(self, member: str, now: float) -> None:
+        """``member``'s standing changed (new state, suspected, dead): it may no longer rank above us. A pod
+        deferred to it is ranked again once fewer than ``candidates`` peers are left that surely still do,
+        not at every state change of every peer (each peer publishes twice a second: a re-rank storm)."""
+        k = self.settings.candidates
+        for p in self.pending.values():
+            if p.deferred and member in p.ahead:
+                p.ahead.discard(member)
+                if len(p.ahead) < k:
+                    p.deferred, p.due = False, min(p.due, now)
 
     def _unmislead(self, pod: Pod, now: float) -> None:
         """We cannot take ``pod`` but the state peers hold of us says we can: they may be deferring
@@ -705,10 +742,12 @@ class Placer:
             return
         peer = self._peers.setdefault(member, _Peer(state.node))
         peer.node, peer.state = state.node, state
-        self._view = None
-        for p in self.pending.values():  # the ranking changed: pods we deferred to better peers get another look
-            if p.deferred:
-                p.deferred, p.due = False, min(p.due, now)
+        row = None if self._view is None or not peer.alive else self._view.rows.get(member)
+        if row is None:
+            self._view = None
+        else:
+            self._view.set_row(row, state, self.node.name)
+        self._rival_changed(member, now)
 
     def _experience(self, uid: str, p: _Pending, outcome: str, now: float) -> None:
         """Record a decision's outcome, with the inputs and version that scored it (only model-scored

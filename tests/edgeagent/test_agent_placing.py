@@ -336,6 +336,34 @@ def test_a_pod_deferred_to_better_peers_gets_another_look_when_their_state_chang
     assert [e for e in placer.tick(0.3) if isinstance(e, Publish) and e.key == "c/p0000"], "claimed long before fallback"
 
 
+def test_a_deferred_pod_is_not_ranked_again_when_only_peers_below_us_change() -> None:
+    """Each peer publishes its state twice a second: re-ranking every deferred pod at each one is a storm
+    in a large fleet. Only a change of a peer that ranked above us can lift us into the candidates."""
+    from edgeagent import records
+    from edgeagent.clusters import PodUpdate
+    from fedcore.resources import Resources
+
+    placer = _lone_placer(Node("n01", 16000, 65536, gpus=0))
+    placer.settings = PlacementSection(candidates=1)
+    cap = Resources(16000, 65536)
+
+    def state(member: str, free_cpu: int, now: float) -> None:
+        placer.record(member, records.NODE_KEY, records.encode_node_state(
+            records.NodeState(member, cap, Resources(free_cpu, 65536), 0.0, "h", "amd64", 0, 0)), now)
+
+    state("n00", 3000, 0.0)  # fuller: ranks above us (best fit)
+    state("n02", 16000, 0.0)  # as empty as us, and sorts after us: below
+    placer.pod_update(PodUpdate(pod(0, cpu=2000), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    fallback = PlacementSection().fallback_after
+    assert placer.next_deadline() == pytest.approx(fallback), "deferred to n00"
+    state("n02", 16000, 0.3)
+    state("n02", 15500, 0.6)  # still emptier than us after the pod: still below
+    assert placer.next_deadline() == pytest.approx(fallback), "n02 never ranked above us: no re-rank"
+    state("n00", 1000, 0.9)  # n00 can no longer take it
+    assert placer.next_deadline() <= 0.9, "the one peer above us changed: ranked again at once"
+
+
 def test_a_stale_epoch_answer_rebinds_at_the_named_epoch_without_waiting_for_the_watch() -> None:
     from edgeagent.effects import Bind
 
