@@ -525,12 +525,12 @@ def _ha_failover(scenario: str, runs: int, members: int, as_json: bool) -> None:
 @click.option("--seed", default=0, show_default=True, type=int)
 @traces_option
 def demo(out_dir: str, pods: int, seed: int, traces: str | None) -> None:
-    """The main job on the embedded twin: control plane, 3 clusters in 2 regions, 9 real agents, trace pods, a cluster outage."""
+    """The main job on the embedded twin: control plane, 3 clusters in 2 regions, 9 real agents, trace pods, a cluster outage, one workload autoscaled."""
     from controlplane import demoing
     from fedcore.traces import TraceError
 
     settings = demoing.DemoSettings(pods=pods, seed=seed, traces=traces, out=Path(out_dir))
-    reporting.stderr.print("fedplane demo: starting the control plane and 9 edge agents, placing trace pods, then a cluster outage (under a minute)")
+    reporting.stderr.print("fedplane demo: starting the control plane and 9 edge agents, placing trace pods, then a cluster outage, then one workload autoscaled (under a minute)")
     try:
         run = run_stoppable(demoing.run(settings, notice=lambda m: reporting.stderr.print(f"[yellow]notice:[/yellow] {m}")))
     except (TraceError, RuntimeError) as exc:

@@ -350,3 +350,14 @@ def test_forecast_target_is_chosen_on_training_parts_only() -> None:
     assert np.array_equal(feeds[("sine", 300.0)][: s.split], other[("sine", 300.0)][: s.split])
     assert benchmarking.choose_forecast_target([s], feeds, 300.0) == benchmarking.choose_forecast_target([t], other, 300.0)
     assert benchmarking.choose_ceiling([s], feeds, 300.0, 0.85) == benchmarking.choose_ceiling([t], other, 300.0, 0.85)
+
+
+def test_demo_section_autoscales_one_workload_through_the_control_plane(tmp_path: Path) -> None:
+    from controlplane.autoscaling import demoing
+
+    section = demoing.run(None)
+    assert section["fallback"] is None and section["series"] in ("dlrm-app_87", "google2019-cpu")
+    assert section["scaling_decisions"] >= 3 and section["replicas_max"] > section["replicas_min"] >= 1
+    assert all("replicas:" in r for r in section["reasons"])
+    assert section["late_pct_after_warm"] < 1.0 and 0 < section["util_mean"] <= 100
+    assert demoing.plot(section, tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
