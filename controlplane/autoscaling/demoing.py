@@ -76,7 +76,7 @@ def run(traces: Path | None = None) -> dict[str, Any]:
                 plane.tick(clock.t)
                 s = plane.autoscaling.status("web")
                 samples.append(Sample(clock.t, s.demand, s.desired, s.ready))
-            decisions = [d for d in plane.registry.decisions(10_000) if d.kind == "autoscale"]
+            decisions = [d for d in reversed(plane.registry.decisions(10_000)) if d.kind == "autoscale"]  # oldest first
         finally:
             plane.close()
     warm = next((i for i, s in enumerate(samples) if s.ready >= s.demand), len(samples))
@@ -90,7 +90,7 @@ def run(traces: Path | None = None) -> dict[str, Any]:
         "scaling_decisions": len(decisions), "warm_after_s": samples[warm].t if served else None,
         "late_pct_after_warm": round(100 * late / max(demand, 1e-12), 3),
         "util_mean": round(100 * sum(min(1.0, s.demand / max(s.ready, 1)) for s in served) / max(len(served), 1), 1),
-        "reasons": [d.reasons[0] for d in decisions[:3]],
+        "reasons": [f"t={d.at:.0f} s: {d.reasons[0]}" for d in (decisions if len(decisions) <= 4 else decisions[:2] + decisions[-2:])],
         "timeline": [[s.t, round(s.demand, 2), s.desired, s.ready] for s in samples],
     }
 
