@@ -8,17 +8,22 @@ is sent at most ``limit`` times, a limit that grows with log N (``timeouts.retra
 Items sit in one bucket per transmit count (insertion-ordered dicts), so ``take`` walks
 them in priority order without sorting: under loss the queue holds hundreds of items
 and ``take`` runs for every packet.
+
+An item may be held back until a time (``ready_at``): news a node relays waits for its
+next gossip round (see :mod:`gossip.rounds`), so it moves one hop per round however
+many packets the node sends meanwhile.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 
 
 class BroadcastQueue:
     """Pending broadcasts keyed by subject, drained by ``take`` under a byte budget."""
 
-    __slots__ = ("_payloads", "_transmits", "_buckets")
+    __slots__ = ("_payloads", "_transmits", "_buckets", "_ready")
 
     def __init__(self) -> None:
         self._payloads: dict[Hashable, bytes] = {}
@@ -26,26 +31,38 @@ class BroadcastQueue:
         self._transmits: dict[Hashable, int] = {}
         self._buckets: list[dict[Hashable, None]] = [{}]
         """Subjects by transmit count, oldest first within a bucket."""
+        self._ready: dict[Hashable, float] = {}
+        """When each unsent item may first go out."""
 
     def __len__(self) -> int:
         return len(self._payloads)
 
-    def queue(self, subject: Hashable, payload: bytes) -> None:
-        """Queue news about subject, invalidating anything older about the same subject."""
+    def queue(self, subject: Hashable, payload: bytes, ready_at: float = -math.inf) -> None:
+        """Queue news about subject, invalidating anything older about the same subject.
+
+        It is not sent before ``ready_at`` (by default at once).
+        """
         self.drop(subject)
         self._payloads[subject] = payload
         self._transmits[subject] = 0
         self._buckets[0][subject] = None
+        if ready_at > -math.inf:
+            self._ready[subject] = ready_at
 
-    def take(self, budget: int, limit: int) -> list[bytes]:
-        """Payloads that fit in ``budget`` bytes; counts one transmission for each.
+    def take(self, budget: int, limit: int, now: float = math.inf) -> list[bytes]:
+        """Payloads ready at ``now`` that fit in ``budget`` bytes; counts one transmission for each.
 
         Items that reached ``limit`` transmissions are dropped from the queue.
         """
         chosen: list[Hashable] = []
         payloads: list[bytes] = []
+        ready = self._ready
         for bucket in self._buckets:
             for subject in reversed(bucket):
+                if ready and subject in ready:
+                    if ready[subject] > now:
+                        continue
+                    del ready[subject]
                 size = len(self._payloads[subject])
                 if size <= budget:
                     budget -= size
@@ -72,3 +89,4 @@ class BroadcastQueue:
         sent = self._transmits.pop(subject, None)
         if sent is not None:
             del self._payloads[subject], self._buckets[sent][subject]
+            self._ready.pop(subject, None)

@@ -13,6 +13,7 @@ import click
 
 from gossip import bench
 from gossip.config import GossipConfig
+from gossip.memnet import LinkModel
 
 T = TypeVar("T")
 BYTES_WINDOW = 10.0
@@ -52,6 +53,7 @@ def run(nodes: int, fanout: int, probe_interval: float, seed: int, progress: ben
         "serf_model_rounds": bench.serf_model_rounds(nodes, fanout),
         "serf_model": "Serf convergence simulator: share after r rounds = 1 / (1 + (N+1) exp(-fanout/2 * r)), computed for this N and fanout",
         "gossip_interval_s": config.gossip_interval,
+        "clock_skew_s": LinkModel().clock_skew,
         "suspicion_mult": config.suspicion_mult,
         "retransmit_mult": config.retransmit_mult,
         "digest_bytes_per_node_s": round(digest.bytes_per_node_s, 1),

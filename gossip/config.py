@@ -37,7 +37,9 @@ class GossipConfig:
     """Lifeguard local health: probe timeout and interval are multiplied by (score + 1) < this."""
     gossip_interval: float = 0.04
     """Period of one gossip round while broadcasts are queued (memberlist GossipInterval is 200 ms;
-    an idle member runs none, so a shorter round costs nothing idle and spreads a claim sooner)."""
+    an idle member runs none, so a shorter round costs nothing idle and spreads a claim sooner).
+    Rounds start on this grid of the shared (wall) clock and relayed news waits for the next one,
+    so news moves one hop per round as in the epidemic model (:func:`gossip.timeouts.next_round`)."""
     fanout: int = 3
     """Members sent to per gossip round (memberlist GossipNodes)."""
     retransmit_mult: int = 4

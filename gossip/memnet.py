@@ -45,6 +45,9 @@ class LinkModel:
     """Uniform one-way delay range; its spread reorders packets."""
     stream_bytes_per_s: float = 100e6
     """Streams add size / bandwidth to their delay."""
+    clock_skew: float = 0.001
+    """Each node's clock is off the shared one by a uniform draw from +/- this (NTP on a LAN
+    keeps hosts within about a millisecond); it shifts where the node's gossip rounds start."""
 
 
 class InMemoryNetwork:
@@ -82,7 +85,8 @@ class InMemoryNetwork:
         """Start a node now and let it join through seeds."""
         self._starts += 1  # also the epoch: a restarted name must not look like a replay
         rng = random.Random(f"{self.seed}/{name}/{self._starts}")
-        node = GossipNode(name, now=self.now, rng=rng, config=config, keyring=keyring, epoch=self._starts)
+        skew = random.Random(f"{self.seed}/{name}/clock").uniform(-self.link.clock_skew, self.link.clock_skew)
+        node = GossipNode(name, now=self.now, rng=rng, config=config, keyring=keyring, epoch=self._starts, round_offset=skew)
         self.nodes[name] = node
         self._crashed.discard(name)
         self._apply(name, node.join(seeds, self.now) if seeds else [])

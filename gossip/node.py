@@ -15,7 +15,10 @@ Rules, in the order a reader needs them:
   local awareness score, which stretches our own timeouts.
 * Dissemination: membership and record changes are queued as broadcasts and piggybacked
   on every packet, plus pushed to ``fanout`` members each gossip round, each sent a
-  bounded number of times.
+  bounded number of times. Rounds are synchronous, as in the epidemic model behind
+  Serf's convergence figures: they start on a grid of the (shared) clock, and news we
+  relay waits for our next round, so it travels one hop per round. News of our own
+  (a record we publish, a refutation, a suspicion we raise) goes out at once.
 * Anti-entropy: every push-pull interval one member gets a Bloom digest of all we hold and
   answers with what it does not cover plus its own digest, to which we answer likewise.
 * Unknown senders: a sender that is not in our table may only probe (Ping, Ack, Nack)
@@ -62,6 +65,17 @@ from gossip.wire import DropReason, WireError
 
 log = logging.getLogger("gossip")
 
+def _origin(message: Message) -> str | None:
+    """Who raised this news: the member it vouches for, its accuser or its record's owner."""
+    if isinstance(message, Alive):
+        return message.node
+    if isinstance(message, (Suspect, Dead)):
+        return message.accuser
+    if isinstance(message, Record):
+        return message.owner
+    return None
+
+
 _QUIET_DROPS = (DropReason.REPLAYED, DropReason.UNKNOWN_SENDER)
 """Expected in normal operation (duplicated datagrams, gossip racing a join): logged at debug."""
 _INTRODUCTIONS = (Ping, Ack, Nack)
@@ -90,8 +104,13 @@ class GossipNode:
         config: GossipConfig | None = None,
         keyring: Keyring | None = None,
         epoch: int = 0,
+        round_offset: float = 0.0,
     ) -> None:
-        """``name`` is also the address peers send to; ``epoch`` must grow across restarts."""
+        """``name`` is also the address peers send to; ``epoch`` must grow across restarts.
+
+        ``round_offset`` maps the driver's clock onto the cluster's shared one (the UDP
+        driver passes wall-clock minus loop time), so every node starts its gossip rounds together.
+        """
         self.name = name
         self.config = config or GossipConfig()
         self.incarnation = 0
@@ -117,8 +136,11 @@ class GossipNode:
         self._in_stream = False
         """True while handling a stream frame: fallback pings are answered over a stream."""
         self._out: list[Effect] = []
-        self._gossip_armed = False
-        """A gossip round is scheduled (only while broadcasts are queued)."""
+        self._round_offset = round_offset
+        self._round_at: float | None = None
+        """When the next gossip round starts (one is scheduled only while broadcasts are queued)."""
+        self._burst_at: float | None = None
+        """When the extra round sending news of our own at once runs (None if none is scheduled)."""
         cfg = self.config
         self._at(now + rng.uniform(0, cfg.probe_interval), self._probe_round, None)
         self._at(now + rng.uniform(0, cfg.pushpull_interval), self._pushpull_round, None)
@@ -172,16 +194,16 @@ class GossipNode:
             self._clock -= 1
             raise ValueError(f"record value is not msgpack-encodable: {exc}") from exc
         self._records.apply(self.name, key, self._clock, value, now)
-        self._broadcast((self.name, key), record)
+        self._broadcast((self.name, key), record, now)
         self._out.append(RecordEvent(self.name, key, self._clock, value))
 
     def leave(self, now: float) -> list[Effect]:
         """Announce a graceful departure; keep ticking a few gossip rounds so it spreads."""
         self._left = True
         goodbye = Dead(self.name, self.incarnation, self.name)
-        self._broadcast((self.name, None), goodbye)
+        self._broadcast((self.name, None), goodbye, now)
         for peer in self._members.sample(self._rng, self.config.fanout):
-            self._send(peer, [goodbye])
+            self._send(peer, [goodbye], now)
         return self._flush(now)
 
     def on_packet(self, src: str, data: bytes, now: float) -> list[Effect]:
@@ -237,15 +259,14 @@ class GossipNode:
     # ------------------------------------------------------------------ plumbing
 
     def _flush(self, now: float) -> list[Effect]:
-        """Hand over the effects; news queued while no gossip round is armed gets one at once.
+        """Hand over the effects, making sure a gossip round is scheduled while news is queued.
 
         Rounds run only while there is news to push, so an idle node's only timers are its
-        probe and push-pull rounds (each wake-up of an idle daemon costs CPU on a small board);
-        the first round after a quiet spell runs on the next tick instead of waiting out an interval.
+        probe and push-pull rounds (each wake-up of an idle daemon costs CPU on a small board).
         """
-        if len(self._broadcasts) and not self._gossip_armed:
-            self._gossip_armed = True
-            self._at(now, self._gossip_round, None)
+        if self._round_at is None and len(self._broadcasts):
+            self._round_at = timeouts.next_round(now, self.config.gossip_interval, self._round_offset)
+            self._at(self._round_at, self._gossip_round, self._round_at)
         out, self._out = self._out, []
         return out
 
@@ -257,16 +278,26 @@ class GossipNode:
         """Estimated N for timeouts and retransmit limits: every member we know, as memberlist."""
         return len(self._members) + 1
 
-    def _broadcast(self, subject: Hashable, message: Message) -> None:
+    def _broadcast(self, subject: Hashable, message: Message, now: float) -> None:
+        """Queue news: ours goes out at once (an extra round now), relayed news from our next round."""
         payload = wire.encode(message)
-        if len(payload) <= self.config.mtu - self._envelopes.overhead - 3:
+        if len(payload) > self.config.mtu - self._envelopes.overhead - 3:
+            return
+        if _origin(message) == self.name:
             self._broadcasts.queue(subject, payload)
+            if self._burst_at is None:
+                self._burst_at = now
+                self._at(now, self._gossip_round, None)
+        else:
+            ready = timeouts.next_round(now, self.config.gossip_interval, self._round_offset)
+            self._broadcasts.queue(subject, payload, ready)
 
-    def _send(self, to: str, messages: list[Message]) -> None:
-        """One datagram: the given messages plus as many broadcasts as fit in the MTU."""
+    def _send(self, to: str, messages: list[Message], now: float) -> None:
+        """One datagram: the given messages plus as many ready broadcasts as fit in the MTU."""
         encoded = [wire.encode(m) for m in messages]
         budget = self.config.mtu - self._envelopes.overhead - 3 - sum(map(len, encoded))
-        encoded += self._broadcasts.take(budget, timeouts.retransmit_limit(self.config.retransmit_mult, self._cluster_size()))
+        limit = timeouts.retransmit_limit(self.config.retransmit_mult, self._cluster_size())
+        encoded += self._broadcasts.take(budget, limit, now)
         if encoded:
             self._emit_data(to, self._envelopes.seal(wire.join(encoded)))
 
@@ -352,7 +383,7 @@ class GossipNode:
         if row.state == MemberState.SUSPECT:
             messages.append(Suspect(row.name, row.incarnation, self.name))  # let it refute at once
         self.metrics.probes += 1
-        self._send(row.name, messages)
+        self._send(row.name, messages, now)
         self._at(now + timeouts.scaled(self.config.probe_timeout, score), self._probe_timeout, probe)
 
     def _probe_settled(self, probe: _ProbeRound) -> bool:
@@ -365,7 +396,7 @@ class GossipNode:
             return
         helpers = self._members.sample(self._rng, self.config.indirect_checks, exclude=probe.target)
         for helper in helpers:
-            self._send(helper, [IndirectPing(probe.seq, probe.target)])
+            self._send(helper, [IndirectPing(probe.seq, probe.target)], now)
         probe.expected_nacks = len(helpers)
         if self.config.stream_fallback_ping:
             # memberlist's TCP fallback: a reliable path when datagrams are being lost
@@ -386,7 +417,7 @@ class GossipNode:
     def _relay_timeout(self, seq: int, now: float) -> None:
         relay = self._relays.pop(seq, None)
         if relay is not None:
-            self._send(relay[0], [Nack(relay[1])])
+            self._send(relay[0], [Nack(relay[1])], now)
 
     def handle_ping(self, sender: str, msg: Ping, now: float) -> None:
         if msg.target != self.name:
@@ -394,12 +425,12 @@ class GossipNode:
         if self._in_stream:  # answer a fallback ping the way it came
             self._emit_data(sender, self._seal([Ack(msg.seq)]), stream=True)
         else:
-            self._send(sender, [Ack(msg.seq)])
+            self._send(sender, [Ack(msg.seq)], now)
 
     def handle_indirect_ping(self, sender: str, msg: IndirectPing, now: float) -> None:
         seq = self._next_seq()
         self._relays[seq] = (sender, msg.seq)
-        self._send(msg.target, [Ping(seq, msg.target)])
+        self._send(msg.target, [Ping(seq, msg.target)], now)
         self._at(now + self.config.probe_timeout, self._relay_timeout, seq)
 
     def handle_ack(self, sender: str, msg: Ack, now: float) -> None:
@@ -409,7 +440,7 @@ class GossipNode:
             return
         relay = self._relays.pop(msg.seq, None)
         if relay is not None:
-            self._send(relay[0], [Ack(relay[1])])
+            self._send(relay[0], [Ack(relay[1])], now)
 
     def handle_nack(self, sender: str, msg: Nack, now: float) -> None:
         probe = self._probe
@@ -418,25 +449,25 @@ class GossipNode:
 
     # ------------------------------------------------------------------ membership
 
-    def _refute(self, accused: int) -> None:
+    def _refute(self, accused: int, now: float) -> None:
         """Someone thinks we are not alive: outbid their incarnation and say so."""
         self.incarnation = max(self.incarnation, accused) + 1
         self.metrics.refutations += 1
         self._awareness.apply(1)
-        self._broadcast((self.name, None), Alive(self.name, self.incarnation))
+        self._broadcast((self.name, None), Alive(self.name, self.incarnation), now)
 
     def _set_member(self, name: str, incarnation: int, state: MemberState, now: float, message: Message) -> None:
         row = self._members.get(name)
         previous = None if row is None else row.state
         self._members.set(name, incarnation, state, now, self._rng)
-        self._broadcast((name, None), message)
+        self._broadcast((name, None), message, now)
         if previous != state:
             self._out.append(MemberEvent(name, state, incarnation, previous))
 
     def handle_alive(self, sender: str, msg: Alive, now: float) -> None:
         if msg.node == self.name:
             if msg.incarnation > self.incarnation and not self._left:
-                self._refute(msg.incarnation)  # a past life of ours spoke: outbid it
+                self._refute(msg.incarnation, now)  # a past life of ours spoke: outbid it
             return
         row = self._members.get(msg.node)
         if row is not None and msg.incarnation <= row.incarnation:
@@ -450,7 +481,7 @@ class GossipNode:
     def _suspect(self, name: str, incarnation: int, accuser: str, now: float) -> None:
         if name == self.name:
             if incarnation >= self.incarnation and not self._left:
-                self._refute(incarnation)
+                self._refute(incarnation, now)
             return
         row = self._members.get(name)
         if row is None or incarnation < row.incarnation:
@@ -458,7 +489,7 @@ class GossipNode:
         if row.state == MemberState.SUSPECT:
             suspicion = self._suspicions.get(name)
             if suspicion is not None and suspicion.confirm(accuser):
-                self._broadcast((name, None), Suspect(name, incarnation, accuser))
+                self._broadcast((name, None), Suspect(name, incarnation, accuser), now)
                 self._at(suspicion.deadline(), self._suspicion_expired, (name, suspicion))
             return
         if row.state != MemberState.ALIVE:
@@ -480,7 +511,7 @@ class GossipNode:
     def handle_dead(self, sender: str, msg: Dead, now: float) -> None:
         if msg.node == self.name:
             if msg.incarnation >= self.incarnation and not self._left:
-                self._refute(msg.incarnation)
+                self._refute(msg.incarnation, now)
             return
         self._declare_dead(msg.node, msg.incarnation, msg.accuser, now)
 
@@ -518,7 +549,7 @@ class GossipNode:
         if row is None or row.state not in LIVE_STATES:
             return  # records live and die with their owner
         if self._records.apply(msg.owner, msg.key, msg.version, msg.value, now):
-            self._broadcast((msg.owner, msg.key), msg)
+            self._broadcast((msg.owner, msg.key), msg, now)
             self._out.append(RecordEvent(msg.owner, msg.key, msg.version, msg.value))
 
     def _reclaim(self, key: str, version: int, now: float) -> None:
@@ -529,14 +560,20 @@ class GossipNode:
 
     # ------------------------------------------------------------------ gossip and anti-entropy
 
-    def _gossip_round(self, _: None, now: float) -> None:
-        """Push queued news to ``fanout`` members; the next round follows while news remains."""
-        for peer in self._members.sample(self._rng, self.config.fanout):
-            self._send(peer, [])
-        if len(self._broadcasts):
-            self._at(now + self.config.gossip_interval, self._gossip_round, None)
+    def _gossip_round(self, start: float | None, now: float) -> None:
+        """Push ready news to ``fanout`` members; the next round follows while news remains.
+
+        ``start`` is the round's scheduled start, or None for the extra round that sends
+        news of our own at once.
+        """
+        if start is None:
+            self._burst_at = None
+        elif start != self._round_at:
+            return
         else:
-            self._gossip_armed = False
+            self._round_at = None
+        for peer in self._members.sample(self._rng, self.config.fanout):
+            self._send(peer, [], now)
 
     def _pushpull_round(self, _: None, now: float) -> None:
         cfg = self.config

@@ -36,3 +36,14 @@ def retransmit_limit(mult: int, n: int) -> int:
 def scaled(timeout: float, awareness_score: int) -> float:
     """Lifeguard: a node that is itself unhealthy waits (score + 1) times longer before accusing."""
     return timeout * (awareness_score + 1)
+
+
+def next_round(now: float, interval: float, offset: float) -> float:
+    """Start of the first gossip round at least a quarter interval after ``now``.
+
+    Rounds start where ``now + offset`` is a multiple of ``interval``; nodes whose clocks
+    agree (``offset`` maps each driver's clock onto a shared one) start them together. The
+    quarter-interval margin keeps news that arrived just after a round started, or a little
+    before by a peer's clock skew, out of that same round: news moves one hop per round.
+    """
+    return math.ceil((now + offset + interval / 4) / interval) * interval - offset

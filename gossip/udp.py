@@ -95,8 +95,10 @@ class UdpGossip:
         udp, _ = await loop.create_datagram_endpoint(lambda: _Datagrams(self), local_addr=(host, port))
         self._udp = LossyDatagrams(udp, self.loss, random.Random(self._rng.random())) if self.loss else udp
         self._name = f"{host}:{port}"
+        # rounds start on the wall clock's grid, so every host's start together (NTP keeps clocks close)
         self._node = GossipNode(
-            self._name, now=loop.time(), rng=self._rng, config=self.config, keyring=self._keyring, epoch=self._epoch
+            self._name, now=loop.time(), rng=self._rng, config=self.config, keyring=self._keyring, epoch=self._epoch,
+            round_offset=time.time() - loop.time(),
         )
         self._apply(self._node.join(self.seeds, loop.time()))
 

@@ -42,3 +42,13 @@ def test_every_item_is_sent_exactly_limit_times_within_budget(items: list[tuple[
             sent[payload] = sent.get(payload, 0) + 1
     assert sent == {payload: limit for payload in latest.values()}
     assert len(q) == 0
+
+
+def test_news_held_back_until_ready_jumps_no_queue() -> None:
+    q = BroadcastQueue()
+    q.queue("relayed", b"R", ready_at=1.0)
+    q.queue("ours", b"O")
+    assert q.take(100, limit=3, now=0.5) == [b"O"], "relayed news waits for its round"
+    assert q.take(100, limit=3, now=1.0) == [b"R", b"O"], "then goes least-sent first"
+    q.queue("relayed", b"R2", ready_at=2.0)
+    assert q.take(100, limit=3, now=1.5) == [b"O"] and len(q) == 1

@@ -76,3 +76,18 @@ def test_suspicion_deadline_falls_with_independent_confirmations_only() -> None:
 def test_suspicion_without_expected_confirmations_uses_the_minimum() -> None:
     assert Suspicion("a", started=1.0, k=0, lo=2.0, hi=9.0).deadline() == 3.0
     assert math.isclose(Suspicion("a", 0.0, 1, 2.0, 9.0).deadline(), 9.0)
+
+
+@pytest.mark.parametrize(
+    ("now", "offset", "expected"),
+    [
+        (0.0, 0.0, 0.04),  # a round starting now is already under way: the next one
+        (0.005, 0.0, 0.04),
+        (0.031, 0.0, 0.08),  # under a quarter interval before a start: the one after
+        (0.041, 0.0, 0.08),
+        (0.041, 0.002, 0.078),  # a clock 2 ms ahead starts its rounds 2 ms earlier
+        (10.0, -0.001, 10.041),
+    ],
+)
+def test_rounds_start_on_the_shared_clocks_grid(now: float, offset: float, expected: float) -> None:
+    assert timeouts.next_round(now, 0.04, offset) == pytest.approx(expected)
