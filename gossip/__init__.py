@@ -27,7 +27,8 @@ Layers: ``node.GossipNode`` is the sans-IO core (``on_packet``, ``on_stream``, `
 same core over sockets or in virtual time. Wire: ``messages`` + ``wire`` (msgpack,
 versioned envelope), ``keyring`` (XChaCha20-Poly1305), ``replays``, ``envelopes``. Protocol parts:
 ``members``, ``suspicion``, ``awareness``, ``timeouts``, ``broadcasts``, ``records``,
-``digests``, ``antientropy``. ``metrics`` counts drops by reason; ``commands`` holds
+``digests``, ``antientropy``. ``shared`` lets many in-process nodes start from one state
+(the simulator's large warm clusters). ``metrics`` counts drops by reason; ``commands`` holds
 ``fedplane bench gossip``.
 
 Unknown senders: a packet from a sender not in the member table may only probe (Ping,

@@ -7,15 +7,15 @@ records in every list, because a receiver accepts records only of owners it know
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+
+import numpy as np
 
 from gossip import digests
 from gossip.members import MemberState, Members
 from gossip.messages import Alive, Dead, Record, StateMessage, Suspect
 from gossip.records import RecordStore
-
-Ref = tuple[str, str | None]
-"""An entry: (member name, None) or (record owner, record key)."""
+from gossip.shared import Ref, SharedState
 
 
 def member_message(name: str, incarnation: int, state: MemberState, vouched_by: str) -> StateMessage:
@@ -34,6 +34,44 @@ def digest_entries(me: str, incarnation: int, members: Members, records: RecordS
     for row in members:
         yield digests.member_key(salt, row.name, row.incarnation, row.state), (row.name, None)
     for owner, key, version, _ in records.entries():
+        yield digests.record_key(salt, owner, key, version), (owner, key)
+
+
+def digest_parts(
+    me: str, incarnation: int, members: Members, records: RecordStore, shared: SharedState, salt: int, capacity: int, error_rate: float
+) -> tuple[np.ndarray, Sequence[Ref], Iterator[tuple[str, Ref]]]:
+    """The entries of a node on a shared state, split as :func:`digest_entries` would yield them:
+    bit positions of the shared rows it still reads through to (hashed once per process), what
+    those rows stand for, and the digest keys of everything it holds itself."""
+    keep = np.ones(len(shared.refs), dtype=bool)
+    for name in members.shadowed():
+        keep[shared.member_row[name]] = False
+    for owner in records.own_owners():
+        span = shared.owner_rows.get(owner)
+        if span is not None:
+            keep[span[0] : span[1]] = False
+    rows = np.flatnonzero(keep)
+    return shared.positions(salt, capacity, error_rate)[rows], _Picked(shared.refs, rows), _own_entries(me, incarnation, members, records, salt)
+
+
+class _Picked(Sequence[Ref]):
+    """Some rows of a tuple, by index, without copying them out."""
+
+    def __init__(self, refs: tuple[Ref, ...], rows: np.ndarray) -> None:
+        self._refs, self._rows = refs, rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
+        return self._refs[int(self._rows[i])]
+
+
+def _own_entries(me: str, incarnation: int, members: Members, records: RecordStore, salt: int) -> Iterator[tuple[str, Ref]]:
+    yield digests.member_key(salt, me, incarnation, MemberState.ALIVE), (me, None)
+    for row in members.own_rows():
+        yield digests.member_key(salt, row.name, row.incarnation, row.state), (row.name, None)
+    for owner, key, version, _ in records.own_entries():
         yield digests.record_key(salt, owner, key, version), (owner, key)
 
 

@@ -19,6 +19,7 @@ from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring
 from gossip.members import MemberState
 from gossip.memnet import InMemoryNetwork, LinkModel
+from gossip.shared import SharedState
 
 Progress = Callable[[str, float], None]
 """Called with (scenario label, fraction done of that scenario)."""
@@ -38,14 +39,19 @@ def _value(name: str, key: str, version: int) -> dict[str, object]:
 
 
 def warm_cluster(n: int, config: GossipConfig, seed: int, link: LinkModel | None = None) -> InMemoryNetwork:
-    """N nodes that already know each other and hold every node's records at version 1."""
+    """N nodes that already know each other and hold every node's records at version 1.
+
+    They start from one shared state (``GossipNode.adopt``): each holds only what changes
+    afterwards, so N = 10,000 fits in one process.
+    """
     net = InMemoryNetwork(seed, link)
     names = _names(n)
     members = [(name, 0, MemberState.ALIVE) for name in names]
     records = [(name, key, 1, _value(name, key, 1)) for name in names for key in RECORD_KEYS]
+    state = SharedState.of(members, records, net.now)
     for name in names:
         net.add(name, config=config, keyring=_KEY)
-        net.restore(name, members, records)
+        net.adopt(name, state)
     return net
 
 

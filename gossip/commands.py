@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+import resource
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
 import click
@@ -21,12 +22,22 @@ LOSS_SECONDS = {0.10: 10.0, 0.30: 4.0}
 """Virtual seconds under each loss rate; 30% loss saturates every gossip queue and costs ~15x the CPU."""
 
 
-def run(nodes: int, fanout: int, probe_interval: float, seed: int, progress: bench.Progress | None = None) -> dict[str, Any]:
-    """Every scenario at one size and seed; returns the report as a JSON-able dict."""
+SCENARIOS = ("spread", "loss10", "loss30", "bytes")
+"""What ``--scenarios`` may pick: spread and detection; false deaths at 10% and 30% loss;
+anti-entropy bytes of Bloom digests against full-state push-pull (both modes, one run)."""
+
+
+def run(
+    nodes: int, fanout: int, probe_interval: float, seed: int, progress: bench.Progress | None = None, scenarios: Collection[str] = SCENARIOS
+) -> dict[str, Any]:
+    """The chosen scenarios at one size and seed; returns the report as a JSON-able dict
+    (the figures of scenarios not run are null)."""
     started = time.perf_counter()
     cpu: dict[str, float] = {}
 
-    def timed(label: str, fn: Callable[[], T]) -> T:
+    def timed(scenario: str, label: str, fn: Callable[[], T]) -> T | None:
+        if scenario not in scenarios:
+            return None
         t0 = time.process_time()
         result = fn()
         cpu[label] = round(time.process_time() - t0, 1)
@@ -34,49 +45,77 @@ def run(nodes: int, fanout: int, probe_interval: float, seed: int, progress: ben
 
     config = GossipConfig().replace(probe_interval=probe_interval, probe_timeout=probe_interval / 2, fanout=fanout)
     crashes = min(10, max(1, nodes // 20))
-    spread = timed("spread_detect", lambda: bench.spread_and_detect(nodes, config, seed, crashes, progress))
-    deaths10, suspicions10 = timed("loss10", lambda: bench.false_deaths(nodes, config, seed, 0.10, LOSS_SECONDS[0.10], progress))
-    deaths30, suspicions30 = timed("loss30", lambda: bench.false_deaths(nodes, config, seed, 0.30, LOSS_SECONDS[0.30], progress))
-    digest = timed("bytes_digest", lambda: bench.antientropy_bytes(nodes, config, seed, BYTES_WINDOW, settle=config.pushpull_interval, progress=progress))
+    spread = timed("spread", "spread_detect", lambda: bench.spread_and_detect(nodes, config, seed, crashes, progress))
+    loss10 = timed("loss10", "loss10", lambda: bench.false_deaths(nodes, config, seed, 0.10, LOSS_SECONDS[0.10], progress))
+    loss30 = timed("loss30", "loss30", lambda: bench.false_deaths(nodes, config, seed, 0.30, LOSS_SECONDS[0.30], progress))
+    digest = timed("bytes", "bytes_digest", lambda: bench.antientropy_bytes(nodes, config, seed, BYTES_WINDOW, settle=config.pushpull_interval, progress=progress))
     full_config = config.replace(full_state_pushpull=True)
-    full = timed("bytes_fullstate", lambda: bench.antientropy_bytes(nodes, full_config, seed, BYTES_WINDOW, settle=config.pushpull_interval, progress=progress))
-    return {
-        "backend": "deterministic in-memory network (gossip.memnet): the shipped GossipNode cores, real encoded AES-GCM bytes",
+    full = timed("bytes", "bytes_fullstate", lambda: bench.antientropy_bytes(nodes, full_config, seed, BYTES_WINDOW, settle=config.pushpull_interval, progress=progress))
+    report: dict[str, Any] = {
+        "backend": "deterministic in-memory network (gossip.memnet): the shipped GossipNode cores, real encoded XChaCha20-Poly1305 bytes",
         "config": "GossipConfig defaults (the agents'), probe_interval set by --probe-interval",
+        "scenarios": [name for name in SCENARIOS if name in scenarios],
         "nodes": nodes,
         "fanout": fanout,
         "probe_interval_s": probe_interval,
-        "rounds_to_99_99": spread.rounds_to_99_99,
         "rounds_counted_as": "fanout rounds: forwarding hops from the publisher to the member that completes 99.99%",
-        "seconds_to_99_99": round(spread.seconds_to_99_99, 3),
-        "interval_rounds_to_99_99": math.ceil(spread.seconds_to_99_99 / config.gossip_interval - 1e-9) if math.isfinite(spread.seconds_to_99_99) else -1,
         "serf_model_rounds": bench.serf_model_rounds(nodes, fanout),
         "serf_model": "Serf convergence simulator: share after r rounds = 1 / (1 + (N+1) exp(-fanout/2 * r)), computed for this N and fanout",
         "gossip_interval_s": config.gossip_interval,
         "clock_skew_s": LinkModel().clock_skew,
         "suspicion_mult": config.suspicion_mult,
         "retransmit_mult": config.retransmit_mult,
-        "digest_bytes_per_node_s": round(digest.bytes_per_node_s, 1),
-        "fullstate_bytes_per_node_s": round(full.bytes_per_node_s, 1),
-        "bytes_ratio": round(digest.bytes_per_node_s / full.bytes_per_node_s, 4) if full.bytes_per_node_s else None,
-        "digest_stale_fraction_end": digest.stale_fraction_end,
-        "fullstate_stale_fraction_end": full.stale_fraction_end,
-        "gossip_bytes_per_node_s": round(digest.other_bytes_per_node_s, 1),
         "pushpull_interval_s": config.pushpull_interval,
+        "loss_run_s": {f"{int(loss * 100)}%": seconds for loss, seconds in LOSS_SECONDS.items()},
+        "seed": seed,
+    }
+    report |= _spread_figures(spread, config)
+    report |= {
+        "false_deaths_loss10": None if loss10 is None else loss10[0],
+        "suspicions_loss10": None if loss10 is None else loss10[1],
+        "false_deaths_loss30": None if loss30 is None else loss30[0],
+        "suspicions_loss30": None if loss30 is None else loss30[1],
+    }
+    report |= _bytes_figures(digest, full)
+    report |= {
+        "sim_wall_s": round(time.perf_counter() - started, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "scenario_cpu_s": cpu,
+    }
+    return report
+
+
+def _spread_figures(spread: bench.Spread | None, config: GossipConfig) -> dict[str, Any]:
+    if spread is None:
+        keys = ("rounds_to_99_99", "seconds_to_99_99", "interval_rounds_to_99_99", "detect_s_median", "detect_s_p99",
+                "detect_all_s_median", "detect_all_s_p99", "crashed_nodes", "false_deaths_loss0")  # fmt: skip
+        return dict.fromkeys(keys)
+    seconds = spread.seconds_to_99_99
+    return {
+        "rounds_to_99_99": spread.rounds_to_99_99,
+        "seconds_to_99_99": round(seconds, 3),
+        "interval_rounds_to_99_99": math.ceil(seconds / config.gossip_interval - 1e-9) if math.isfinite(seconds) else -1,
         "detect_s_median": round(bench.median(spread.detect_first_s), 3),
         "detect_s_p99": round(bench.p99(spread.detect_first_s), 3),
         "detect_all_s_median": round(bench.median(spread.detect_all_s), 3),
         "detect_all_s_p99": round(bench.p99(spread.detect_all_s), 3),
         "crashed_nodes": len(spread.detect_first_s),
         "false_deaths_loss0": spread.false_deaths,
-        "false_deaths_loss10": deaths10,
-        "false_deaths_loss30": deaths30,
-        "suspicions_loss10": suspicions10,
-        "suspicions_loss30": suspicions30,
-        "loss_run_s": {f"{int(loss * 100)}%": seconds for loss, seconds in LOSS_SECONDS.items()},
-        "sim_wall_s": round(time.perf_counter() - started, 1),
-        "scenario_cpu_s": cpu,
-        "seed": seed,
+    }
+
+
+def _bytes_figures(digest: bench.Bytes | None, full: bench.Bytes | None) -> dict[str, Any]:
+    if digest is None or full is None:
+        keys = ("digest_bytes_per_node_s", "fullstate_bytes_per_node_s", "bytes_ratio", "digest_stale_fraction_end",
+                "fullstate_stale_fraction_end", "gossip_bytes_per_node_s")  # fmt: skip
+        return dict.fromkeys(keys)
+    return {
+        "digest_bytes_per_node_s": round(digest.bytes_per_node_s, 1),
+        "fullstate_bytes_per_node_s": round(full.bytes_per_node_s, 1),
+        "bytes_ratio": round(digest.bytes_per_node_s / full.bytes_per_node_s, 4) if full.bytes_per_node_s else None,
+        "digest_stale_fraction_end": digest.stale_fraction_end,
+        "fullstate_stale_fraction_end": full.stale_fraction_end,
+        "gossip_bytes_per_node_s": round(digest.other_bytes_per_node_s, 1),
     }
 
 
@@ -86,8 +125,10 @@ def run(nodes: int, fanout: int, probe_interval: float, seed: int, progress: ben
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(min=0.001),
               help="SWIM probe interval, seconds (the detection target names 200 ms; agents default to GossipConfig's).")
 @click.option("--seed", default=1, show_default=True, help="Seed of the deterministic network.")
+@click.option("--scenarios", default=",".join(SCENARIOS), show_default=True,
+              help="Comma-separated scenarios to run (spread, loss10, loss30, bytes); figures of the others are null.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def bench_gossip(nodes: int, fanout: int, probe_interval: float, seed: int, as_json: bool) -> None:
+def bench_gossip(nodes: int, fanout: int, probe_interval: float, seed: int, scenarios: str, as_json: bool) -> None:
     """Gossip in the deterministic network: spread, failure detection, false deaths, anti-entropy bytes.
 
     Runs GossipConfig's defaults (what agents run) with the probe interval given, in
@@ -99,6 +140,9 @@ def bench_gossip(nodes: int, fanout: int, probe_interval: float, seed: int, as_j
     of Bloom-digest push-pull against memberlist-style full-state push-pull under the same
     churn (1% of nodes change a record each second) and the same convergence.
     """
+    chosen = {name.strip() for name in scenarios.split(",") if name.strip()}
+    if not chosen or not chosen <= set(SCENARIOS):
+        raise click.BadParameter(f"{scenarios!r}: choose among {', '.join(SCENARIOS)}", param_hint="--scenarios")
     from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
@@ -112,7 +156,7 @@ def bench_gossip(nodes: int, fanout: int, probe_interval: float, seed: int, as_j
                 tasks[label] = bar.add_task(label, total=1.0)
             bar.update(tasks[label], completed=min(1.0, fraction))
 
-        report = run(nodes, fanout, probe_interval, seed, progress)
+        report = run(nodes, fanout, probe_interval, seed, progress, chosen)
     if as_json:
         click.echo(json.dumps(report))
         return

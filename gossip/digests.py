@@ -78,11 +78,26 @@ def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
         yield chunk
 
 
-def build(keys: Iterable[str], count: int, error_rate: float) -> bytes:
-    """Serialise a filter holding every key (pybloom ``tofile`` format); ``count`` keys set its capacity."""
+def positions(keys: Sequence[str], capacity: int, error_rate: float) -> np.ndarray:
+    """Bit positions of every key (one row each) in a filter of this capacity and error rate:
+    precomputed for keys many filters hold (:mod:`gossip.shared`)."""
+    bloom = BloomFilter(capacity, error_rate)
+    rows = [_offsets(bloom, chunk) for chunk in _chunks(keys)]
+    return np.concatenate(rows) if rows else np.zeros((0, bloom.num_slices), dtype=np.int64)
+
+
+def build(keys: Iterable[str], count: int, error_rate: float, known: np.ndarray | None = None) -> bytes:
+    """Serialise a filter holding every key (pybloom ``tofile`` format); ``count`` keys set its capacity.
+
+    ``known`` holds the positions (:func:`positions`) of more keys held, already hashed
+    for this capacity and error rate.
+    """
     bloom = BloomFilter(capacity_for(count), error_rate)
     bits = np.zeros(bloom.num_bits, dtype=np.uint8)
     added = 0
+    if known is not None:
+        bits[known.reshape(-1)] = 1
+        added += len(known)
     for chunk in _chunks(keys):
         bits[_offsets(bloom, chunk).reshape(-1)] = 1
         added += len(chunk)
@@ -112,11 +127,23 @@ def parse(data: bytes, max_capacity: int) -> BloomFilter:
     return bloom
 
 
-def missing(bloom: BloomFilter, entries: Iterable[tuple[str, T]]) -> list[T]:
+def geometry(bloom: BloomFilter) -> tuple[int, float]:
+    """(capacity, error rate): with the salt, what :func:`positions` depend on."""
+    return bloom.capacity, bloom.error_rate
+
+
+def missing(
+    bloom: BloomFilter, entries: Iterable[tuple[str, T]], known: tuple[np.ndarray, Sequence[T]] | None = None
+) -> list[T]:
     """What each (key, item) entry stands for, for the keys the filter certainly does not hold
-    (false positives hide a few)."""
+    (false positives hide a few). ``known`` adds entries already hashed for this filter's
+    geometry: (their positions, what they stand for)."""
     bits = np.unpackbits(np.frombuffer(bloom.bitarray.tobytes(), dtype=np.uint8), bitorder="little")
     out: list[T] = []
+    if known is not None:
+        rows, items = known
+        held = bits[rows].all(axis=1)
+        out.extend(items[i] for i in np.flatnonzero(~held))
     for chunk in _chunks(entries):
         held = bits[_offsets(bloom, [key for key, _ in chunk])].all(axis=1)
         out.extend(chunk[i][1] for i in np.flatnonzero(~held))

@@ -24,6 +24,7 @@ from gossip.keyring import Keyring
 from gossip.members import MemberState
 from gossip.node import GossipNode
 from gossip.records import RecordValue
+from gossip.shared import SharedState
 
 Listener = Callable[[str, "MemberEvent | RecordEvent", float], None]
 """Called with (node name, event, virtual time) for every event any node emits."""
@@ -100,6 +101,10 @@ class InMemoryNetwork:
     ) -> None:
         """Prime a node from a snapshot (``GossipNode.restore``): a warm start for large benches."""
         self._apply(name, self.nodes[name].restore(members, records, self.now))
+
+    def adopt(self, name: str, state: SharedState) -> None:
+        """Start a node from a state shared by the whole cluster (``GossipNode.adopt``): large warm starts."""
+        self._apply(name, self.nodes[name].adopt(state, self.now))
 
     def publish(self, name: str, key: str, value: RecordValue) -> None:
         self._apply(name, self.nodes[name].publish(key, value, self.now))

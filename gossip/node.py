@@ -60,6 +60,7 @@ from gossip.messages import (
 )
 from gossip.metrics import Counters
 from gossip.records import RecordStore, RecordValue
+from gossip.shared import SharedState
 from gossip.suspicion import Suspicion
 from gossip.wire import DropReason, WireError
 
@@ -118,6 +119,8 @@ class GossipNode:
         self._rng = rng
         self._members = Members()
         self._records = RecordStore()
+        self._shared: SharedState | None = None
+        """The state we started from and read through to, when shared with other in-process nodes."""
         self._broadcasts = BroadcastQueue()
         self._awareness = Awareness(self.config.awareness_max)
         self._suspicions: dict[str, Suspicion] = {}
@@ -176,6 +179,25 @@ class GossipNode:
                 self._out.append(RecordEvent(owner, key, version, value))
                 if owner == self.name:
                     self._clock = max(self._clock, version)
+        return self._flush(now)
+
+    def adopt(self, state: SharedState, now: float) -> list[Effect]:
+        """Start from a state shared with other in-process nodes, as ``restore`` would, without copying it.
+
+        For simulated clusters that all start from one snapshot: the node reads through to
+        ``state`` and copies only what changes. No events are emitted for what the state
+        holds (the caller built it). Raises ValueError unless the node is still empty.
+        """
+        if len(self._members) or len(self._records):
+            raise ValueError("adopt needs a node that holds nothing yet")
+        self._members = Members(state.members, state.names, state.live, exclude=self.name)
+        self._records = RecordStore(state.records, state.record_count)
+        self._shared = state
+        self._clock = max([self._clock, *(version for version, _ in state.records.get(self.name, {}).values())])
+        for name in state.down:
+            if name != self.name:
+                row = state.members[name]
+                self._at(row.since + self.config.reap_after, self._reap, (name, row.since))
         return self._flush(now)
 
     def publish(self, key: str, value: RecordValue, now: float) -> list[Effect]:
@@ -608,14 +630,26 @@ class GossipNode:
 
     def _digest(self, salt: int) -> bytes:
         """Our Bloom digest under this salt (hashed a chunk at a time: see :mod:`gossip.digests`)."""
-        keys = (key for key, _ in self._entries(salt))
-        return digests.build(keys, antientropy.entry_count(self._members, self._records), self.config.digest_error_rate)
+        count = antientropy.entry_count(self._members, self._records)
+        rate = self.config.digest_error_rate
+        if self._shared is None:
+            return digests.build((key for key, _ in self._entries(salt)), count, rate)
+        known, _, own = self._shared_parts(salt, digests.capacity_for(count), rate)
+        return digests.build((key for key, _ in own), count, rate, known)
 
     def _missing_from(self, bloom: bytes, salt: int) -> list[Message]:
         """State messages for every entry the peer's digest does not cover."""
         theirs = digests.parse(bloom, self.config.max_digest_capacity)
-        lacking = digests.missing(theirs, self._entries(salt))
+        if self._shared is None:
+            lacking = digests.missing(theirs, self._entries(salt))
+        else:
+            known, refs, own = self._shared_parts(salt, *digests.geometry(theirs))
+            lacking = digests.missing(theirs, own, (known, refs))
         return list(antientropy.state_messages(self.name, self.incarnation, self._members, self._records, lacking))
+
+    def _shared_parts(self, salt: int, capacity: int, rate: float) -> tuple[Any, Any, Iterator[tuple[str, antientropy.Ref]]]:
+        assert self._shared is not None
+        return antientropy.digest_parts(self.name, self.incarnation, self._members, self._records, self._shared, salt, capacity, rate)
 
     def handle_digest_request(self, sender: str, msg: DigestRequest, now: float) -> None:
         try:

@@ -64,3 +64,14 @@ def test_counters_export_to_prometheus() -> None:
     export_prometheus(counters, registry)
     assert registry.get_sample_value("fedplane_gossip_packets_in") == 5
     assert registry.get_sample_value("fedplane_gossip_dropped_forged") == 2
+
+
+def test_bench_gossip_runs_the_scenarios_asked_for_and_nulls_the_rest() -> None:
+    result = CliRunner().invoke(bench_gossip, ["--nodes", "40", "--scenarios", "spread", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output.strip().splitlines()[-1])
+    assert report["scenarios"] == ["spread"] and report["rounds_to_99_99"] > 0 and report["peak_rss_mib"] > 0
+    assert report["bytes_ratio"] is None and report["false_deaths_loss10"] is None
+    assert list(report["scenario_cpu_s"]) == ["spread_detect"]
+    bad = CliRunner().invoke(bench_gossip, ["--nodes", "40", "--scenarios", "spred"])
+    assert bad.exit_code != 0 and "spred" in bad.output and "Traceback" not in bad.output

@@ -1,0 +1,97 @@
+"""A cluster state that many in-process nodes start from at once, shared instead of copied.
+
+A simulation whose N nodes all restore one snapshot would otherwise hold N copies of N
+members and their records: N² rows, ~60 GB at N = 10,000. Given a ``SharedState``, each
+node's member table and record store read through to it until they change a row
+(:class:`gossip.members.Members`, :class:`gossip.records.RecordStore`), so the process holds
+the snapshot once plus what each node changed since.
+
+Anti-entropy over such a node would hash every entry of the snapshot at every exchange
+(N exchanges of N entries per interval). The snapshot's digest positions are computed once
+per salt and geometry here instead, and each node's digest takes the rows it still reads
+through to (:func:`gossip.antientropy.digest_parts`): the same bits as hashing them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gossip import digests
+from gossip.members import LIVE_STATES, Member, MemberState
+from gossip.records import RecordValue
+
+Ref = tuple[str, str | None]
+"""An entry: (member name, None) or (record owner, record key)."""
+_CACHED_GEOMETRIES = 8
+"""Digest geometries (salt, capacity, error rate) whose positions are kept: a salt lasts
+several push-pull intervals and nodes of one cluster hold similar counts."""
+
+
+@dataclass(frozen=True, slots=True)
+class SharedState:
+    """Member rows and records as of one instant; read-only once built."""
+
+    members: Mapping[str, Member]
+    records: Mapping[str, Mapping[str, tuple[int, RecordValue]]]
+    names: tuple[str, ...]
+    """Every member's name, in ``members`` order."""
+    live: tuple[str, ...]
+    """Names of the live members, in ``members`` order."""
+    down: tuple[str, ...]
+    """Names of the dead and left members (to be reaped)."""
+    refs: tuple[Ref, ...]
+    """Every entry: members in order, then records owner by owner."""
+    member_row: Mapping[str, int]
+    """Member name -> its row in ``refs``."""
+    owner_rows: Mapping[str, tuple[int, int]]
+    """Record owner -> the slice of ``refs`` holding its records."""
+    record_count: int
+    _positions: dict[tuple[int, int, float], np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        members: Iterable[tuple[str, int, MemberState]],
+        records: Iterable[tuple[str, str, int, RecordValue]],
+        now: float,
+    ) -> SharedState:
+        """From the same tuples ``GossipNode.restore`` takes (tombstones are left out: nothing to withdraw)."""
+        rows = {name: Member(name, incarnation, state, now) for name, incarnation, state in members}
+        held: dict[str, dict[str, tuple[int, RecordValue]]] = {}
+        for owner, key, version, value in records:
+            if value is not None and owner in rows:
+                keys = held.setdefault(owner, {})
+                if version > keys.get(key, (0, None))[0]:
+                    keys[key] = (version, value)
+        refs: list[Ref] = [(name, None) for name in rows]
+        owner_rows: dict[str, tuple[int, int]] = {}
+        for owner, keys in held.items():
+            owner_rows[owner] = (len(refs), len(refs) + len(keys))
+            refs.extend((owner, key) for key in keys)
+        live = tuple(name for name, row in rows.items() if row.state in LIVE_STATES)
+        down = tuple(name for name, row in rows.items() if row.state not in LIVE_STATES)
+        member_row = {name: i for i, name in enumerate(rows)}
+        return cls(rows, held, tuple(rows), live, down, tuple(refs), member_row, owner_rows, len(refs) - len(rows))
+
+    def positions(self, salt: int, capacity: int, error_rate: float) -> np.ndarray:
+        """Bloom bit positions of every entry in ``refs`` (one row each) for this salt and geometry."""
+        geometry = (salt, capacity, error_rate)
+        cached = self._positions.get(geometry)
+        if cached is None:
+            if len(self._positions) >= _CACHED_GEOMETRIES:
+                del self._positions[next(iter(self._positions))]
+            cached = self._positions[geometry] = digests.positions(self._keys(salt), capacity, error_rate)
+        return cached
+
+    def _keys(self, salt: int) -> list[str]:
+        keys = []
+        for name, key in self.refs:
+            if key is None:
+                row = self.members[name]
+                keys.append(digests.member_key(salt, name, row.incarnation, row.state))
+            else:
+                keys.append(digests.record_key(salt, name, key, self.records[name][key][0]))
+        return keys
