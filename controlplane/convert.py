@@ -45,7 +45,7 @@ def cluster_spec(m: cp.ClusterSpec) -> ClusterSpec:
     cap = m.twin_node_capacity
     return ClusterSpec(
         m.name, m.region, BACKEND[m.backend], m.kube_context, m.kubeconfig, dict(m.labels), m.twin_nodes or 4,
-        int(cap.cpu_milli) or 8000, int(cap.memory_mib) or 32768, _placer(m.placer),
+        int(cap.cpu_milli) or 8000, int(cap.memory_mib) or 32768, _placer(m.placer), int(cap.gpu_milli) // 1000,
     )
 
 
@@ -60,7 +60,8 @@ def to_cluster_spec(s: ClusterSpec) -> cp.ClusterSpec:
     backend = cp.BACKEND_TWIN if s.backend is BackendKind.TWIN else cp.BACKEND_KUBERNETES
     return cp.ClusterSpec(
         name=s.name, region=s.region, backend=backend, kube_context=s.kube_context, kubeconfig=s.kubeconfig,
-        labels=s.labels, twin_nodes=s.twin_nodes, twin_node_capacity=common_pb2.ResourceVector(cpu_milli=s.twin_cpu_milli, memory_mib=s.twin_memory_mib),
+        labels=s.labels, twin_nodes=s.twin_nodes, twin_node_capacity=common_pb2.ResourceVector(cpu_milli=s.twin_cpu_milli, memory_mib=s.twin_memory_mib,
+                                                                                      gpu_milli=s.twin_gpus * 1000),
         placer=s.placer.value,
     )
 

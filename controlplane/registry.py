@@ -46,6 +46,8 @@ class ClusterSpec:
     twin_cpu_milli: int = 8000
     twin_memory_mib: int = 32768
     placer: Placer = Placer.AGENTS
+    twin_gpus: int = 0
+    """GPUs per twin node (RegisterCluster's twin_node_capacity.gpu_milli / 1000)."""
 
     def __post_init__(self) -> None:
         check_name("cluster", self.name)
@@ -55,6 +57,8 @@ class ClusterSpec:
             raise ValueError(f"cluster {self.name}: a kubernetes cluster needs a kubeconfig context")
         if self.backend is BackendKind.TWIN and self.twin_nodes < 1:
             raise ValueError(f"cluster {self.name}: a twin cluster needs at least one node")
+        if not 0 <= self.twin_gpus <= 64:
+            raise ValueError(f"cluster {self.name}: twin nodes hold 0..64 GPUs, not {self.twin_gpus}")
 
     def to_json(self) -> str:
         d = asdict(self)

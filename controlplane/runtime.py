@@ -58,7 +58,7 @@ class Backends:
     def ensure(self, spec: ClusterSpec) -> ClusterBackend:
         if spec.name not in self.by_name:
             if spec.backend is BackendKind.TWIN:
-                nodes = make_nodes(spec.name, spec.region, spec.twin_nodes, spec.twin_cpu_milli, spec.twin_memory_mib)
+                nodes = make_nodes(spec.name, spec.region, spec.twin_nodes, spec.twin_cpu_milli, spec.twin_memory_mib, spec.twin_gpus)
                 self.by_name[spec.name] = TwinCluster(spec.name, nodes, self.clock, self.twin_ready_delay_s, self.twin_binder)
             else:
                 from fedcore.backends.kubernetes import KubernetesCluster

@@ -48,7 +48,8 @@ def agent(config_path: str, check: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON object")
 def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, seed: int, traces: str | None,
                 overrides: tuple[str, ...], as_json: bool) -> None:
-    """16 agent processes place trace pods through the twin cluster API; footprint, latency and safety."""
+    """16 agent processes place trace pods through the twin service (a control plane process, over the twin
+    link); footprint, latency and safety."""
     import asyncio
 
     from edgeagent.benching import BenchSettings, run_bench

@@ -114,3 +114,27 @@ def test_completion_is_fenced_and_events_are_ordered() -> None:
     events, _ = t.events_since(start)
     assert [(e.kind.value, e.pod.phase.value) for e in events] == [
         ("ADDED", "Pending"), ("MODIFIED", "Running"), ("MODIFIED", "Succeeded")]
+
+
+def test_a_registered_twin_clusters_nodes_carry_the_gpus_its_capacity_names() -> None:
+    """RegisterCluster's twin_node_capacity.gpu_milli gives every twin node whole GPUs (``bench agent`` places
+    GPU pods on them); a registry row written before the field existed reads as GPU-less."""
+    import json
+
+    from controlplane import convert
+    from controlplane.registry import ClusterSpec
+    from controlplane.runtime import Backends
+    from fedapi import common_pb2
+    from fedapi import controlplane_pb2 as cp
+
+    wire = cp.ClusterSpec(name="g", region="r0", backend=cp.BACKEND_TWIN, twin_nodes=2,
+                          twin_node_capacity=common_pb2.ResourceVector(cpu_milli=96000, memory_mib=393216, gpu_milli=8000))
+    spec = convert.cluster_spec(wire)
+    assert spec.twin_gpus == 8 and convert.to_cluster_spec(spec).twin_node_capacity.gpu_milli == 8000
+    twin = Backends(lambda: 0.0).ensure(spec)
+    assert [twin.describe_node(f"g-n{i}").gpus for i in range(2)] == [8, 8]  # type: ignore[attr-defined]
+    old = json.loads(spec.to_json())
+    del old["twin_gpus"]
+    assert ClusterSpec.from_json(json.dumps(old)).twin_gpus == 0
+    with pytest.raises(ValueError, match="0..64 GPUs"):
+        ClusterSpec("g", "r0", twin_gpus=1000)

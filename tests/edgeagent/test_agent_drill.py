@@ -1,4 +1,4 @@
-"""The drill: 16 agent processes on loopback place 1,000 trace pods through the twin; 2 are SIGKILLed."""
+"""The drill: 16 agent processes on loopback place 1,000 trace pods through the twin service; 2 are SIGKILLed."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(400
 
 def test_sixteen_agents_thousand_pods_two_killed(traces: Path) -> None:
     result = asyncio.run(run_bench(BenchSettings(agents=16, pods=1000, kill=2, idle_seconds=2.0, traces=str(traces))))
+    assert result["backend"] == "twin-service", "through a control plane process over the twin link, as in production"
     assert result["double_bindings"] == 0, result
     assert result["lost_pods"] == 0, result
     assert result["overcommits"] == 0, result
