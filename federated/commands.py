@@ -45,6 +45,14 @@ def policy() -> None:
     """The learned placement policy: train, export to int8 ONNX, evaluate, explain."""
 
 
+def _reshape(point: str) -> tuple[float, float, float]:
+    """``T:W`` or ``T:W:U`` -> (temperature, small-first, idle-first); ValueError otherwise."""
+    values = [float(x) for x in point.split(":")]
+    if len(values) not in (2, 3):
+        raise ValueError(point)
+    return (values[0], values[1], values[2] if len(values) == 3 else 0.0)
+
+
 @policy.command()
 @click.option("--out", "out_dir", default="build/policy", show_default=True, type=click.Path(file_okay=False), help="Where the checkpoint goes.")
 @click.option("--seed", default=0, show_default=True, type=int)
@@ -52,11 +60,11 @@ def policy() -> None:
 @click.option("--dlrm-window", default=0.4, show_default=True, type=click.FloatRange(0.0, 1.0), help="Share of DLRM's training part replayed with the kube-default teacher.")
 @click.option("--epochs", default=8, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--rl-steps", default=0, show_default=True, type=click.IntRange(0, 10_000_000), help="PPO steps on the twin (0 = none; PPO never beat its imitation start).")
-@click.option("--reshapes", default="1:0,2:0,3:0,2:3,2:5,1:6,3:2", show_default=True, help="TEMPERATURE:SMALL_FIRST pairs judged on whole validation episodes ('' skips the search).")
+@click.option("--reshapes", default=None, help="TEMPERATURE:SMALL_FIRST[:IDLE_FIRST] points judged on whole validation episodes, comma-separated ('' skips the search; default: the built-in grid).")
 @traces_option
-def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, reshapes: str, traces: str | None) -> None:
+def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, reshapes: str | None, traces: str | None) -> None:
     """Imitate the best heuristics on the training parts of the traces, fine-tune with PPO on the twin, then pick the
-    score temperature and small-node preference that give the best whole-episode allocation on validation seeds."""
+    score temperature and small-node and idle-node preferences that give the best whole-episode allocation on validation seeds."""
     torch = _torch()
     from federated import evaluating, training
 
@@ -65,10 +73,10 @@ def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epoc
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     try:
-        grid = tuple((float(t), float(w)) for t, w in (pair.split(":") for pair in reshapes.split(",") if pair.strip()))
+        grid = training.RESHAPES if reshapes is None else tuple(_reshape(point) for point in reshapes.split(",") if point.strip())
     except ValueError:
-        fail(f"--reshapes must be comma-separated TEMPERATURE:SMALL_FIRST pairs, got {reshapes!r}")
-    if any(t <= 0 for t, _ in grid):
+        fail(f"--reshapes must be comma-separated TEMPERATURE:SMALL_FIRST[:IDLE_FIRST] points, got {reshapes!r}")
+    if any(t <= 0 for t, _, _ in grid):
         fail("--reshapes: temperatures must be positive")
     config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps, reshapes=grid)
     model, record = training.train(loaded, config)

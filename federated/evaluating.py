@@ -152,8 +152,9 @@ class Window:
     infeasible: np.ndarray
 
     @classmethod
-    def of(cls, nodes: Sequence[Node], instances: Sequence[Instance]) -> Window:
-        shifted, preplaced = window(instances, splits.dlrm_cut(instances))
+    def of(cls, nodes: Sequence[Node], instances: Sequence[Instance], start: float | None = None) -> Window:
+        """The window from ``start`` (default: the hold-out cut) to the end of ``instances``."""
+        shifted, preplaced = window(instances, splits.dlrm_cut(instances) if start is None else start)
         end = max((i.deleted or i.created) for i in shifted)
         return cls(shifted, preplaced, end, infeasible(nodes, [i.pod for i in shifted]))
 
@@ -180,7 +181,7 @@ class Window:
 
 
 def dlrm_holdout(nodes: Sequence[Node], instances: Sequence[Instance], profile: str, seed: int = 0, held: Window | None = None) -> WindowResult:
-    """Replay the held-out DLRM window (last 20% of the trace) with ``profile``; figures count window arrivals only."""
+    """Replay the held-out DLRM window (last 20% of the trace; or ``held``, any window) with ``profile``; figures count window arrivals only."""
     held = held or Window.of(nodes, instances)
     replay = WindowReplay(nodes, held.instances, profile, seed)
     result = replay.run()

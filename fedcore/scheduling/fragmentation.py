@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,18 +25,32 @@ from fedcore.pods import Pod
 from fedcore.resources import MILLI
 
 
+SLOT_SHAPES = 3
+"""How many of the workload's most common CPU-only (CPU, memory) shapes :attr:`PodTypes.slots` keeps."""
+
+
+def _no_slots() -> np.ndarray:
+    return np.zeros((0, 2), dtype=np.int64)
+
+
 @dataclass(frozen=True, slots=True)
 class PodTypes:
-    """The most frequent (cpu, gpu milli per device, device count) pod shapes and their normalised weights."""
+    """The most frequent (cpu, gpu milli per device, device count) pod shapes and their normalised weights.
+
+    ``slots`` holds the most common CPU-only shapes as (cpu milli, memory MiB) rows: large CPU pods
+    need a node with that much left on both, which the GPU-only fragmentation above cannot see.
+    """
 
     cpu: np.ndarray
     milli: np.ndarray
     count: np.ndarray
     weight: np.ndarray
+    slots: np.ndarray = field(default_factory=_no_slots)
 
     @classmethod
     def from_pods(cls, pods: Iterable[Pod], coverage: float = 0.95) -> PodTypes:
         """Types by decreasing frequency until ``coverage`` of the pods is covered, weights renormalised."""
+        pods = list(pods)
         counts = Counter((p.cpu_milli, p.gpu.milli_each, p.gpu.count) for p in pods)
         total = sum(counts.values())
         if total == 0:
@@ -50,7 +64,9 @@ class PodTypes:
                 break
         arr = np.array([shape for shape, _ in chosen], dtype=np.int64)
         weight = np.array([n for _, n in chosen], dtype=np.float64)
-        return cls(arr[:, 0], arr[:, 1], arr[:, 2], weight / weight.sum())
+        cpu_only = Counter((p.cpu_milli, p.memory_mib) for p in pods if p.gpu.count == 0)
+        slots = np.array([shape for shape, _ in cpu_only.most_common(SLOT_SHAPES)], dtype=np.int64).reshape(-1, 2)
+        return cls(arr[:, 0], arr[:, 1], arr[:, 2], weight / weight.sum(), slots)
 
 
 class Fragmentation:

@@ -55,13 +55,17 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def types_to_json(types: PodTypes) -> dict[str, list[float]]:
-    return {"cpu": types.cpu.tolist(), "milli": types.milli.tolist(), "count": types.count.tolist(), "weight": types.weight.tolist()}
+def types_to_json(types: PodTypes) -> dict[str, list[Any]]:
+    return {
+        "cpu": types.cpu.tolist(), "milli": types.milli.tolist(), "count": types.count.tolist(), "weight": types.weight.tolist(),
+        "slots": types.slots.tolist(),
+    }
 
 
-def types_from_json(data: dict[str, list[float]]) -> PodTypes:
+def types_from_json(data: dict[str, list[Any]]) -> PodTypes:
     ints = {k: np.asarray(data[k], dtype=np.int64) for k in ("cpu", "milli", "count")}
-    return PodTypes(ints["cpu"], ints["milli"], ints["count"], np.asarray(data["weight"], dtype=np.float64))
+    slots = np.asarray(data["slots"], dtype=np.int64).reshape(-1, 2)
+    return PodTypes(ints["cpu"], ints["milli"], ints["count"], np.asarray(data["weight"], dtype=np.float64), slots)
 
 
 def write_manifest(path: Path, types: PodTypes, training: dict[str, Any]) -> dict[str, Any]:

@@ -30,8 +30,8 @@ from fedcore.resources import MILLI
 from fedcore.scheduling.fragmentation import PodTypes
 from fedcore.scheduling.fragments import FragmentDrops, all_rows
 
-SPEC_VERSION = "fedplane-features/2"
-"""2: adds ``kube_default``."""
+SPEC_VERSION = "fedplane-features/3"
+"""2: adds ``kube_default``; 3: adds ``slots_lost``."""
 
 POD_FEATURES = (
     "cpu_cores_log",  # log1p(cores) / 5
@@ -69,6 +69,7 @@ NODE_FEATURES = (
     "workload_latency",  # expected RTT to the workload's other replicas, 0 (same region) .. 1 (all remote)
     "workload_on_node",  # replicas of the workload already on the node / per-node cap (or / 8)
     "kube_default",  # kube-scheduler's score, floor(LeastAllocated) + floor(BalancedAllocation), / 200
+    "slots_lost",  # share of the workload's common CPU-only (CPU, memory) shapes the node hosts before and not after placement
 )
 
 ARCHS = list(Arch)
@@ -209,7 +210,25 @@ class FeatureBuilder:
         out[20] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
         out[21], out[22] = self._workload(pod, table, rows)
         self._kube_default(pod, self._nodes, rows, whole, out[23])
+        self._slots(pod, table, rows, whole, out[24])
         return out.T
+
+    def _slots(self, pod: Pod, table: NodeTable, rows: np.ndarray, whole: bool, out: np.ndarray) -> None:
+        """Share of the workload's common CPU-only shapes this node could host before placing ``pod`` and not after.
+
+        A shape the pod covers (no more CPU nor memory than it asks) is not counted: taking a slot
+        with a pod at least that large is what the slot is for. Large CPU pods need a node with both
+        that much CPU and memory left; placing small pods where they break such a slot strands it.
+        """
+        slots = self.types.slots
+        out[:] = 0.0
+        counted = [(c, m) for c, m in slots.tolist() if not (pod.cpu_milli >= c and pod.memory_mib >= m)]
+        if not counted:
+            return
+        cpu, mem = (table.cpu_free, table.mem_free) if whole else (table.cpu_free[rows], table.mem_free[rows])
+        for c, m in counted:
+            out += ((cpu >= c) & (mem >= m)) & ((cpu < c + pod.cpu_milli) | (mem < m + pod.memory_mib))
+        out *= 1.0 / len(slots)
 
     @staticmethod
     def _kube_default(pod: Pod, nodes: _NodeCache, rows: np.ndarray, whole: bool, out: np.ndarray) -> None:

@@ -29,6 +29,7 @@ from federated.runtime.features import NODE_FEATURES, FeatureBuilder, pod_featur
 HEURISTIC = "heuristic-fgd"
 FGD_SCORE = NODE_FEATURES.index("fgd_score")
 GPU_DEVICES = NODE_FEATURES.index("gpu_devices")
+GPU_UTIL = NODE_FEATURES.index("gpu_util")
 
 
 class Scorer(Protocol):
@@ -43,24 +44,26 @@ class HeuristicScorer:
     """FGD's score from the feature rows: the fallback when there is no model or no onnxruntime.
 
     On a model's scale when given its artifact: training ends by dividing the imitated scores by a
-    temperature and adding a small-node preference (``reshape_search`` in the manifest), and the
-    fallback applies the same two numbers, so its claims compare with its ONNX peers'.
+    temperature and adding small-node and idle-node preferences (``reshape_search`` in the manifest),
+    and the fallback applies the same three numbers, so its claims compare with its ONNX peers'.
     """
 
     version = HEURISTIC
 
-    def __init__(self, temperature: float = 1.0, small_first: float = 0.0) -> None:
+    def __init__(self, temperature: float = 1.0, small_first: float = 0.0, idle_first: float = 0.0) -> None:
         self.temperature = temperature
         self.small_first = small_first
+        self.idle_first = idle_first
 
     @classmethod
     def on_scale_of(cls, artifact: artifacts.Artifact) -> HeuristicScorer:
         kept = artifact.manifest.get("training", {}).get("reshape_search", {}).get("kept", {})
-        return cls(float(kept.get("temperature", 1.0)), float(kept.get("small_first", 0.0)))
+        return cls(float(kept.get("temperature", 1.0)), float(kept.get("small_first", 0.0)), float(kept.get("idle_first", 0.0)))
 
     def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
         fgd = 100.0 * node_x[:, FGD_SCORE].astype(np.float64) / self.temperature
-        return fgd + self.small_first * (1.0 - node_x[:, GPU_DEVICES].astype(np.float64))
+        fgd += self.small_first * (1.0 - node_x[:, GPU_DEVICES].astype(np.float64))
+        return fgd + self.idle_first * (1.0 - node_x[:, GPU_UTIL].astype(np.float64))
 
 
 def onnxruntime_available() -> bool:

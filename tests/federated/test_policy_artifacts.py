@@ -73,7 +73,7 @@ def test_manifest_and_sizes(exported: tuple[PlacementScorer, Path]) -> None:
     loaded = artifacts.load(path)
     files = loaded.manifest["files"]
     assert files[artifacts.INT8]["bytes"] <= 0.3 * files[artifacts.FP32]["bytes"]
-    assert loaded.manifest["feature_spec"] == "fedplane-features/2"
+    assert loaded.manifest["feature_spec"] == "fedplane-features/3"
     assert len(loaded.version) == 12
 
 
@@ -131,3 +131,20 @@ def test_heuristic_fallback_without_onnxruntime(monkeypatch: pytest.MonkeyPatch,
     pod = pods(1)[0]
     rows = np.flatnonzero(resources_fit(pod, table))
     assert runtime.scores(pod, table, rows).shape == rows.shape
+
+
+def test_heuristic_fallback_scores_on_the_shipped_models_scale(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An armv7 agent (no onnxruntime) scores openb-like pods as its ONNX peers do: same temperature and preferences."""
+    shipped = scorer.default_model_dir()
+    model = scorer.PolicyRuntime(shipped, "int8")
+    monkeypatch.setattr(scorer, "onnxruntime_available", lambda: False)
+    fallback = scorer.PolicyRuntime(shipped, "int8")
+    assert fallback.version == scorer.HEURISTIC
+    table = NodeTable(fleet(30))
+    for pod in pods(40, 5):
+        rows = np.flatnonzero(resources_fit(pod, table))
+        if rows.size == 0:
+            continue
+        ours, theirs = fallback.scores(pod, table, rows), model.scores(pod, table, rows)
+        np.testing.assert_allclose(ours, theirs, atol=0.05)  # the fit's residual terms (hundredths of a point), not the reshape
+        table.allocate(pod, int(rows[np.argmax(theirs)]))

@@ -8,6 +8,7 @@ from policy_data import fleet, pods
 
 from fedcore.nodetable import NodeTable, Placement
 from fedcore.pods import Pod
+from fedcore.resources import GpuRequest
 from fedcore.scheduling.filters import resources_fit
 from fedcore.scheduling.fragmentation import Fragmentation, PodTypes
 from fedcore.scheduling.fragments import FragmentationGradient
@@ -117,8 +118,8 @@ def test_pod_features_and_spec_are_stable() -> None:
     pod = pods(1, 0)[0]
     x = pod_features(pod)
     assert x.shape == (1, len(POD_FEATURES)) and x.dtype == np.float32
-    assert SPEC_VERSION == "fedplane-features/2"
-    assert len(set(NODE_FEATURES)) == len(NODE_FEATURES) == 24
+    assert SPEC_VERSION == "fedplane-features/3"
+    assert len(set(NODE_FEATURES)) == len(NODE_FEATURES) == 25
 
 
 def test_table_stamps_exactly_the_rows_its_mutators_change() -> None:
@@ -155,3 +156,25 @@ def test_a_one_row_table_keeps_few_states_and_exact_drops() -> None:
             done = held.pop(int(rng.integers(len(held))))
             table.release(*done)
     assert len(builder.drops._states) <= 64 + 1  # noqa: SLF001 (bounded, not one per placement)
+
+
+def test_slots_lost_counts_the_common_cpu_shapes_a_placement_breaks() -> None:
+    from fedcore.nodes import Node
+
+    big, mid = Pod("b", 96000, 491520), Pod("m", 64000, 327680)
+    workload = [big] * 5 + [mid] * 3 + [Pod("g", 8000, 40960, gpu=GpuRequest(1, 1000))] * 9
+    types = PodTypes.from_pods(workload)
+    assert types.slots.tolist() == [[96000, 491520], [64000, 327680]]  # CPU-only shapes by frequency; GPU pods never
+    table = NodeTable([Node("empty", 104000, 524288), Node("half", 104000, 524288), Node("small", 96000, 393216)])
+    table.allocate(Pod("x", 40000, 100000), 1)  # "half" hosts the 64-core shape only
+    builder = FeatureBuilder(types)
+    rows = np.arange(3)
+    col = NODE_FEATURES.index("slots_lost")
+    small = builder(Pod("s", 16000, 65536), table, rows)[:, col]
+    # empty: breaks the 96-core slot, keeps the 64-core one; half: breaks the 64-core slot; small (384 GiB) hosts 64 only, keeps it.
+    np.testing.assert_allclose(small, [0.5, 0.5, 0.0])
+    # A pod at least as large as a shape takes that slot for what it is for: only larger shapes count.
+    np.testing.assert_allclose(builder(mid, table, rows)[:, col], [0.5, 0.0, 0.0])
+    np.testing.assert_allclose(builder(big, table, rows)[:, col], [0.0, 0.0, 0.0])
+    one = builder(Pod("s", 16000, 65536), table, np.array([1]))[:, col]  # an agent scoring its own row gets the same value
+    np.testing.assert_allclose(one, small[1:2])

@@ -53,7 +53,7 @@ def test_short_ppo_run_returns_a_finite_scorer() -> None:
     assert tuned is not model
 
 
-def test_reshaped_scores_are_tempered_plus_a_small_node_preference() -> None:
+def test_reshaped_scores_are_tempered_plus_small_and_idle_node_preferences() -> None:
     from federated.runtime.features import NODE_FEATURES, POD_FEATURES
     from federated.training import reshaped
 
@@ -62,8 +62,10 @@ def test_reshaped_scores_are_tempered_plus_a_small_node_preference() -> None:
     pod = torch.rand(1, len(POD_FEATURES))
     nodes = torch.rand(len(NODE_FEATURES), 12)
     devices = nodes[NODE_FEATURES.index("gpu_devices")]
+    util = nodes[NODE_FEATURES.index("gpu_util")]
     with torch.no_grad():
-        expected = model(pod, nodes) / 2.0 + 3.0 * (1.0 - devices)
-        got = reshaped(model, 2.0, 3.0)(pod, nodes)
+        expected = model(pod, nodes) / 2.5 + 3.0 * (1.0 - devices) + 1.0 * (1.0 - util)
+        got = reshaped(model, 2.5, 3.0, 1.0)(pod, nodes)
+        torch.testing.assert_close(reshaped(model, 2.0, 3.0)(pod, nodes), model(pod, nodes) / 2.0 + 3.0 * (1.0 - devices), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
     assert reshaped(model, 1.0, 0.0) is not model  # a copy: the trained weights stay as they were
