@@ -22,7 +22,7 @@ from typing import Any
 from fedcore.resources import Resources
 
 from crdt import wire
-from crdt.claims import RELEASED, Claim, ClaimDelta, EpochMark, Status
+from crdt.claims import RELEASED, Change, Claim, ClaimDelta, EpochMark, Status
 from crdt.claims_replica import ClaimsReplica
 from crdt.dots import VersionVector
 
@@ -75,18 +75,17 @@ class Ledger:
             return out
         return self._record(out[1], ["bump", pod])
 
-    def merge(self, data: bytes) -> ClaimDelta:
-        """Decode and merge a peer's record, returning it; raises :class:`crdt.errors.InvalidDelta` (nothing changed).
-
-        What the merge did to our own reservations shows in ``replica.pending_releases()``.
-        """
+    def merge(self, data: bytes) -> tuple[ClaimDelta, tuple[Change, ...]]:
+        """Decode and merge a peer's record; returns it and what it did to our own claims (a claim that
+        stopped winning now shows in ``replica.pending_releases()``). Raises :class:`crdt.errors.InvalidDelta`
+        with nothing changed."""
         delta = wire.decode_delta(data)
-        self.replica.merge(delta)
+        changes = self.replica.merge(delta)
         agents = self._agents
         for record in (*delta.claims, *delta.marks):
             agents.add(record.agent)
         self.ops.append(["merge", data])
-        return delta
+        return delta, changes
 
     def compact(self) -> list[str]:
         """Drop completed pods whose claims are all released; returns their uids.

@@ -245,12 +245,12 @@ class Placer:
         if pod is None or not isinstance(value, bytes):
             return self._flush()
         try:
-            delta = self.ledger.merge(value)
+            delta, changes = self.ledger.merge(value)
         except InvalidDelta as exc:
             self.counters.bad_records += 1
             log.warning("dropped claims record %s from %s: %s", key, member, exc)
             return self._flush()
-        self._after_merge(delta, now)
+        self._after_merge(delta, now, bool(changes))
         return self._flush()
 
     def member_dead(self, member: str, now: float, graceful: bool = False) -> list[Effect]:
@@ -538,13 +538,15 @@ class Placer:
 
     # ---- losing, epochs and re-placement ---------------------------------------------------------
 
-    def _after_merge(self, delta: ClaimDelta, now: float) -> None:
+    def _after_merge(self, delta: ClaimDelta, now: float, ours_changed: bool) -> None:
+        """``ours_changed``: the merge made a claim of ours lose (else nothing of ours is left to release)."""
         replica = self.ledger.replica
         for claim in delta.claims:
             p = self.pending.get(claim.pod)
             if p is not None and p.first_claim is None and claim.epoch >= replica.epoch(claim.pod):
                 p.first_claim = now
-        for uid in {c.pod for c in delta.claims} | {m.pod for m in delta.marks}:
+        one = len(delta.claims) == 1 and not delta.marks  # what gossip carries almost always
+        for uid in (delta.claims[0].pod,) if one else {c.pod for c in delta.claims} | {m.pod for m in delta.marks}:
             if replica.winner(uid) is not None:
                 continue
             p = self.pending.get(uid)
@@ -552,7 +554,8 @@ class Placer:
                 self._reopen(uid, now)
             elif p is not None and p.claimed_at is None and not p.binding:  # its winner withdrew: race again now
                 p.due = min(p.due, max(now, p.refused_until))
-        self._release_losers(now)
+        if ours_changed:
+            self._release_losers(now)
 
     def _release_losers(self, now: float) -> None:
         """Release every reservation of ours that lost, stopping the pod first if it ran here."""
