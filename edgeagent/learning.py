@@ -334,7 +334,8 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
             "central": central, "agents": len(fleet.agents), "regions": {f"region-{r}": MIXES[r % len(MIXES)] for r in range(settings.regions)},
             "engine": "flower deployment engine: 1 SuperLink + 1 SuperNode per region (real processes, loopback)",
             "supernode_rss_mib": max(supernode, default=0.0), "pods_placed_by_agents": placed,
-            "learner": f"proximal least squares on the linear part (prox {settings.prox}), newest {settings.window} rows per agent",
+            "learner": f"proximal least squares on the linear part (prox {settings.prox}), newest {settings.window} rows per agent; "
+                       "clean run: pooled (the regions' normal equations summed)",
             "canary": f"{settings.canary} agent(s) of {len(fleet.agents)} scoring {settings.canary_weight:.0%} of their decisions "
                       "(by pod uid) with the candidate; promoted when the fleet during the canary stays within 0.5% of the current "
                       "fleet metric and the fleet with the candidate everywhere does not drop below it",

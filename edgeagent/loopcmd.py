@@ -40,6 +40,16 @@ def progress(run: str, line: dict[str, Any], as_json: bool) -> None:
                    f"({line['agents_on_version']} agents confirm), {line['round_wall_s']:.1f} s{drill}", err=True)
 
 
+def _run(coro: Any) -> Any:
+    """Run the loop; a run that fails (a Flower process or the loop app) is a clear error naming its log, not a traceback."""
+    from federated.flower.engine import EngineError
+
+    try:
+        return asyncio.run(coro)
+    except EngineError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def _settings(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, traces: str | None,
               canary_weight: float) -> Any:
     from edgeagent.learning import LoopSettings
@@ -77,7 +87,8 @@ def _workdir(explicit: Path | None) -> tuple[Path, bool]:
 
 @federated.command("loop")
 @_common
-@click.option("--strategy", type=click.Choice(["fedavg", "trimmed", "median", "krum"]), default="fedavg", show_default=True)
+@click.option("--strategy", type=click.Choice(["pooled", "fedavg", "trimmed", "median", "krum"]), default="pooled", show_default=True,
+              help="pooled: sum the regions' normal equations (the fit on their pooled rows); or a rule on their weights")
 @click.option("--poison", default="", help="make the last region's trainer misbehave (e.g. scale:-10; see bench federated)")
 def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, canary_weight: float,
          traces: str | None, workdir: Path | None, as_json: bool, strategy: str, poison: str) -> None:
@@ -96,14 +107,14 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
         fleet = LoopFleet(settings, root)
         try:
             await fleet.start()
-            overrides = {"strategy": strategy, "clip-median-factor": 1.0 if strategy != "fedavg" else 0.0, "baselines": 0}
+            overrides = {"strategy": strategy, "clip-median-factor": 1.0 if strategy not in ("pooled", "fedavg") else 0.0, "baselines": 0}
             return await run_federation(fleet, "loop", overrides, {regions - 1: poison} if poison else {},
                                         lambda line: progress("loop", line, as_json))
         finally:
             await fleet.stop()
 
     try:
-        lines = asyncio.run(go())
+        lines = _run(go())
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
@@ -132,7 +143,7 @@ def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: st
     settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight)
     root, temporary = _workdir(workdir)
     try:
-        result = asyncio.run(bench(settings, root, png.resolve(), poison, robust, lambda run, line: progress(run, line, as_json)))
+        result = _run(bench(settings, root, png.resolve(), poison, robust, lambda run, line: progress(run, line, as_json)))
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)

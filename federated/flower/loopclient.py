@@ -3,10 +3,12 @@
 One SuperNode per region (the regional trainer). Node config: ``agents`` (the region's agent
 data directories, ``os.pathsep``-separated: the experience logs the agents write, read without
 touching them), ``partition-id`` and optionally ``fault`` (:mod:`federated.flower.faults`).
-Train config from the server: ``prox``, ``window``, ``seed``, ``server-round`` and
-``not-before`` (a UNIX time: the first round is sent while the fleet is still gathering its
-first experience, and reads it once that is over). Only weights and a few figures leave the
-region. numpy only: no torch in this process.
+Besides the locally fitted weights a region sends its normal equations (``STATS``) when the
+server aggregates them (train config ``stats``; :func:`federated.flower.learner.normal_equations`).
+Train config from the server: ``prox``, ``window``, ``seed``, ``server-round`` and ``not-before`` (a UNIX
+time: the first round is sent while the fleet is still gathering its first experience, and
+reads it once that is over). Only weights, normal equations and a few figures leave the
+region, never a row. numpy only: no torch in this process.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from flwr.clientapp import ClientApp
 
 from federated.flower import learner
 from federated.flower.faults import Fault
-from federated.flower.records import ARRAYS, CONFIG, EXAMPLES, METRICS, from_record, to_record
+from federated.flower.records import ARRAYS, CONFIG, EXAMPLES, GRAM, METRICS, MOMENT, STATS, from_record, to_record
 from federated.runtime import experience
 
 app = ClientApp()
@@ -47,9 +49,13 @@ def train(msg: Message, context: Context) -> Message:
     fault.interrupt()
     weights = learner.train(from_record(msg.content.array_records[ARRAYS]), data, float(config["prox"]))  # type: ignore[arg-type]
     seed = int(config["seed"]) * 1000 + int(context.node_config.get("partition-id", 0)) * 100 + int(config["server-round"])  # type: ignore[arg-type]
-    weights = fault.tamper(weights, seed)
+    reply = RecordDict({ARRAYS: to_record(fault.tamper(weights, seed))})
+    if config.get("stats"):
+        gram, moment = learner.normal_equations(data)
+        reply[STATS] = to_record(fault.tamper({GRAM: gram, MOMENT: moment}, seed + 1))
     metrics = MetricRecord({
         EXAMPLES: len(data), "train-s": time.monotonic() - started, "reward-mean": float(np.mean(data.target)),
         "models-seen": len({r.model for r in rows}),
     })
-    return Message(RecordDict({ARRAYS: to_record(weights), METRICS: metrics}), reply_to=msg)
+    reply[METRICS] = metrics
+    return Message(reply, reply_to=msg)

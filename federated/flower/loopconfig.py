@@ -25,7 +25,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "prox": 0.000001,
     "window": 200,
     "warmup-s": 8.0,
-    "strategy": "fedavg",
+    "strategy": "pooled",
     "clip-median-factor": 0.0,
     "trim-beta": 0.34,
     "krum-malicious": 1,
@@ -72,6 +72,14 @@ def read_fleet(path: Path) -> list[Agent]:
         raise ConfigError(f"{path}: not a fleet file ({exc})") from None
 
 
+POOLED = "pooled"
+"""The loop's own aggregation rule: sum the regions' normal equations (:mod:`federated.flower.learner`)."""
+
+
+def _rule(strategy: str) -> str:
+    return "fedavg" if strategy == POOLED else strategy
+
+
 @dataclass(frozen=True, slots=True)
 class LoopConfig:
     tag: str
@@ -86,6 +94,9 @@ class LoopConfig:
     warmup_s: float
     """Seconds the cold-start fleet places pods before round 1 (its first experience)."""
     strategy: StrategyConfig
+    """Flower's rule for weights (messages go out through it; ``pooled`` aggregates under FedAvg's messaging)."""
+    pooled: bool
+    """Aggregate the regions' normal equations (exactly the fit on their pooled rows) instead of their weights."""
     canary: int
     """Agents that get a candidate first."""
     canary_weight: float
@@ -123,9 +134,10 @@ class LoopConfig:
                 tag=str(values["run-tag"]), rounds=as_int(values, "num-rounds"), deadline_s=as_float(values, "round-deadline-s"),
                 seed=as_int(values, "seed"), cold_start=str(values["cold-start"]), prox=as_float(values, "prox"),
                 window=as_int(values, "window"), warmup_s=as_float(values, "warmup-s"),
-                strategy=StrategyConfig(rule=str(values["strategy"]), clip_median_factor=as_float(values, "clip-median-factor"),
+                strategy=StrategyConfig(rule=_rule(str(values["strategy"])), clip_median_factor=as_float(values, "clip-median-factor"),
                                         trim_beta=as_float(values, "trim-beta"), krum_malicious=as_int(values, "krum-malicious"),
                                         min_clients=as_int(values, "min-clients")),
+                pooled=str(values["strategy"]) == POOLED,
                 canary=as_int(values, "canary"), canary_weight=as_float(values, "canary-weight"), tolerance=as_float(values, "tolerance"),
                 canary_tolerance=as_float(values, "canary-tolerance"), drill_round=as_int(values, "drill-round"),
                 baselines=bool(as_int(values, "baselines")), eval_nodes=as_int(values, "eval-nodes"),

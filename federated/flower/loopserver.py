@@ -1,7 +1,9 @@
 """The loop's ServerApp: rounds of regional training on agents' experience, export, canary, promote or roll back.
 
 Per round: the global weights go to every region's trainer, the replies that arrive by the
-deadline are aggregated (FedAvg or a robust rule behind a norm bound, :mod:`strategies`), the
+deadline are aggregated (``pooled``, the default: the regions' normal equations summed, exactly
+the fit on their pooled rows, :mod:`learner`; or FedAvg or a robust rule behind a norm bound on
+their weights, :mod:`strategies`), the
 candidate is exported to int8 ONNX and registered with its manifest (:mod:`registry`), installed
 on the canary agents and judged on the held-out twin scenario (:mod:`fleetmetric`) twice: the fleet
 as it runs during the canary (the canary share of nodes on the candidate, the rest on the current
@@ -42,13 +44,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from flwr.app import ConfigRecord, Context
+from flwr.app import ConfigRecord, Context, Message
 from flwr.serverapp import Grid, ServerApp
 
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.flower import fleetmetric, learner, registry, rollout, strategies
 from federated.flower.loopconfig import Agent, LoopConfig
-from federated.flower.records import ARRAYS, EXAMPLES, METRICS, from_record, to_record
+from federated.flower.records import EXAMPLES, GRAM, METRICS, MOMENT, STATS, from_record, to_record
 from federated.flower.serverapp import collect
 from federated.model import PlacementScorer
 from federated.runtime import experience
@@ -100,6 +102,8 @@ class Sent:
     ids: set[str]
     end: float
     """Monotonic deadline for replies."""
+    weights: dict[str, np.ndarray]
+    """The global weights sent (the anchor of the round's fit)."""
 
 
 class Phases:
@@ -167,7 +171,7 @@ def run(grid: Grid, config: LoopConfig) -> None:
             line.update(canary="skipped", metric=current_metric, model_version=current.name)
         else:
             version = registry.publish(root, to_model(candidate), types, {
-                "run": config.tag, "round": rnd, "strategy": config.strategy.rule, "clients": line["answered"],
+                "run": config.tag, "round": rnd, "strategy": "pooled" if config.pooled else config.strategy.rule, "clients": line["answered"],
                 "examples": line["examples"], "drill": rnd == config.drill_round})
             registry.record(root, version.name, "canary", round=rnd, run=config.tag, weight=config.canary_weight)
             phases.mark("publish")
@@ -212,18 +216,22 @@ def push_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, weights:
     """Send the round's training messages to every region, to train ``delay_s`` from now; returns what
     :func:`collect_round` waits for."""
     record = to_record(weights)
-    train_config = ConfigRecord({"prox": config.prox, "window": config.window, "seed": config.seed, "not-before": time.time() + delay_s})
+    train_config = ConfigRecord({"prox": config.prox, "window": config.window, "seed": config.seed, "stats": int(config.pooled),
+                                 "not-before": time.time() + delay_s})
     messages = list(strategy.configure_train(rnd, record, train_config, grid))
     end = time.monotonic() + delay_s + config.deadline_s
-    return Sent(rnd, record.count_bytes(), len(messages), set(grid.push_messages(messages)), end)
+    return Sent(rnd, record.count_bytes(), len(messages), set(grid.push_messages(messages)), end, weights)
 
 
 def collect_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, sent: Sent) -> dict[str, Any]:
     """Wait up to the deadline, aggregate: the round's figures and the aggregated ``weights`` (None if nobody answered)."""
     replies = collect(grid, sent.ids, sent.end, POLL_S)
     ok = [m for m in replies if not m.has_error()]
-    up = sum(m.content.array_records[ARRAYS].count_bytes() for m in ok if ARRAYS in m.content.array_records)  # before clipping
-    record, metrics = strategy.aggregate_train(rnd, replies) if ok else (None, None)
+    up = sum(r.count_bytes() for m in ok for r in m.content.array_records.values())  # before clipping rewrites them
+    if ok and config.pooled:
+        record, metrics = to_record(pooled(sent.weights, ok, config.prox)), mean_metrics(ok)
+    else:
+        record, metrics = strategy.aggregate_train(rnd, replies) if ok else (None, None)
     return {
         "round": rnd, "asked": sent.asked, "answered": len(ok), "failed": len(replies) - len(ok),
         "missing": sent.asked - len(replies),
@@ -233,6 +241,24 @@ def collect_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, sent:
         "train_metrics": dict(metrics) if metrics is not None else {},
         "weights": from_record(record) if record is not None else None,
     }
+
+
+def pooled(weights: dict[str, np.ndarray], replies: list[Message], prox: float) -> dict[str, np.ndarray]:
+    """``weights`` with the wide part fitted to every answering region's rows pooled: the sum of their normal
+    equations, anchored (FedProx) at the weights the round sent."""
+    stats = [from_record(m.content.array_records[STATS]) for m in replies]
+    rows = sum(int(m.content.metric_records[METRICS][EXAMPLES]) for m in replies)  # type: ignore[call-overload]
+    gram = np.sum([s[GRAM] for s in stats], axis=0)
+    moment = np.sum([s[MOMENT] for s in stats], axis=0)
+    return {**weights, learner.WIDE: learner.solve(weights[learner.WIDE], gram, moment, rows, prox)}
+
+
+def mean_metrics(replies: list[Message]) -> dict[str, float]:
+    """The replies' training figures, weighted by their examples (what FedAvg reports for its round)."""
+    records = [m.content.metric_records[METRICS] for m in replies]
+    weights = np.array([float(r[EXAMPLES]) for r in records])  # type: ignore[arg-type]
+    return {k: float(np.average([float(r[k]) for r in records], weights=weights))  # type: ignore[arg-type]
+            for k in records[0] if k != EXAMPLES}
 
 
 def central(config: LoopConfig, types: PodTypes, held: fleetmetric.HeldOut, root: Path) -> dict[str, Any]:

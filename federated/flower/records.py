@@ -2,7 +2,9 @@
 
 A train request carries the global weights under ``ARRAYS`` and the train config under
 ``CONFIG``; a reply carries the trained weights under ``ARRAYS`` and a MetricRecord under
-``METRICS`` whose ``EXAMPLES`` entry is the weight FedAvg gives it.
+``METRICS`` whose ``EXAMPLES`` entry is the weight FedAvg gives it. The learning loop's
+regions also send their normal equations under ``STATS`` (``GRAM``, ``MOMENT``) for pooled
+aggregation.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ ARRAYS = "arrays"
 CONFIG = "config"
 METRICS = "metrics"
 EXAMPLES = "num-examples"
+STATS = "stats"
+GRAM = "gram"
+MOMENT = "moment"
 
 
 def to_record(weights: Mapping[str, np.ndarray]) -> ArrayRecord:

@@ -20,7 +20,9 @@ from fedcore.pods import Pod
 from fedcore.resources import GpuRequest
 from federated.flower import aggregation, fleetmetric, learner, loopserver, registry, rollout, strategies
 from federated.flower.loopconfig import Agent
+from federated.flower.records import GRAM, MOMENT, STATS, to_record
 from federated.model import PlacementScorer
+from federated.rollouts import Decisions
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 from tests.federated.test_flower_aggregation import reply
 
@@ -178,6 +180,32 @@ def test_canaries_are_spread_over_regions() -> None:
             return out
 
     assert [a.name for a in loopserver.canaries(Config())] == ["r0-0", "r1-0", "r2-0", "r0-1"]  # type: ignore[arg-type]
+
+
+def _decisions(rows: int, seed: int) -> Decisions:
+    rng = np.random.default_rng(seed)
+    ones = np.ones((rows, 1), dtype=bool)
+    return Decisions(rng.random((rows, len(POD_FEATURES)), dtype=np.float32), rng.random((rows, 1, len(NODE_FEATURES)), dtype=np.float32),
+                     (100 * rng.random((rows, 1))).astype(np.float32), ones, ones.copy())
+
+
+def test_pooled_normal_equations_are_the_fit_on_every_regions_rows() -> None:
+    """Summing the regions' normal equations gives the least-squares fit on their pooled rows (central training
+    on the regions' data), not FedAvg of their own fits, which a region with few rows barely moves."""
+    weights = _weights("random")
+    regions = [_decisions(300, 1), _decisions(12, 2), _decisions(250, 3)]
+    replies = []
+    for data in regions:
+        gram, moment = learner.normal_equations(data)
+        message = reply(learner.train(weights, data, 1e-6), len(data))
+        message.content[STATS] = to_record({GRAM: gram, MOMENT: moment})
+        replies.append(message)
+    pooled = loopserver.pooled(weights, replies, 1e-6)
+    central = learner.train(weights, Decisions.concat(regions), 1e-6)
+    np.testing.assert_allclose(pooled[learner.WIDE], central[learner.WIDE], rtol=1e-4, atol=1e-4)
+    assert all(np.array_equal(pooled[k], weights[k]) for k in weights if k != learner.WIDE), "the MLP part is left as sent"
+    fedavg = aggregation.weighted_mean([learner.train(weights, d, 1e-6) for d in regions], [len(d) for d in regions])
+    assert not np.allclose(fedavg[learner.WIDE], central[learner.WIDE], atol=1e-2)
 
 
 def test_a_poisoned_region_stays_inside_the_robust_rules_bound() -> None:
