@@ -60,7 +60,7 @@ class LoopSettings:
     cold_start: str = "random"
     prox: float = 1e-6
     window: int = 200
-    warmup_s: float = 8.0
+    warmup_s: float = 12.0
     deadline_s: float = 30.0
     canary: int = 1
     canary_weight: float = 0.2

@@ -24,7 +24,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "cold-start": "random",
     "prox": 0.000001,
     "window": 200,
-    "warmup-s": 8.0,
+    "warmup-s": 12.0,
     "strategy": "pooled",
     "clip-median-factor": 0.0,
     "trim-beta": 0.34,

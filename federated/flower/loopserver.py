@@ -151,8 +151,6 @@ def run(grid: Grid, config: LoopConfig) -> None:
                   "metric": fleetmetric.NAME, "higher_is_better": fleetmetric.HIGHER_IS_BETTER, "metric_detail": held.describe(),
                   "model_version": current.name, "first_metric": current_metric,
                   "agents_on_version": sum(v == current.name for v in seen.values()), "agents": len(config.fleet)})
-    if config.baselines:
-        report.write({"event": "heuristics", **{name: held.heuristic(name) for name in HEURISTICS}})
     strategy = strategies.make(config.strategy)
     canary = canaries(config)
     sent = push_round(grid, strategy, config, 1, weights, config.warmup_s)  # dispatched now, trains after the warmup
@@ -207,7 +205,8 @@ def run(grid: Grid, config: LoopConfig) -> None:
         now = time.monotonic()
         line["round_wall_s"], line["phases_s"], mark = now - mark, phases.spent, now
         report.write(line)
-    if config.baselines:
+    if config.baselines:  # after the rounds, so they neither delay round 1 nor lengthen the first experience
+        report.write({"event": "heuristics", **{name: held.heuristic(name) for name in HEURISTICS}})
         report.write({"event": "central", **central(config, types, held, root)})
     report.write({"event": "end", "final_metric": current_metric, "model_version": current.name})
 
