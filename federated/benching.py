@@ -113,7 +113,7 @@ def decision_times(model_dir: Path, traces: Traces, seed: int, pods: int) -> dic
 
 def window_figures(result: evaluating.WindowResult) -> dict[str, Any]:
     return {
-        "never_placed": result.never_placed, "wait_s_mean": result.wait_s_mean, "wait_s_p50": result.wait_s_p50,
+        "never_placed": result.never_placed, "preplaced_never_placed": result.preplaced_never_placed, "wait_s_mean": result.wait_s_mean, "wait_s_p50": result.wait_s_p50,
         "wait_s_p90": result.wait_s_p90, "wait_s_p99": result.wait_s_p99, "gpu_alloc_ratio_mean": result.gpu_alloc_ratio_mean,
     }
 

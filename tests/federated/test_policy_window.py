@@ -26,6 +26,21 @@ def test_never_placed_pods_count_as_waiting_and_infeasible_ones_apart() -> None:
     result = evaluating.dlrm_holdout(nodes, instances, "bestfit", held=held)
     assert result.infeasible == 1 and result.arrivals == 4
     assert result.never_placed == 1
+    assert result.preplaced_never_placed == 0  # both running pods fit at the start
     # Waits of the three feasible arrivals: big 50 s, late 90 s (until it left), tail 0 s.
     assert result.wait_s_mean == pytest.approx((50.0 + 90.0 + 0.0) / 3)
     assert result.wait_s_p99 <= 90.0
+
+
+def test_running_pods_left_unplaced_at_the_start_are_reported_apart() -> None:
+    nodes = [Node("a", 4000, 8192)]
+    instances = [
+        Instance(Pod("old1", 3000, 1024), 0.0, None),
+        Instance(Pod("old2", 3000, 1024), 0.0, None),  # alive at the cut but no room: never placed, not a window arrival
+        Instance(Pod("new", 500, 64), 1000.0, None),
+    ]
+    held = evaluating.Window.of(nodes, instances, start=500.0)
+    assert held.preplaced == 2
+    result = evaluating.dlrm_holdout(nodes, instances, "bestfit", held=held)
+    assert result.preplaced_never_placed == 1
+    assert result.never_placed == 0 and result.arrivals == 1
