@@ -1,6 +1,6 @@
 """Real edge agents for drills and the demo: ``fedplane agent`` processes, one per twin node.
 
-An :class:`~controlplane.feeder.EvidenceSource` like the in-process feeder, but the pods are
+The :class:`~controlplane.drills.EvidenceSource` drills and the demo run: the pods are
 placed by the real agents (gossip, claims CRDT, fenced binds over the TwinCluster API served by
 the control plane under test), and the evidence is theirs: each agent reports itself
 (``ReportAgent`` over the twin link) with its gossip view. Each cluster's agents gossip only

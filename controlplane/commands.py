@@ -436,8 +436,6 @@ def drill() -> None:
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="PNG timeline (default: drill-<scenario>.png).")
-@click.option("--agents", default="real", show_default=True, type=click.Choice(["real", "feeder"]),
-              help="real: 'fedplane agent' processes place the pods and report themselves; feeder: in-process stand-ins.")
 @click.option("--ha", "ha_members", default=0, show_default=True, type=click.IntRange(0, 9),
               help="control-plane-crash only: crash real control-plane processes: N >= 2 replicated on a local 3-member etcd (the leader is killed or paused); "
                    "1: one process on SQLite, killed and restarted on the same file (0: the in-process drill).")
@@ -446,21 +444,20 @@ def drill() -> None:
 @click.option("--loss", default=0.0, show_default=True, type=click.FloatRange(0.0, 0.5),
               help="Share of every real agent's gossip datagrams dropped (user-space loss injection).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str, ha_members: int, hosts: str, loss: float,
+def failover(scenario: str, runs: int, seed: int, plot: str | None, ha_members: int, hosts: str, loss: float,
              as_json: bool) -> None:
-    """Inject a fault N times and measure detection, recovery, success, pods lost and duplicated."""
+    """Inject a fault N times and measure detection, recovery, success, pods lost and duplicated.
+
+    Real ``fedplane agent`` processes (one per twin node) place the pods and report themselves."""
     from controlplane import agentfleet, drills
 
     if ha_members:
         _ha_failover(scenario, runs, ha_members, as_json)
         return
 
-    real = agents == "real"
-    config = drills.DrillConfig(agents_bind=real)
-    if loss and not real:
-        fail("--loss drops real agents' gossip datagrams: drop --agents feeder")
+    config = drills.DrillConfig()
     fleet = functools.partial(agentfleet.AgentFleet, loss=loss)
-    kwargs: dict[str, Any] = {"source": fleet, "evidence": agentfleet.EVIDENCE} if real else {}
+    kwargs: dict[str, Any] = {"source": fleet, "evidence": agentfleet.EVIDENCE}
 
     def run(config: drills.DrillConfig) -> tuple[dict[str, Any], list[drills.RunResult]]:
         with reporting.progress() as bar:
@@ -470,8 +467,6 @@ def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str,
     if hosts == "netns":
         from controlplane import netns
 
-        if not real:
-            fail("--hosts netns runs real agents: drop --agents feeder")
         reason = netns.unavailable()
         if reason:
             fail(f"--hosts netns: {reason}")
@@ -487,8 +482,7 @@ def failover(scenario: str, runs: int, seed: int, plot: str | None, agents: str,
     else:
         summary, results = run(config)
         summary["hosts"] = "loopback: the control plane and every agent on this host's loopback interface"
-    if real:
-        summary["gossip_loss"] = loss
+    summary["gossip_loss"] = loss
     try:
         summary["plot"] = str(drills.plot(results, scenario, plot or f"drill-{scenario}.png"))
     except RuntimeError as exc:

@@ -30,7 +30,6 @@ from typing import Any
 from controlplane import drills
 from controlplane.agentfleet import AgentFleet, Histogram
 from controlplane.autoscaling import demoing as autoscale_demo
-from controlplane.feeder import EvidenceSource
 from controlplane.metrics import Metrics
 from fedapi import controlplane_pb2 as cp
 from fedcore import reporting, stats
@@ -111,7 +110,7 @@ async def run(settings: DemoSettings, notice: Callable[[str], None] = lambda m: 
     fleets: list[AgentFleet] = []
     initial: list[Histogram] = []
 
-    def source_factory(names: dict[str, list[str]], clock: Callable[[], float]) -> EvidenceSource:
+    def source_factory(names: dict[str, list[str]], clock: Callable[[], float]) -> drills.EvidenceSource:
         fleets.append(AgentFleet(names, clock))
         return fleets[-1]
 

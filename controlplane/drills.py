@@ -1,8 +1,8 @@
 """Failover drills: inject a fault into a live control plane with twin clusters and measure it.
 
 Each run builds fresh twin clusters, starts the real control-plane service (gRPC, in-process) and
-an :class:`~controlplane.feeder.EvidenceSource` (real ``fedplane agent`` processes binding the pods,
-:mod:`controlplane.agentfleet`, or the in-process feeder with the twin binding them), submits
+an :class:`EvidenceSource`: real ``fedplane agent`` processes binding the pods and reporting
+themselves (:mod:`controlplane.agentfleet`; tests swap in a stand-in with the twin binding), submits
 workloads over gRPC, waits until they are ready, injects the fault and
 watches ground truth every 50 ms. Measured per run: detection (fault -> verdict), recovery (fault
 -> every affected replica ready on an unaffected cluster), then, after healing the fault and
@@ -34,12 +34,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
-from controlplane import server
-from controlplane.feeder import EvidenceFeeder, EvidenceSource
+from controlplane import agentfleet, server
 from controlplane.metrics import Metrics
 from controlplane.migrations import RetryPolicy, SimulatedCrash
 from controlplane.runtime import Backends, ControlPlane
@@ -57,6 +56,28 @@ STRANDED_AFTER_S = 30.0
 EXPECTED_VERDICT = {"cluster-outage": "down", "region-partition": "partitioned", "agent-crash": "agents-silent",
                     "control-plane-crash": "down"}
 """What the control plane must say about a victim in each scenario."""
+
+
+class EvidenceSource(Protocol):
+    """Agents (stand-in or real) as a drill drives them: start, fault, heal, stop."""
+
+    async def start(self, target: str, link: str) -> None:
+        """Begin: ``target`` is the control plane's gRPC address, ``link`` its twin link for agents."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    def kill_agents(self, cluster: str) -> None:
+        """The cluster's agents die (node crash, cluster outage or agent crash)."""
+        ...
+
+    def cut_off(self, cluster: str) -> None:
+        """The cluster's agents can no longer reach the control plane; they still gossip."""
+        ...
+
+    def heal(self, cluster: str) -> None: ...
+
+
 SourceFactory = Callable[[dict[str, list[str]], Callable[[], float]], EvidenceSource]
 
 
@@ -71,7 +92,7 @@ class DrillConfig:
     deadline_s: float = 20.0
     restart_delay_s: float = 0.5
     timings: Timings = Timings()
-    agents_bind: bool = False  # twin pods wait for edge agents to bind them (real agents), else the twin binds
+    agents_bind: bool = True  # twin pods wait for edge agents to bind them (real agents), else the twin binds (a test stand-in)
     node_cpu_milli: int = 8000
     node_memory_mib: int = 32768
     ready_timeout_s: float = 10.0  # workloads must be ready this long after submission, before the fault
@@ -116,10 +137,6 @@ class CrashAt:
         if self.armed and not self.fired and (step, when) == self.point:
             self.fired = True
             raise SimulatedCrash(f"control plane crashed at {step}/{when}")
-
-
-def _feeder(nodes: dict[str, list[str]], clock: Callable[[], float]) -> EvidenceSource:
-    return EvidenceFeeder(nodes, clock)
 
 
 class Drill:
@@ -392,9 +409,9 @@ class Drill:
 
 
 async def run_drill(
-    scenario: str, runs: int, seed: int = 0, config: DrillConfig = DrillConfig(), source: SourceFactory = _feeder,
+    scenario: str, runs: int, seed: int = 0, config: DrillConfig = DrillConfig(), source: SourceFactory = agentfleet.AgentFleet,
     metrics: Metrics | None = None, on_run: Callable[[int, RunResult], None] = lambda i, r: None,
-    evidence: str = "in-process feeder (stand-in agents over gRPC)",
+    evidence: str = agentfleet.EVIDENCE,
 ) -> tuple[dict[str, Any], list[RunResult]]:
     """``runs`` runs of ``scenario``; returns the summary (the drill JSON) and every run's result."""
     if scenario not in SCENARIOS:

@@ -11,13 +11,16 @@ import pytest
 from click.testing import CliRunner
 
 from controlplane import drills
+from cp_feeder import EVIDENCE, EvidenceFeeder
 from fedplane.cli import main
 
 KEYS = ["scenario", "runs", "detect_s_median", "recovery_s_p50", "recovery_s_p99", "success_rate", "pods_lost", "pods_duplicated"]
 
 
 def run(scenario: str, runs: int, seed: int = 0) -> tuple[dict[str, object], list[drills.RunResult]]:
-    return asyncio.run(drills.run_drill(scenario, runs, seed))
+    """The control plane's side of a drill, fast: stand-in agents report, the twin binds the pods."""
+    config = drills.DrillConfig(agents_bind=False)
+    return asyncio.run(drills.run_drill(scenario, runs, seed, config, source=EvidenceFeeder, evidence=EVIDENCE))
 
 
 @pytest.mark.integration

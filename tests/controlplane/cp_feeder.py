@@ -1,8 +1,10 @@
-"""The evidence feeder: a stand-in for edge agents that reports heartbeats and gossip views over
-the real gRPC API (``ControlPlane.ReportAgent``) at LAN gossip timings.
+"""TEST FIXTURE — the evidence feeder: stand-in edge agents that report heartbeats and gossip views
+over the real gRPC API (``ControlPlane.ReportAgent``) at LAN gossip timings.
 
-It is what drills use until real edge-agent processes exist; both implement :class:`EvidenceSource`,
-so a drill swaps one for the other. Its gossip model is deliberately simple and stated here:
+Drills run real ``fedplane agent`` processes (:mod:`controlplane.agentfleet`), which report
+themselves; this stand-in implements the same :class:`controlplane.drills.EvidenceSource` so the
+control plane's verdicts, planning and migrations can be tested fast, with the twin binding the
+pods (``DrillConfig(agents_bind=False)``). Its gossip model is deliberately simple and stated here:
 a node whose agent dies is seen ALIVE by its peers for ``suspect_after_s``, then SUSPECT, then
 DEAD after ``dead_after_s`` (SWIM with Lifeguard at 200 ms probes is in this range); a cluster
 cut off from the control plane keeps gossiping with every other cluster (agents mesh over their
@@ -15,31 +17,13 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
 
 import grpc
 
 from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
 
 
-class EvidenceSource(Protocol):
-    """Agents (stand-in or real) as a drill drives them: start, fault, heal, stop."""
-
-    async def start(self, target: str, link: str) -> None:
-        """Begin: ``target`` is the control plane's gRPC address, ``link`` its twin link for agents."""
-        ...
-
-    async def stop(self) -> None: ...
-
-    def kill_agents(self, cluster: str) -> None:
-        """The cluster's agents die (node crash, cluster outage or agent crash)."""
-        ...
-
-    def cut_off(self, cluster: str) -> None:
-        """The cluster's agents can no longer reach the control plane; they still gossip."""
-        ...
-
-    def heal(self, cluster: str) -> None: ...
+EVIDENCE = "in-process feeder (stand-in agents over gRPC; a test fixture)"
 
 
 class EvidenceFeeder:
