@@ -1,11 +1,11 @@
-"""TEST HARNESS — fedapi's TwinCluster service over an :class:`InMemoryCluster`, for the bench and drills.
+"""TEST HARNESS — fedapi's TwinCluster service over an :class:`InMemoryCluster`, for tests and the learning loop.
 
 The real twin cluster API is served by the control plane process (which the agent
-package may not import); this double serves the same messages on the same twin link
-(:mod:`fedapi.twinlink`), so the agents under test use their production client
-(:mod:`edgeagent.twinclient`). The bench runs it in
-its own process and drives pods on the cluster object directly (submit, finish),
-which is also its ground truth: decision latencies, refused binds, over-commits.
+package may not import), and ``fedplane bench agent`` runs against that service; this
+double serves the same messages on the same twin link (:mod:`fedapi.twinlink`), so the
+agents under test use their production client (:mod:`edgeagent.twinclient`). Its user
+runs it in its own process and drives pods on the cluster object directly (submit,
+finish), which is also its ground truth: decision latencies, refused binds, over-commits.
 """
 
 from __future__ import annotations
