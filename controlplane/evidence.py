@@ -89,6 +89,7 @@ class ClusterEvidence:
     insider_down: int         # ... seen suspect/dead
     outsider_alive: int       # (fresh agent of another cluster, node of this cluster) seen alive
     outsider_down: int
+    outsiders_silent: bool = False  # agents of other clusters have reported, but none recently: no outside view now
     nodes: tuple[NodeState, ...] = ()
     summaries: tuple[NodeSummary, ...] = ()
 
@@ -147,9 +148,10 @@ class EvidenceBook:
                 else:
                     outsider_alive += alive
                     outsider_down += not alive
+        outsiders_silent = any(c != cluster for c, _ in self.reports) and not any(r.cluster != cluster for _at, r in fresh)
         return ClusterEvidence(
             cluster, now, probe.failures, now - probe.first_failure if probe.failures else 0.0, probe.last_ok >= 0,
             probe.error, len(mine), sum(1 for _at, r in fresh if r.cluster == cluster),
             now - max(mine) if mine else float("inf"), insider_alive, insider_down, outsider_alive, outsider_down,
-            tuple(probe.nodes), tuple(r.summary for _at, r in fresh if r.cluster == cluster),
+            outsiders_silent, tuple(probe.nodes), tuple(r.summary for _at, r in fresh if r.cluster == cluster),
         )

@@ -3,6 +3,9 @@
 Rules (first match wins), with ``probe down`` = at least ``probe_failures`` probes failed in a row:
 - probe down, insiders report since it failed, seeing peers alive -> PARTITIONED (alive, cut from us)
 - probe down for ``confirm_s``, other clusters' agents see it alive, none suspect -> PARTITIONED
+- probe down less than ``confirm_s``, other clusters' agents known but none reported lately
+                                                                   -> UNKNOWN (no outside view yet: a late report
+  is not a death; a busy host delays reports before it delays probes)
 - probe down, no vantage point sees it alive                      -> DOWN (crash, outage or total partition)
 - probe down less than ``confirm_s``, others still see it alive   -> UNKNOWN (their failure detectors
   need that long to notice a real outage: "alive" in a gossip view is sticky until then; one
@@ -84,6 +87,9 @@ def judge(ev: ClusterEvidence, t: Timings) -> Verdict:
             if ev.probe_failing_for >= t.confirm_s:
                 return Verdict(Health.PARTITIONED, (probes, reports, views))
             return Verdict(Health.UNKNOWN, (probes, reports, views, f"confirming for {t.confirm_s:g}s: an outage would show in their views by then"))
+        if ev.outsiders_silent and ev.probe_failing_for < t.confirm_s:
+            return Verdict(Health.UNKNOWN, (probes, reports, "no recent report from other clusters' agents",
+                                            f"waiting up to {t.confirm_s:g}s for an outside view"))
         remote = f"remote views: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead"
         return Verdict(Health.DOWN, (probes, reports, remote, "no vantage point sees it alive: crash, outage or total partition"))
     if not ev.probed_ok and not ev.agents_known:

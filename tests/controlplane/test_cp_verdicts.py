@@ -55,6 +55,13 @@ def test_verdict_table(probe_ok: bool, insiders: PeerState | None, outsiders: Pe
     assert verdict.health.failed == (health in (Health.DOWN, Health.PARTITIONED))
 
 
+@pytest.mark.parametrize("failing_for, health", [(0.4, Health.UNKNOWN), (T.confirm_s, Health.DOWN)])
+def test_silent_outsiders_are_waited_for_not_read_as_down(failing_for: float, health: Health) -> None:
+    book = book_with(False, None, None, failing_for=failing_for)
+    book.add_report(report("b", "b-n0", 99, {("a", "a-n0"): PeerState.ALIVE}), 10.0 - 3 * T.fresh_s)  # known, not fresh
+    assert judge(book.about("a", 10.0), T).health is health
+
+
 def test_other_clusters_views_read_partitioned_once_confirmed_and_stale_insiders_prove_nothing() -> None:
     verdict = judge(book_with(False, None, PeerState.ALIVE, failing_for=T.confirm_s).about("a", 10.0), T)
     assert verdict.health is Health.PARTITIONED and "other clusters see its nodes alive" in " | ".join(verdict.reasons)
