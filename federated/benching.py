@@ -7,7 +7,8 @@
 * dlrm_holdout: ``learned``, ``kube-default`` and every heuristic replaying the held-out DLRM
   window, judged on never-placed feasible arrivals and the mean wait of all feasible arrivals
   (never-placed ones wait until they leave or the window ends), statically infeasible arrivals
-  apart, and the pooled-fleet (fluid) replay beside them.
+  apart, and the pooled-fleet (fluid) replay beside them (``fluid_bound_*`` keys: the section's
+  objects are the profiles alone).
 * size and fidelity: file sizes from the artifact; int8-vs-fp32 agreement = share of decisions,
   along an fp32-driven openb episode, where both precisions choose the same node after the
   framework's integer truncation and tie order.
@@ -138,7 +139,8 @@ def dlrm_window(model_dir: Path, traces: Traces, tick: Callable[[str], None]) ->
         "preplaced": held.preplaced,
         "window_s": held.end,
         "fleet": f"openb nodes x{evaluating.DLRM_FLEET_SCALE}",
-        "fluid_bound": {k: getattr(fluid, k) for k in fluid.__dataclass_fields__},
+        # Flat keys, not an object: every object in this section is a profile's figures (readers pick the best among them).
+        **{f"fluid_bound_{k}": getattr(fluid, k) for k in fluid.__dataclass_fields__},
     }
 
 
