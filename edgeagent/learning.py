@@ -276,7 +276,21 @@ def supernode_rss_mib(eng: engine.Engine) -> float:
 
 
 def rounds_of(lines: list[Line]) -> list[Line]:
-    return [line for line in lines if "round" in line and not line.get("drill")]
+    """The learning rounds (not the drill), each with ``metric``: its fleet model measured on the report seeds."""
+    return [line for line in reported(lines) if not line.get("drill")]
+
+
+def reported(lines: list[Line]) -> list[Line]:
+    """Every round line with ``metric`` (the fleet model after the round) and, for a drill round,
+    ``report_canary_metric`` taken from the ``measured`` line: report seeds, not the judging ones."""
+    measured = event(lines, "measured")
+    out = []
+    for line in (line for line in lines if "round" in line):
+        extra = {"metric": measured["metrics"][line["round"]]}
+        if str(line["round"]) in measured["drill_canary_metric"]:
+            extra["report_canary_metric"] = measured["drill_canary_metric"][str(line["round"])]
+        out.append({**line, **extra})
+    return out
 
 
 def event(lines: list[Line], name: str) -> Line:
@@ -306,27 +320,29 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
         await fleet.stop()
     start, heuristics, central = event(clean, "start"), event(clean, "heuristics"), event(clean, "central")
     learning = rounds_of(clean)
-    drill = next(line for line in clean if line.get("drill"))
+    drill = next(line for line in reported(clean) if line.get("drill"))
     best = max((k for k in heuristics if k != "event"), key=lambda k: heuristics[k])
     before = learning[-1]["metric"]
     result: dict[str, Any] = {
         "metric": start["metric"], "higher_is_better": start["higher_is_better"], "cold_start": start["cold_start"],
+        "judge_seeds": start["judge_seeds"], "report_seeds": start["report_seeds"],
         "rounds": [{k: line.get(k) for k in ("round", "metric", "model_version", "canary", "round_wall_s", "bytes_up", "bytes_down",
-                                             "candidate", "canary_metric", "candidate_metric", "answered", "examples",
-                                             "agents_on_version", "phases_s")}
+                                             "judge_metric", "candidate", "canary_metric", "candidate_metric", "answered",
+                                             "examples", "agents_on_version", "phases_s")}
                    for line in learning],
-        "first_metric": start["first_metric"],
+        "first_metric": event(clean, "measured")["metrics"][0],
         "final_metric": learning[-1]["metric"],
         "best_heuristic_metric": heuristics[best],
         "central_metric": central["central_metric"],
         "rollback_drill": {
             "rounds_to_rollback": 1 if drill["canary"] == "rolled_back" else None,
-            "metric_drop_rel": max(0.0, (before - drill["canary_metric"]) / before) if "canary_metric" in drill else None,
-            "candidate": drill.get("candidate"), "canary_metric": drill.get("canary_metric"), "fleet_metric_before": before,
+            "metric_drop_rel": max(0.0, (before - drill["report_canary_metric"]) / before) if "report_canary_metric" in drill else None,
+            "candidate": drill.get("candidate"), "canary_metric": drill.get("report_canary_metric"), "fleet_metric_before": before,
+            "judge_canary_metric": drill.get("canary_metric"),
             "agents_back_on_previous": drill.get("agents_on_version"), "round_wall_s": drill["round_wall_s"],
         },
         "poisoned": {"final_metric": rounds_of(poisoned)[-1]["metric"], "fault": f"region {settings.regions - 1}: {poison}",
-                     "strategy": f"{robust} + update norm <= 1 x median", "first_metric": event(poisoned, "start")["first_metric"],
+                     "strategy": f"{robust} + update norm <= 1 x median", "first_metric": event(poisoned, "measured")["metrics"][0],
                      "metrics": [line["metric"] for line in rounds_of(poisoned)],
                      "canary": [line["canary"] for line in rounds_of(poisoned)]},
         "detail": {
@@ -340,6 +356,9 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
                       "(by pod uid) with the candidate; promoted when the fleet during the canary stays within 0.5% of the current "
                       "fleet metric and the fleet with the candidate everywhere does not drop below it",
             "round_wall": "time between consecutive verdicts: round r+1's regional training runs while round r's candidate is judged",
+            "seeds": "canary and promotion judged on judge_seeds; every reported figure (each round's metric, first, final, heuristics, "
+                     "central, drill, poisoned) measured after the loop on report_seeds, disjoint, same held-out pods and nodes",
+            "report_measure_s": {"clean": event(clean, "measured")["measure_s"], "poisoned": event(poisoned, "measured")["measure_s"]},
             "wall_s": round(time.monotonic() - started, 1),
         },
     }

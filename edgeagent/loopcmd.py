@@ -26,17 +26,19 @@ def progress(run: str, line: dict[str, Any], as_json: bool) -> None:
         click.echo(f"[{run}] {json.dumps(line)}", err=True)
         return
     if line.get("event") == "start":
-        click.echo(f"[{run}] cold start {line['model_version']}: {line['cold_start']}; {line['metric']} = {line['first_metric']:.4f} "
+        click.echo(f"[{run}] cold start {line['model_version']}: {line['cold_start']}; {line['metric']} = {line['judge_metric']:.4f} "
                    f"({line['agents_on_version']}/{line['agents']} agents on it)", err=True)
     elif line.get("event") == "heuristics":
-        click.echo(f"[{run}] heuristics: " + ", ".join(f"{k} {v:.4f}" for k, v in line.items() if k != "event"), err=True)
+        click.echo(f"[{run}] heuristics (report seeds): " + ", ".join(f"{k} {v:.4f}" for k, v in line.items() if k != "event"), err=True)
+    elif line.get("event") == "measured":
+        click.echo(f"[{run}] on the report seeds {line['seeds']}: fleet per round " + ", ".join(f"{m:.4f}" for m in line["metrics"]), err=True)
     elif line.get("event") == "central":
         click.echo(f"[{run}] central (pooled experience): {line['central_metric']:.4f} on {line['examples']} rows", err=True)
     elif "round" in line:
         drill = " (rollback drill: a deliberately bad candidate)" if line.get("drill") else ""
         click.echo(f"[{run}] round {line['round']:>2}: {line['answered']}/{line['asked']} regions, "
                    f"candidate {line.get('candidate', '-')} canary {line.get('canary_metric', float('nan')):.4f} -> "
-                   f"{line['canary']}; fleet {line['metric']:.4f} on {line['model_version']} "
+                   f"{line['canary']}; fleet {line['judge_metric']:.4f} (judged) on {line['model_version']} "
                    f"({line['agents_on_version']} agents confirm), {line['round_wall_s']:.1f} s{drill}", err=True)
 
 
@@ -119,10 +121,10 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
     start, done = event(lines, "start"), rounds_of(lines)
-    summary = {"metric": start["metric"], "cold_start": start["cold_start"], "first_metric": start["first_metric"],
+    summary = {"metric": start["metric"], "cold_start": start["cold_start"], "first_metric": event(lines, "end")["first_metric"],
                "final_metric": event(lines, "end")["final_metric"], "model_version": event(lines, "end")["model_version"],
                "promoted": sum(r["canary"] == "promoted" for r in done), "rolled_back": sum(r["canary"] == "rolled_back" for r in done),
-               "rounds": done, "workdir": None if temporary else str(root)}
+               "rounds": done, "judge_seeds": start["judge_seeds"], "report_seeds": start["report_seeds"], "workdir": None if temporary else str(root)}
     if as_json:
         click.echo(json.dumps(summary))
     else:

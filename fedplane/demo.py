@@ -48,7 +48,7 @@ def _learn(out_dir: Path, seed: int, traces: str | None) -> None:
     best = max((k for k in heuristics if k != "event"), key=lambda k: heuristics[k])
     report = {
         "metric": start["metric"], "metric_detail": start["metric_detail"], "cold_start": start["cold_start"],
-        "first_metric": start["first_metric"], "final_metric": done[-1]["metric"], "rounds": done,
+        "first_metric": event(lines, "end")["first_metric"], "final_metric": done[-1]["metric"], "rounds": done,
         "heuristics": {k: v for k, v in heuristics.items() if k != "event"}, "best_heuristic": best,
         "best_heuristic_metric": heuristics[best], "central_metric": event(lines, "central")["central_metric"],
         "detail": {"best_heuristic": best},

@@ -1,8 +1,11 @@
 """The loop's fleet metric: GPU allocation of a held-out workload on the twin, scored as the agents score.
 
 Held out: the openb pods after the first 80% (never trained on, :mod:`federated.splits`),
-submitted in the openb protocol's order for seeds ``0..seeds-1`` (benchmark seeds, never
-training seeds) to 100% arrived GPU load on the first ``nodes`` GPU nodes of the openb fleet.
+submitted in the openb protocol's order to 100% arrived GPU load on the first ``nodes`` GPU nodes
+of the openb fleet, for two disjoint sets of seeds: the loop *judges* candidates (canary,
+promotion) on seeds ``JUDGE_SEEDS_FROM..+k-1`` and *reports* every figure on seeds ``0..k-1``, so
+a reported metric is never the one a model was selected on (keeping the best of noisy
+candidates biases the selecting measurement upward, not an independent one).
 A model is judged through the int8 ONNX runtime the agents load (the ``learned`` profile over
 :class:`federated.runtime.scorer.PolicyRuntime`); a canary is judged on a *mixed* fleet, where
 the canary share of nodes scores with the candidate and every other node with the current model,
@@ -12,7 +15,7 @@ scale across versions matters. Heuristics run the same protocol on the same node
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +35,8 @@ from federated.runtime.scorer import PolicyRuntime
 
 NAME = "gpu_alloc_heldout"
 HIGHER_IS_BETTER = True
+JUDGE_SEEDS_FROM = 100
+"""First judging seed: the report seeds ``0..k-1`` stay disjoint from the judging seeds for ``k`` up to this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +57,15 @@ class HeldOut:
         train = splits.openb_train_pods(pods)
         return cls(fleet[:nodes] if nodes else fleet, pods[len(train):], tuple(range(seeds)), PodTypes.from_pods(train))
 
+    def judging(self) -> HeldOut:
+        """The same pods and nodes on the judging seeds (disjoint from this scenario's report seeds ``0..k-1``)."""
+        if len(self.seeds) > JUDGE_SEEDS_FROM:
+            raise ValueError(f"at most {JUDGE_SEEDS_FROM} evaluation seeds keep judging and report seeds disjoint, got {len(self.seeds)}")
+        return replace(self, seeds=tuple(JUDGE_SEEDS_FROM + s for s in self.seeds))
+
     def describe(self) -> str:
         return (f"GPU allocation ratio at 100% arrived GPU load: held-out openb pods (last {1 - splits.TRAIN_FRACTION:.0%}, "
-                f"{len(self.pods)} pods) on {len(self.nodes)} openb GPU nodes, seeds {list(self.seeds)}, mean; "
+                f"{len(self.pods)} pods) on {len(self.nodes)} openb GPU nodes, report seeds {list(self.seeds)}, mean; "
                 "models scored through the agents' int8 ONNX runtime")
 
     def _mean(self, profile: object) -> float:

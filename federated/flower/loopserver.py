@@ -27,6 +27,13 @@ The canary is weighted: the canary agents score the ``canary-weight`` share of t
 (:func:`federated.runtime.canary.takes_canary`, by pod uid) with the candidate, the rest with
 the current model, and the mixed fleet is judged with the same routing.
 
+Judging and reporting use disjoint seeds of the same held-out scenario (:mod:`fleetmetric`):
+every verdict above is taken on the judging seeds (``judge_metric``, ``canary_metric``,
+``candidate_metric``), and after the last round each round's fleet model, the drill's canary
+fleet, the heuristics and central training are measured on the report seeds (the ``measured``
+line): the figures a user reads are not the ones the promotions selected on. That measurement
+runs after the last verdict, so it never lengthens a round's wall.
+
 Before round 1 the cold start (never a copy of the heuristic it is compared with) is published,
 installed everywhere and left to place pods for ``warmup-s``: the first experience. With
 ``baselines`` set the run also measures the heuristics and central training (the same learner on
@@ -134,7 +141,8 @@ class Report:
 
 def run(grid: Grid, config: LoopConfig) -> None:
     report = Report(config.report_file)
-    held = fleetmetric.HeldOut.load(config.traces, config.eval_nodes, config.eval_seeds)
+    shown = fleetmetric.HeldOut.load(config.traces, config.eval_nodes, config.eval_seeds)
+    held = shown.judging()
     types = held.types
     torch.manual_seed(config.seed)
     template = {k: v.detach().numpy().copy() for k, v in PlacementScorer().state_dict().items()}
@@ -142,14 +150,17 @@ def run(grid: Grid, config: LoopConfig) -> None:
     root = config.registry_dir
     current = registry.publish(root, to_model(weights), types, {"run": config.tag, "round": 0, "cold_start": config.cold_start})
     current_metric = held.model(current)
+    fleet_by_round: dict[int, Path] = {0: current}
+    drills: dict[int, tuple[Path, Path]] = {}
     registry.record(root, current.name, "promoted", round=0, metric=current_metric, run=config.tag)
     for agent in config.fleet:
         rollout.reset(agent)
         rollout.install(agent, current)
     seen = rollout.wait_for({a.name: current.name for a in config.fleet}, config.fleet, config.swap_timeout_s)
     report.write({"event": "start", "cold_start": learner.describe_cold_start(config.cold_start, config.seed),
-                  "metric": fleetmetric.NAME, "higher_is_better": fleetmetric.HIGHER_IS_BETTER, "metric_detail": held.describe(),
-                  "model_version": current.name, "first_metric": current_metric,
+                  "metric": fleetmetric.NAME, "higher_is_better": fleetmetric.HIGHER_IS_BETTER, "metric_detail": shown.describe(),
+                  "judge_seeds": list(held.seeds), "report_seeds": list(shown.seeds),
+                  "model_version": current.name, "judge_metric": current_metric,
                   "agents_on_version": sum(v == current.name for v in seen.values()), "agents": len(config.fleet)})
     strategy = strategies.make(config.strategy)
     canary = canaries(config)
@@ -166,7 +177,7 @@ def run(grid: Grid, config: LoopConfig) -> None:
         if rnd == config.drill_round:
             candidate, line["drill"] = bad_model(candidate if candidate is not None else weights), True
         if candidate is None:
-            line.update(canary="skipped", metric=current_metric, model_version=current.name)
+            line.update(canary="skipped", judge_metric=current_metric, model_version=current.name)
         else:
             version = registry.publish(root, to_model(candidate), types, {
                 "run": config.tag, "round": rnd, "strategy": "pooled" if config.pooled else config.strategy.rule, "clients": line["answered"],
@@ -175,6 +186,8 @@ def run(grid: Grid, config: LoopConfig) -> None:
             phases.mark("publish")
             for agent in canary:
                 rollout.install_canary(agent, version, config.canary_weight)
+            if rnd == config.drill_round:
+                drills[rnd] = (current, version)
             mixed = held.mixed(current, version, len(canary) / len(config.fleet), config.canary_weight)
             everywhere = held.model(version)
             phases.mark("canary_eval")
@@ -197,18 +210,38 @@ def run(grid: Grid, config: LoopConfig) -> None:
                 registry.record(root, version.name, "rolled_back", round=rnd, canary_metric=mixed, candidate_metric=everywhere,
                                 baseline=current_metric, run=config.tag)
                 line["canary"] = "rolled_back"
-            line.update(metric=current_metric, model_version=current.name)
+            line.update(judge_metric=current_metric, model_version=current.name)
             phases.mark("verdict")
         seen = rollout.wait_for({a.name: current.name for a in config.fleet}, config.fleet, config.swap_timeout_s)
         phases.mark("fleet_confirm")
         line["agents_on_version"] = sum(v == current.name for v in seen.values())
+        fleet_by_round[rnd] = current
         now = time.monotonic()
         line["round_wall_s"], line["phases_s"], mark = now - mark, phases.spent, now
         report.write(line)
+    measured = measure(shown, fleet_by_round, drills, config)
+    report.write(measured)
     if config.baselines:  # after the rounds, so they neither delay round 1 nor lengthen the first experience
-        report.write({"event": "heuristics", **{name: held.heuristic(name) for name in HEURISTICS}})
-        report.write({"event": "central", **central(config, types, held, root)})
-    report.write({"event": "end", "final_metric": current_metric, "model_version": current.name})
+        report.write({"event": "heuristics", **{name: shown.heuristic(name) for name in HEURISTICS}})
+        report.write({"event": "central", **central(config, types, shown, root)})
+    report.write({"event": "end", "first_metric": measured["metrics"][0], "final_metric": measured["metrics"][-1],
+                  "judge_final_metric": current_metric, "model_version": current.name, "cold_start_version": fleet_by_round[0].name})
+
+
+def measure(shown: fleetmetric.HeldOut, fleet_by_round: dict[int, Path], drills: dict[int, tuple[Path, Path]],
+            config: LoopConfig) -> dict[str, Any]:
+    """The ``measured`` line: on the report seeds, the fleet model after each round (index 0: the cold start; each
+    version measured once) and each drill round's canary fleet (the previous model with the bad candidate on the
+    canary share)."""
+    started = time.monotonic()
+    by_version: dict[str, float] = {}
+    for version in fleet_by_round.values():
+        if version.name not in by_version:
+            by_version[version.name] = shown.model(version)
+    share = config.canary / len(config.fleet)
+    drill = {str(rnd): shown.mixed(before, bad, share, config.canary_weight) for rnd, (before, bad) in drills.items()}
+    return {"event": "measured", "seeds": list(shown.seeds), "metrics": [by_version[fleet_by_round[r].name] for r in sorted(fleet_by_round)],
+            "by_version": by_version, "drill_canary_metric": drill, "measure_s": round(time.monotonic() - started, 1)}
 
 
 def push_round(grid: Grid, strategy: Any, config: LoopConfig, rnd: int, weights: dict[str, np.ndarray], delay_s: float = 0.0) -> Sent:

@@ -263,3 +263,36 @@ def test_curve_png_with_and_without_a_poisoned_run(tmp_path: Path) -> None:
     for name, extra in (("demo.png", {}), ("bench.png", {"poisoned": {"first_metric": 0.8, "metrics": [0.89, 0.9]}})):
         png = plot({**result, **extra}, tmp_path / name)
         assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
+
+
+def test_judging_and_report_seeds_are_disjoint_and_figures_are_measured_on_report_seeds(versions: list[Path]) -> None:
+    """The loop promotes on the judging seeds; every figure it reports (each round's fleet, the final one, the drill's
+    canary fleet) is measured after the loop on the report seeds, so the best-measured candidate's own figure is never
+    what is reported."""
+    shown = fleetmetric.HeldOut.load(None, nodes=16, seeds=2)
+    judge = shown.judging()
+    assert shown.seeds == (0, 1) and not set(judge.seeds) & set(shown.seeds)
+    assert (judge.nodes, judge.pods) == (shown.nodes, shown.pods), "same held-out pods and nodes"
+
+    class Config:
+        canary, canary_weight, fleet = 1, 0.2, [None] * 4
+
+    cold, better = versions
+    measured = loopserver.measure(shown, {0: cold, 1: better, 2: better}, {3: (better, cold)}, Config())  # type: ignore[arg-type]
+    assert measured["seeds"] == [0, 1]
+    assert measured["metrics"] == [shown.model(cold), shown.model(better), shown.model(better)]
+    assert measured["metrics"][-1] != judge.model(better), "the final figure is not the judging measurement"
+    assert measured["drill_canary_metric"] == {"3": shown.mixed(better, cold, 0.25, 0.2)}
+
+
+def test_the_bench_reads_every_round_metric_from_the_report_seeds() -> None:
+    from edgeagent.learning import event, reported, rounds_of
+
+    lines = [{"event": "start", "judge_metric": 0.5},
+             {"round": 1, "judge_metric": 0.91, "canary": "promoted"},
+             {"round": 2, "judge_metric": 0.91, "canary": "rolled_back", "drill": True, "canary_metric": 0.90},
+             {"event": "measured", "metrics": [0.49, 0.89, 0.89], "drill_canary_metric": {"2": 0.88}},
+             {"event": "end", "first_metric": 0.49, "final_metric": 0.89}]
+    assert [r["metric"] for r in rounds_of(lines)] == [0.89]
+    assert reported(lines)[1]["report_canary_metric"] == 0.88
+    assert event(lines, "end")["final_metric"] == rounds_of(lines)[-1]["metric"]
