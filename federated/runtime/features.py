@@ -101,9 +101,14 @@ def pod_features(pod: Pod) -> np.ndarray:
 
 
 class _NodeCache:
-    """Node-only quantities (feature-major), refreshed for the rows the table stamped as changed since the last call."""
+    """Node-only quantities (feature-major), refreshed for the rows the table stamped as changed since the last call.
 
-    def __init__(self, table: NodeTable) -> None:
+    ``slots`` are the workload's common CPU-only (CPU, memory) shapes: what each node has left beyond
+    each of them (``room``: free CPU and memory minus the slot's, slot x node) and whether it hosts it
+    now are node-only, so ``slots_lost`` compares that room with the pod's request and counts.
+    """
+
+    def __init__(self, table: NodeTable, slots: np.ndarray) -> None:
         self.table = table
         self.changes = table.changes
         v = self.values = np.zeros((_WIDTH, len(table)), dtype=np.float32)
@@ -114,8 +119,20 @@ class _NodeCache:
         v[8] = np.where(has_gpu, 1.0 / np.maximum(table.gpu_count * MILLI, 1), 0.0)
         v[_HAS_GPU] = has_gpu
         self.caps = np.maximum(np.stack([table.cpu_cap, table.mem_cap]), 1).astype(np.float64)  # the scheduler's divisors, converted once
-        self.used = np.stack([table.cpu_used, table.mem_used])  # CPU and memory used, beside the divisors: one operation serves both
+        # CPU and memory used beside the divisors (one operation serves both), held as float64 (exact integers):
+        # kube-default's sums and divisions then run without an int64 -> float64 cast inside each ufunc.
+        self.used = np.stack([table.cpu_used, table.mem_used]).astype(np.float64)
+        self.room = np.zeros((2, len(slots), len(table)), dtype=np.int64)  # (CPU, memory) free beyond each slot shape, per node
+        self.hosts = np.zeros((len(slots), len(table)), dtype=bool)  # the slot fits the node's free CPU and memory now
+        self.slot_list = [(int(c), int(m)) for c, m in slots.tolist()]
+        self._scratch = (np.empty((2, 0)), np.empty((2, 0)), np.empty((2, 0)))
         self._update(range(len(table)), first=True)
+
+    def scratch(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Reusable (2, rows) float64 blocks for kube-default's terms: no allocation per decision."""
+        if self._scratch[0].shape[1] != rows:
+            self._scratch = (np.empty((2, rows)), np.empty((2, rows)), np.empty((2, rows)))
+        return self._scratch
 
     def refresh(self) -> np.ndarray:
         rows = self.table.changed_since(self.changes)
@@ -134,6 +151,10 @@ class _NodeCache:
         t, v = self.table, self.values
         for row in rows:
             self.used[0, row], self.used[1, row] = cpu_used, mem_used = int(t.cpu_used[row]), int(t.mem_used[row])
+            cpu_free, mem_free = int(t.cpu_cap[row]) - cpu_used, int(t.mem_cap[row]) - mem_used
+            for i, (c, m) in enumerate(self.slot_list):
+                self.room[0, i, row], self.room[1, i, row] = cpu_room, mem_room = cpu_free - c, mem_free - m
+                self.hosts[i, row] = cpu_room >= 0 and mem_room >= 0
             cpu = cpu_used * float(v[6, row])
             mem = mem_used * float(v[7, row])
             free = t.gpu_free[row].tolist()
@@ -167,7 +188,7 @@ class FeatureBuilder:
         contiguous feature-major buffer the ONNX model reads.
         """
         if self._nodes is None or self._nodes.table is not table:
-            self._nodes = _NodeCache(table)
+            self._nodes = _NodeCache(table, self.types.slots)
         cache = self._nodes.refresh()
         whole = all_rows(rows, len(table))
         v = cache if whole else cache[:, rows]
@@ -187,7 +208,7 @@ class FeatureBuilder:
         np.exp(drop, out=drop)
         drop += 1.0
         np.divide(1.0, drop, out=out[13])  # in float64, as FGD: float32 rounding would move scores across integer bins
-        after[after == np.inf] = 0.0
+        np.copyto(after, 0.0, where=after == np.inf)
         np.multiply(after, v[8], out=out[14])
         bestfit = out[15]
         np.add(v[_BESTFIT_BASE], req[0], out=bestfit)
@@ -210,25 +231,32 @@ class FeatureBuilder:
         out[20] = 1.0 if not pod.archs else np.isin(table.arch[rows], [ARCHS.index(a) for a in pod.archs])
         out[21], out[22] = self._workload(pod, table, rows)
         self._kube_default(pod, self._nodes, rows, whole, out[23])
-        self._slots(pod, table, rows, whole, out[24])
+        self._slots(pod, self._nodes, rows, whole, out[24])
         return out.T
 
-    def _slots(self, pod: Pod, table: NodeTable, rows: np.ndarray, whole: bool, out: np.ndarray) -> None:
+    @staticmethod
+    def _slots(pod: Pod, nodes: _NodeCache, rows: np.ndarray, whole: bool, out: np.ndarray) -> None:
         """Share of the workload's common CPU-only shapes this node could host before placing ``pod`` and not after.
 
         A shape the pod covers (no more CPU nor memory than it asks) is not counted: taking a slot
         with a pod at least that large is what the slot is for. Large CPU pods need a node with both
         that much CPU and memory left; placing small pods where they break such a slot strands it.
         """
-        slots = self.types.slots
-        out[:] = 0.0
-        counted = [(c, m) for c, m in slots.tolist() if not (pod.cpu_milli >= c and pod.memory_mib >= m)]
-        if not counted:
+        covered = [i for i, (c, m) in enumerate(nodes.slot_list) if pod.cpu_milli >= c and pod.memory_mib >= m]
+        if len(covered) == len(nodes.slot_list):
+            out[:] = 0.0
             return
-        cpu, mem = (table.cpu_free, table.mem_free) if whole else (table.cpu_free[rows], table.mem_free[rows])
-        for c, m in counted:
-            out += ((cpu >= c) & (mem >= m)) & ((cpu < c + pod.cpu_milli) | (mem < m + pod.memory_mib))
-        out *= 1.0 / len(slots)
+        # A slot is lost where the node hosts it now and its room does not cover the pod's CPU and memory
+        # (free - slot >= request is free >= slot + request, in integers): one (slots, rows) block per
+        # comparison, and the count (an integer, exact in float32) summed over the slots.
+        hosts, room = (nodes.hosts, nodes.room) if whole else (nodes.hosts[:, rows], nodes.room[:, :, rows])
+        kept = room[0] >= pod.cpu_milli
+        kept &= room[1] >= pod.memory_mib
+        for i in covered:
+            kept[i] = True  # never lost
+        lost = np.greater(hosts, kept, out=kept).view(np.int8)
+        np.add.reduce(lost, axis=0, out=out)
+        out *= 1.0 / len(nodes.slot_list)
 
     @staticmethod
     def _kube_default(pod: Pod, nodes: _NodeCache, rows: np.ndarray, whole: bool, out: np.ndarray) -> None:
@@ -239,8 +267,9 @@ class FeatureBuilder:
         BalancedAllocation's terms take the same last steps, so they run as one (2, rows) block.
         """
         used, caps = (nodes.used, nodes.caps) if whole else (nodes.used[:, rows], nodes.caps[:, rows])
-        cpu, mem = (used + np.array([[pod.cpu_milli], [pod.memory_mib]])) / caps
-        terms = np.empty((2, cpu.size))
+        taken, shares, terms = nodes.scratch(used.shape[1])
+        np.add(used, np.array([[pod.cpu_milli], [pod.memory_mib]], dtype=np.float64), out=taken)
+        cpu, mem = np.divide(taken, caps, out=shares)
         np.add(cpu, mem, out=terms[0])
         np.subtract(cpu, mem, out=terms[1])
         np.abs(terms[1], out=terms[1])
@@ -248,7 +277,8 @@ class FeatureBuilder:
         np.subtract(1.0, terms, out=terms)
         terms *= 100.0
         np.floor(terms, out=terms)
-        np.multiply(terms[0] + terms[1], 1.0 / 200.0, out=out)
+        np.add(terms[0], terms[1], out=terms[0])
+        np.multiply(terms[0], 1.0 / 200.0, out=out)
 
     @staticmethod
     def _model_match(pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray | float:
