@@ -353,7 +353,7 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
             "learner": f"proximal least squares on the linear part (prox {settings.prox}), newest {settings.window} rows per agent; "
                        "clean run: pooled (the regions' normal equations summed)",
             "canary": f"{settings.canary} agent(s) of {len(fleet.agents)} scoring {settings.canary_weight:.0%} of their decisions "
-                      "(by pod uid) with the candidate; promoted when the fleet during the canary stays within 0.5% of the current "
+                      "(by pod uid) with the candidate; promoted when, on the judge seeds, the fleet during the canary stays within 0.5% of the current "
                       "fleet metric and the fleet with the candidate everywhere does not drop below it",
             "round_wall": "time between consecutive verdicts: round r+1's regional training runs while round r's candidate is judged",
             "seeds": "canary and promotion judged on judge_seeds; every reported figure (each round's metric, first, final, heuristics, "
