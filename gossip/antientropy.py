@@ -44,8 +44,7 @@ def digest_parts(
     bit positions of the shared rows it still reads through to (hashed once per process), what
     those rows stand for, and the digest keys of everything it holds itself."""
     keep = np.ones(len(shared.refs), dtype=bool)
-    for name in members.shadowed():
-        keep[shared.member_row[name]] = False
+    keep[members.changed()] = False  # member i is row i of refs
     for owner in records.own_owners():
         span = shared.owner_rows.get(owner)
         if span is not None:

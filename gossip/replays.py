@@ -5,15 +5,21 @@ restarts, e.g. wall-clock microseconds at start) and a counter that grows per pa
 A packet is fresh if its epoch is newer, or if its counter is above the highest seen or
 inside the window below it and not yet seen (IPsec-style anti-replay). Windows of many
 senders are bounded: the least recently heard sender is forgotten first.
+
+A sender's window is one int, ``epoch << 192 | highest counter << 128 | seen bits``
+(both stamps are u64 on the wire), kept in a plain dict in least-recently-heard order:
+about 110 bytes a sender where a tuple in an OrderedDict took about 250. A node hears
+from most of its cluster within seconds, so this is per-peer state of every member
+(10,000 simulated nodes under loss held ~10 million windows).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 WINDOW = 128
 """Counters accepted out of order below the highest seen: covers UDP reordering and a
 stream frame overtaken by the sender's packets sent while it was in flight."""
+_SEEN = (1 << WINDOW) - 1
+_U64 = (1 << 64) - 1
 
 
 class ReplayWindows:
@@ -22,15 +28,19 @@ class ReplayWindows:
     __slots__ = ("_windows", "_max_senders")
 
     def __init__(self, max_senders: int = 65536) -> None:
-        self._windows: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
+        self._windows: dict[str, int] = {}
+        """sender -> packed window, least recently heard first."""
         self._max_senders = max_senders
+
+    def __len__(self) -> int:
+        return len(self._windows)
 
     def fresh(self, sender: str, epoch: int, counter: int) -> bool:
         """True if the stamp was never accepted; does not record it (see ``accept``)."""
         held = self._windows.get(sender)
         if held is None:
             return True
-        h_epoch, top, seen = held
+        h_epoch, top, seen = _unpack(held)
         if epoch != h_epoch:
             return epoch > h_epoch
         if counter > top:
@@ -40,18 +50,21 @@ class ReplayWindows:
 
     def accept(self, sender: str, epoch: int, counter: int) -> None:
         """Record a stamp once the packet authenticated: forged packets never move a window."""
-        held = self._windows.get(sender)
-        if held is None or epoch > held[0]:
-            state = (epoch, counter, 1)
+        windows = self._windows
+        held = windows.pop(sender, None)  # re-inserted last: most recently heard
+        h_epoch, top, seen = (-1, 0, 0) if held is None else _unpack(held)
+        if epoch > h_epoch:
+            top, seen = counter, 1
+        elif counter > top:
+            shift = counter - top
+            top, seen = counter, ((seen << shift) | 1) & _SEEN if shift < WINDOW else 1
         else:
-            _, top, seen = held
-            if counter > top:
-                shift = counter - top
-                seen = ((seen << shift) | 1) & ((1 << WINDOW) - 1) if shift < WINDOW else 1
-                state = (epoch, counter, seen)
-            else:
-                state = (epoch, top, seen | (1 << (top - counter)))
-        self._windows[sender] = state
-        self._windows.move_to_end(sender)
-        if len(self._windows) > self._max_senders:
-            self._windows.popitem(last=False)
+            seen |= 1 << (top - counter)
+        windows[sender] = epoch << 192 | top << 128 | seen
+        if len(windows) > self._max_senders:
+            del windows[next(iter(windows))]
+
+
+def _unpack(window: int) -> tuple[int, int, int]:
+    """(epoch, highest counter, seen bits) of a packed window."""
+    return window >> 192, (window >> 128) & _U64, window & _SEEN

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gossip import digests
-from gossip.members import LIVE_STATES, Member, MemberState
+from gossip.members import MemberState, MemberView, SharedRows
 from gossip.records import RecordValue
 
 Ref = tuple[str, str | None]
@@ -34,14 +34,9 @@ several push-pull intervals and nodes of one cluster hold similar counts."""
 class SharedState:
     """Member rows and records as of one instant; read-only once built."""
 
-    members: Mapping[str, Member]
+    members: SharedRows
+    """The member rows (and, growing, every row a node changes one to)."""
     records: Mapping[str, Mapping[str, tuple[int, RecordValue]]]
-    names: tuple[str, ...]
-    """Every member's name, in ``members`` order."""
-    live: tuple[str, ...]
-    """Names of the live members, in ``members`` order."""
-    down: tuple[str, ...]
-    """Names of the dead and left members (to be reaped)."""
     refs: tuple[Ref, ...]
     """Every entry: members in order, then records owner by owner."""
     member_row: Mapping[str, int]
@@ -59,7 +54,7 @@ class SharedState:
         now: float,
     ) -> SharedState:
         """From the same tuples ``GossipNode.restore`` takes (tombstones are left out: nothing to withdraw)."""
-        rows = {name: Member(name, incarnation, state, now) for name, incarnation, state in members}
+        rows = {name: MemberView(name, incarnation, MemberState(state)) for name, incarnation, state in members}
         held: dict[str, dict[str, tuple[int, RecordValue]]] = {}
         for owner, key, version, value in records:
             if value is not None and owner in rows:
@@ -71,10 +66,8 @@ class SharedState:
         for owner, keys in held.items():
             owner_rows[owner] = (len(refs), len(refs) + len(keys))
             refs.extend((owner, key) for key in keys)
-        live = tuple(name for name, row in rows.items() if row.state in LIVE_STATES)
-        down = tuple(name for name, row in rows.items() if row.state not in LIVE_STATES)
-        member_row = {name: i for i, name in enumerate(rows)}
-        return cls(rows, held, tuple(rows), live, down, tuple(refs), member_row, owner_rows, len(refs) - len(rows))
+        table = SharedRows(list(rows.values()), now)
+        return cls(table, held, tuple(refs), table.index, owner_rows, len(refs) - len(rows))
 
     def positions(self, salt: int, capacity: int, error_rate: float) -> np.ndarray:
         """Bloom bit positions of every entry in ``refs`` (one row each) for this salt and geometry."""
@@ -90,7 +83,7 @@ class SharedState:
         keys = []
         for name, key in self.refs:
             if key is None:
-                row = self.members[name]
+                row = self.members.rows[self.member_row[name]]
                 keys.append(digests.member_key(salt, name, row.incarnation, row.state))
             else:
                 keys.append(digests.record_key(salt, name, key, self.records[name][key][0]))

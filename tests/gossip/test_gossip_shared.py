@@ -68,3 +68,24 @@ def test_a_probe_pass_over_a_shared_state_visits_every_live_peer_once() -> None:
     first = [shared._members.next_probe_target(rng) for _ in live]
     second = [shared._members.next_probe_target(rng) for _ in live]
     assert sorted(first) == sorted(second) == live and first != second
+
+
+def test_tables_on_shared_rows_hold_a_change_as_a_row_number_shared_by_all() -> None:
+    state = SharedState.of(MEMBERS, RECORDS, 0.0)
+    nodes = [GossipNode(name, now=0.0, rng=random.Random(i)) for i, name in enumerate(NAMES[:3])]
+    for node in nodes:
+        node.adopt(state, 0.0)
+        node._members.set("n9", 5, MemberState.SUSPECT, 1.0, random.Random(0))
+    rows = [node._members.get("n9") for node in nodes]
+    assert rows[0] == rows[1] == rows[2] and rows[0] is rows[1] is rows[2]
+    assert len(state.members.rows) == len(NAMES) + 1, "one interned row for three tables"
+    assert state.members.rows[9].incarnation == 9 % 3, "the snapshot's row is never written"
+
+
+def test_a_dead_member_of_the_snapshot_is_reaped_and_a_removed_one_stays_gone() -> None:
+    _, shared = pair()
+    assert shared.members()["n7"].state == MemberState.DEAD
+    shared.tick(shared.config.reap_after + 1.0)
+    assert "n7" not in shared.members() and "n7" not in shared.records()
+    shared._members.set("n7", 3, MemberState.ALIVE, 70.0, random.Random(0))  # back under a new incarnation
+    assert shared.members()["n7"].incarnation == 3 and len(shared._members) == len(NAMES) - 1

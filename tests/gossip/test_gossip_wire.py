@@ -31,6 +31,7 @@ from gossip.messages import (
     Suspect,
 )
 from gossip.node import GossipNode
+from gossip.replays import ReplayWindows
 from gossip.wire import DropReason, WireError
 
 KEY_A, KEY_B = bytes(32), bytes(range(32))
@@ -344,3 +345,16 @@ def test_a_member_loads_nacl_only_with_keys_and_never_cryptography() -> None:
     assert subprocess.run([sys.executable, "-c", keyed], capture_output=True, text=True, check=True).stdout.strip() == "['nacl']"
     lean = "import sys; from gossip.keyring import Keyring; Keyring([bytes(32)]); print('nacl.bindings' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", lean], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_replay_windows_hold_full_u64_stamps_and_forget_the_least_recently_heard() -> None:
+    windows = ReplayWindows(max_senders=2)
+    top = 2**64 - 1
+    windows.accept("a", top, top)
+    assert not windows.fresh("a", top, top) and windows.fresh("a", top, top - 1)
+    windows.accept("a", top, top - 200)  # below the window: stays refused by fresh(), never recorded
+    windows.accept("b", 1, 1)
+    windows.accept("a", top, top - 5)  # "a" heard again: now the most recent
+    windows.accept("c", 1, 1)  # over the bound: "b" is forgotten, not "a"
+    assert len(windows) == 2
+    assert windows.fresh("b", 1, 1) and not windows.fresh("a", top, top - 5) and not windows.fresh("c", 1, 1)
