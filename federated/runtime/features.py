@@ -181,15 +181,24 @@ class FeatureBuilder:
         self.drops = FragmentDrops(types)
         self._nodes: _NodeCache | None = None
 
+    def follow(self, table: NodeTable) -> _NodeCache:
+        """Catch the node-only columns up with the table's changes (the load trend advances here); returns their cache.
+
+        A new object whenever the cache was rebuilt (another table, or this one seen anew: the load
+        trend restarts), so scores kept per epoch know when they no longer hold.
+        """
+        if self._nodes is None or self._nodes.table is not table:
+            self._nodes = _NodeCache(table, self.types.slots)
+        self._nodes.refresh()
+        return self._nodes
+
     def __call__(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Features of ``pod`` on each of ``rows``, shape (rows, len(NODE_FEATURES)), float32.
 
         Built feature-major and returned as its transpose (a view): ``.T`` of the result is the
         contiguous feature-major buffer the ONNX model reads.
         """
-        if self._nodes is None or self._nodes.table is not table:
-            self._nodes = _NodeCache(table, self.types.slots)
-        cache = self._nodes.refresh()
+        cache = self.follow(table).values
         whole = all_rows(rows, len(table))
         v = cache if whole else cache[:, rows]
         out = np.empty((len(NODE_FEATURES), rows.size), dtype=np.float32)

@@ -25,6 +25,7 @@ from fedcore.pods import Pod
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.runtime import artifacts
 from federated.runtime.features import NODE_FEATURES, FeatureBuilder, pod_features
+from federated.runtime.shapescores import ShapeScores
 
 HEURISTIC = "heuristic-fgd"
 FGD_SCORE = NODE_FEATURES.index("fgd_score")
@@ -131,6 +132,7 @@ class PolicyRuntime:
         self.artifact: artifacts.Artifact | None = None
         self.scorer: Scorer = HeuristicScorer()
         self._types = types
+        self._kept = ShapeScores()
         if model_dir is not None:
             self.swap(model_dir)
         if types is None and self.artifact is None:
@@ -151,9 +153,11 @@ class PolicyRuntime:
         artifact = artifacts.load(model_dir)
         if not onnxruntime_available():
             self.artifact, self.scorer = artifact, HeuristicScorer.on_scale_of(artifact)
+            self._kept.clear()
             return self.scorer.version
         scorer = OnnxScorer(artifact.model_file(self.precision), f"{artifact.version}-{self.precision}")
         self.artifact, self.scorer = artifact, scorer
+        self._kept.clear()
         return scorer.version
 
     def prepare(self, table: NodeTable, pods: Sequence[Pod]) -> None:
@@ -168,7 +172,13 @@ class PolicyRuntime:
         """Scores for ``pod`` on each of ``rows`` (an edge agent passes just its own row).
 
         On the teacher's scale (0-100 per plugin it summed: up to 200 for kube-default), not
-        clipped to one plugin's 0-100, so scores stay comparable across agents at the top.
+        clipped to one plugin's 0-100, so scores stay comparable across agents at the top. Kept
+        per pod shape (:mod:`federated.runtime.shapescores`): only rows changed since the shape was
+        last scored go through features and model, with bit-identical results.
         """
+        epoch = self.features.follow(table)  # once per decision, as inputs() would: the load trend sees every step
+        return self._kept.scores(pod, table, rows, self._score, epoch)
+
+    def _score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         pod_x, node_x = self.inputs(pod, table, rows)
         return self.scorer(pod_x, node_x)

@@ -1,0 +1,91 @@
+"""Scores kept per pod shape are bit for bit the scores a fresh call computes, fleet-wide and on one agent's own node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from policy_data import fleet, pods
+
+from fedcore.nodetable import NodeTable, Placement
+from fedcore.pods import Pod
+from fedcore.scheduling.filters import resources_fit
+
+pytest.importorskip("onnxruntime")
+
+from federated.runtime.scorer import PolicyRuntime, default_model_dir  # noqa: E402
+
+
+def shipped() -> PolicyRuntime:
+    if not (default_model_dir() / "manifest.json").is_file():
+        pytest.skip("federated ships no default policy artifact in this checkout")
+    return PolicyRuntime(default_model_dir())
+
+
+def bits(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float64).view(np.int64)
+
+
+def replay(seed: int, steps: int):
+    """Yield (pod, table) along placements, releases and health changes; the caller scores before the step goes on."""
+    table = NodeTable(fleet(60, seed=seed))
+    rng = np.random.default_rng(seed)
+    held: list[tuple[Pod, Placement]] = []
+    for pod in pods(steps, seed):
+        yield pod, table
+        rows = np.flatnonzero(resources_fit(pod, table))
+        if rows.size:
+            held.append((pod, table.allocate(pod, int(rows[rng.integers(rows.size)]))))
+        if held and rng.random() < 0.3:
+            table.release(*held.pop(int(rng.integers(len(held)))))
+        if rng.random() < 0.05:
+            table.set_slow(rng.integers(len(table), size=2), bool(rng.random() < 0.5))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_kept_scores_equal_a_fresh_scoring_of_every_node(seed: int) -> None:
+    kept, fresh = shipped(), shipped()
+    model, scored = kept.scorer, []
+    kept.scorer = lambda pod_x, node_x: (scored.append(len(node_x)), model(pod_x, node_x))[1]  # type: ignore[assignment]
+    asked = 0
+    for step, (pod, table) in enumerate(replay(seed, 400)):
+        everything = np.arange(len(table))
+        expected = fresh.scorer(*fresh.inputs(pod, table, everything))
+        assert np.array_equal(bits(kept.scores(pod, table, everything)), bits(expected)), (step, pod)
+        feasible = np.flatnonzero(resources_fit(pod, table))  # what the scheduler asks: a subset, in order
+        assert np.array_equal(bits(kept.scores(pod, table, feasible)), bits(expected[feasible])), (step, pod)
+        asked += len(table) + feasible.size
+    assert sum(scored) < asked / 5, "the model saw only the rows that changed since each shape was last scored"
+
+
+def test_pods_of_a_placed_workload_are_scored_fresh_every_time() -> None:
+    """Their latency and spread columns read where the workload's replicas run: every node's score moves with a placement."""
+    kept, fresh = shipped(), shipped()
+    table = NodeTable(fleet(30, seed=4))
+    everything = np.arange(len(table))
+    for i in range(12):
+        pod = Pod(f"s{i}", 4000, 16384, workload="svc", max_per_node=2)
+        expected = fresh.scorer(*fresh.inputs(pod, table, everything))
+        got = kept.scores(pod, table, everything)
+        assert np.array_equal(bits(got), bits(expected)), i
+        table.allocate(pod, int(np.argmax(got)))
+
+
+def test_an_agent_scoring_its_own_node_gets_the_fleet_wide_score() -> None:
+    """Claims compare scores across agents: each agent's one-row table must score exactly as the fleet-wide scorer."""
+    from edgeagent.policy import LearnedScorer
+
+    fleet_wide = shipped()
+    nodes = fleet(12, seed=5)
+    table = NodeTable(nodes)
+    agents = [(LearnedScorer(shipped()), NodeTable([node])) for node in nodes]
+    rng = np.random.default_rng(5)
+    everything = np.arange(len(table))
+    for pod in pods(150, 5):
+        scores = fleet_wide.scores(pod, table, everything)
+        for row, (agent, own) in enumerate(agents):
+            assert bits(np.array([agent.score(pod, own)]))[0] == bits(scores[row : row + 1])[0], (pod, row)
+        rows = np.flatnonzero(resources_fit(pod, table))
+        if rows.size:
+            row = int(rows[rng.integers(rows.size)])
+            table.allocate(pod, row)
+            agents[row][1].allocate(pod, 0)
