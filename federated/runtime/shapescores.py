@@ -2,8 +2,8 @@
 
 A workload repeats few request shapes (openb: ~120 over 2,000 pods) and a placement changes one
 node. A node's features read only the pod's request and that node's own row (the workload
-columns are the exception: they read where the workload's other replicas run, so such pods are
-never cached), and the model scores each candidate row on its own. So a node the table has not
+columns are the exception: they read where the workload's other replicas run, so a pod whose
+workload has placed replicas is scored afresh), and the model scores each candidate row on its own. So a node the table has not
 stamped since a shape was scored keeps that score exactly: the cache hands it back and scores
 only the stamped rows, with the same features and the same model call, bit for bit (tests
 replay this against the uncached path over whole fleets).
@@ -17,9 +17,10 @@ import numpy as np
 
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
+from fedcore.scheduling.fragments import all_rows
 
 BUDGET_BYTES = 1 << 24
-"""Memory the kept scores may take (16 MiB: ~1,800 shapes over 1,523 nodes); the least recently asked go first."""
+"""Memory the kept scores may take (16 MiB: ~690 shapes over 1,523 nodes); the least recently asked go first."""
 
 Score = Callable[[Pod, NodeTable, np.ndarray], np.ndarray]
 
@@ -31,14 +32,13 @@ def shape_of(pod: Pod) -> Hashable:
 
 
 class _Kept:
-    """One shape's scores over the whole fleet; ``fresh`` marks the rows scored since the table last stamped them."""
+    """One shape's scores over the whole fleet and, per row, the table's change count when it was scored (-1: never)."""
 
-    __slots__ = ("scores", "fresh", "changes")
+    __slots__ = ("scores", "at")
 
-    def __init__(self, rows: int, changes: int) -> None:
+    def __init__(self, rows: int) -> None:
         self.scores = np.empty(rows)
-        self.fresh = np.zeros(rows, dtype=bool)
-        self.changes = changes
+        self.at = np.full(rows, -1, dtype=np.int64)
 
 
 class ShapeScores:
@@ -66,15 +66,14 @@ class ShapeScores:
         key = shape_of(pod)
         kept = self._shapes.pop(key, None)
         if kept is None:
-            kept = _Kept(len(table), table.changes)
-            if len(self._shapes) * len(table) * 9 >= BUDGET_BYTES:
+            kept = _Kept(len(table))
+            if len(self._shapes) * len(table) * 16 >= BUDGET_BYTES:
                 del self._shapes[next(iter(self._shapes))]
-        elif kept.changes != table.changes:
-            kept.fresh[table.changed_since(kept.changes)] = False
-            kept.changes = table.changes
         self._shapes[key] = kept  # last: the most recently asked
-        stale = rows[~kept.fresh[rows]]
+        # A row's kept score holds while the table has not stamped the row since it was scored.
+        whole = all_rows(rows, len(table))
+        stale = np.flatnonzero(table.stamp > kept.at) if whole else rows[table.stamp[rows] > kept.at[rows]]
         if stale.size:
             kept.scores[stale] = score(pod, table, rows if stale.size == rows.size else stale)
-            kept.fresh[stale] = True
-        return kept.scores[rows]
+            kept.at[stale] = table.changes
+        return kept.scores.copy() if whole else kept.scores[rows]
