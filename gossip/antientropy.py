@@ -11,9 +11,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from gossip import digests
+from gossip import digests, wire
 from gossip.members import MemberState, Members
-from gossip.messages import Alive, Dead, Record, StateMessage, Suspect
+from gossip.messages import Alive, Dead, PushPull, Record, StateMessage, Suspect
 from gossip.records import RecordStore
 from gossip.shared import Ref, SharedState
 
@@ -43,14 +43,19 @@ def digest_parts(
     """The entries of a node on a shared state, split as :func:`digest_entries` would yield them:
     bit positions of the shared rows it still reads through to (hashed once per process), what
     those rows stand for, and the digest keys of everything it holds itself."""
+    rows = _read_through(members, records, shared)
+    return shared.positions(salt, capacity, error_rate)[rows], _Picked(shared.refs, rows), _own_entries(me, incarnation, members, records, salt)
+
+
+def _read_through(members: Members, records: RecordStore, shared: SharedState) -> np.ndarray:
+    """Rows of ``shared.refs`` a node still reads from the shared state."""
     keep = np.ones(len(shared.refs), dtype=bool)
     keep[members.changed()] = False  # member i is row i of refs
     for owner in records.own_owners():
         span = shared.owner_rows.get(owner)
         if span is not None:
             keep[span[0] : span[1]] = False
-    rows = np.flatnonzero(keep)
-    return shared.positions(salt, capacity, error_rate)[rows], _Picked(shared.refs, rows), _own_entries(me, incarnation, members, records, salt)
+    return np.flatnonzero(keep)
 
 
 class _Picked(Sequence[Ref]):
@@ -103,3 +108,23 @@ def full_state(me: str, incarnation: int, members: Members, records: RecordStore
     out.extend(member_message(row.name, row.incarnation, row.state, me) for row in members)
     out.extend(Record(owner, key, version, value) for owner, key, version, value in records.entries())
     return out
+
+
+def full_state_body_size(me: str, incarnation: int, members: Members, records: RecordStore, shared: SharedState | None) -> int:
+    """Bytes of the body of a full-state push-pull frame (``[Alive(me), PushPull, *members, *records]``, as
+    :func:`wire.join` builds it), without building it: entries read through to a shared state are
+    sized once per process (:meth:`SharedState.message_sizes`), the rest encoded here."""
+    head = len(wire.encode(Alive(me, incarnation))) + len(wire.encode(PushPull(False)))  # PushPull(True) is as long
+    count = 2 + len(members) + len(records)
+    if shared is None:
+        body = sum(len(wire.encode(m)) for m in full_state(me, incarnation, members, records)[1:])
+        return len(wire.array_header(count)) + head + body
+    rows = _read_through(members, records, shared)
+    body = int(shared.message_sizes()[rows].sum())
+    table = shared.members
+    for i in np.intersect1d(shared.vouched_rows(), rows).tolist():  # sized per node: the message names us
+        row = table.rows[i]
+        body += len(wire.encode(member_message(row.name, row.incarnation, row.state, me)))
+    body += sum(len(wire.encode(member_message(r.name, r.incarnation, r.state, me))) for r in members.own_rows())
+    body += sum(len(wire.encode(Record(owner, key, version, value))) for owner, key, version, value in records.own_entries())
+    return len(wire.array_header(count)) + head + body

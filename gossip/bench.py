@@ -184,6 +184,8 @@ class Bytes:
     """(node, record) pairs still behind the owner's latest version after the settle period."""
     other_bytes_per_node_s: float
     """Everything else sent meanwhile (probes, piggybacked gossip): the same in both modes."""
+    counted_full_state_bytes_per_node_s: float | None
+    """With ``count_full_state`` in digest mode: the full-state frames the same exchange legs would have sent."""
 
 
 def antientropy_bytes(
@@ -201,8 +203,10 @@ def antientropy_bytes(
     warm = 2.0
     net.run_until(warm)
     before = sum(node.metrics.antientropy_bytes_out for node in net.nodes.values())
+    counted_before = sum(node.metrics.full_state_bytes_counted for node in net.nodes.values())
     total_before = sum(node.metrics.bytes_out for node in net.nodes.values())
     per_second = max(1, round(churn * n))
+    changed: set[tuple[str, str]] = set()
     end = warm + seconds
     while net.now < end:
         second = net.now
@@ -212,24 +216,27 @@ def antientropy_bytes(
             name = rng.choice(names)
             key = rng.choice(RECORD_KEYS)
             net.publish(name, key, _value(name, key, int(net.now * 1000)))
+            changed.add((name, key))
         net.run_until(second + 1.0)
         if progress:
             progress("bytes " + ("full-state" if config.full_state_pushpull else "digest"), (net.now - warm) / seconds)
     after = sum(node.metrics.antientropy_bytes_out for node in net.nodes.values())
+    counted = sum(node.metrics.full_state_bytes_counted for node in net.nodes.values()) - counted_before
     total_after = sum(node.metrics.bytes_out for node in net.nodes.values())
     net.run_for(config.pushpull_interval if settle is None else settle)
-    latest = {name: net.nodes[name].records()[name] for name in names}
-    stale = 0
-    for node in net.nodes.values():
-        held = node.records()
-        stale += sum(
-            1 for owner, keys in latest.items() for key, (version, _) in keys.items() if held.get(owner, {}).get(key, (0,))[0] < version
-        )
+    # every replica starts at the owners' versions, so only records published since can be stale
+    latest = [(owner, key, _version(net.nodes[owner].record(owner, key))) for owner, key in sorted(changed)]
+    stale = sum(1 for node in net.nodes.values() for owner, key, version in latest if _version(node.record(owner, key)) < version)
     return Bytes(
         (after - before) / (n * seconds),
         stale / (n * n * len(RECORD_KEYS)),
         (total_after - total_before - (after - before)) / (n * seconds),
+        counted / (n * seconds) if config.count_full_state and not config.full_state_pushpull else None,
     )
+
+
+def _version(held: tuple[int, object] | None) -> int:
+    return 0 if held is None else held[0]
 
 
 def median(xs: list[float]) -> float:

@@ -51,6 +51,10 @@ class GossipConfig:
     digests keep each exchange small, so it runs more often)."""
     full_state_pushpull: bool = False
     """Baseline mode: send every member and record each exchange, as memberlist does, instead of a digest."""
+    count_full_state: bool = False
+    """Benchmarks only: in digest mode, also count (``Counters.full_state_bytes_counted``) the bytes
+    each exchange leg would have sent as a full-state frame at that moment, so one run yields both
+    modes' bytes where running the baseline itself is too slow (N = 10,000 in Python)."""
     digest_error_rate: float = 0.01
     """Bloom digest false-positive rate; part of the digest's header, so peers need not agree in advance."""
     digest_salt_exchanges: int = 4

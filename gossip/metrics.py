@@ -26,6 +26,8 @@ class Counters:
     streams_out: int = 0
     antientropy_bytes_out: int = 0
     """Bytes of push-pull frames sent (digest or full state): what the benchmark compares."""
+    full_state_bytes_counted: int = 0
+    """With ``count_full_state``: what full-state push-pull frames would have taken instead (never sent)."""
     probes: int = 0
     probe_failures: int = 0
     refutations: int = 0

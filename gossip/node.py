@@ -270,6 +270,10 @@ class GossipNode:
         """owner -> key -> (version, value) of every record we hold (tombstones have value None)."""
         return self._records.snapshot()
 
+    def record(self, owner: str, key: str) -> tuple[int, RecordValue] | None:
+        """(version, value) of one record we hold (value None: a tombstone), or None."""
+        return self._records.get(owner, key)
+
     @property
     def awareness(self) -> int:
         """Lifeguard local-health score: 0 is healthy."""
@@ -648,6 +652,17 @@ class GossipNode:
             return
         salt = self._salt(now)
         self._send_frame(peer, [me, DigestRequest(salt, self._digest(salt))])
+        self._count_full_state()
+
+    def _count_full_state(self) -> None:
+        if self.config.count_full_state:
+            self.metrics.full_state_bytes_counted += self.full_state_frame_size()
+
+    def full_state_frame_size(self) -> int:
+        """Bytes of the sealed full-state push-pull frame we would send now (request or reply: the
+        same length), computed without building it; benchmarks compare the digest exchange with it."""
+        body = antientropy.full_state_body_size(self.name, self.incarnation, self._members, self._records, self._shared)
+        return self._envelopes.overhead + body
 
     def _entries(self, salt: int) -> Iterator[tuple[str, antientropy.Ref]]:
         return antientropy.digest_entries(self.name, self.incarnation, self._members, self._records, salt)
@@ -683,6 +698,7 @@ class GossipNode:
             return
         reply = DigestReply(msg.salt, self._digest(msg.salt))
         self._send_frame(sender, [Alive(self.name, self.incarnation), reply, *lacking])
+        self._count_full_state()
 
     def handle_digest_reply(self, sender: str, msg: DigestReply, now: float) -> None:
         try:

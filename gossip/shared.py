@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gossip import digests
+from gossip import digests, wire
 from gossip.members import MemberState, MemberView, SharedRows
+from gossip.messages import Alive, Record
 from gossip.records import RecordValue
 
 Ref = tuple[str, str | None]
@@ -45,6 +46,7 @@ class SharedState:
     """Record owner -> the slice of ``refs`` holding its records."""
     record_count: int
     _positions: dict[tuple[int, int, float], np.ndarray] = field(default_factory=dict)
+    _sizes: list[np.ndarray] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -68,6 +70,28 @@ class SharedState:
             refs.extend((owner, key) for key in keys)
         table = SharedRows(list(rows.values()), now)
         return cls(table, held, tuple(refs), table.index, owner_rows, len(refs) - len(rows))
+
+    def message_sizes(self) -> np.ndarray:
+        """Encoded size of the state message of every entry in ``refs``, and 0 for members not
+        alive (their message names its sender as accuser: :meth:`vouched_rows`). Full-state frame
+        sizes without encoding the frames (:func:`gossip.antientropy.full_state_body_size`)."""
+        if not self._sizes:
+            sizes = np.zeros(len(self.refs), dtype=np.int64)
+            for i, (name, key) in enumerate(self.refs):
+                if key is None:
+                    row = self.members.rows[i]
+                    if row.state == MemberState.ALIVE:
+                        sizes[i] = len(wire.encode(Alive(name, row.incarnation)))
+                else:
+                    version, value = self.records[name][key]
+                    sizes[i] = len(wire.encode(Record(name, key, version, value)))
+            self._sizes.append(sizes)
+        return self._sizes[0]
+
+    def vouched_rows(self) -> np.ndarray:
+        """Member rows whose state message depends on who sends it (suspect, dead, left)."""
+        states = np.array([row.state for row in self.members.rows[: len(self.members)]], dtype=np.int64)
+        return np.flatnonzero(states != MemberState.ALIVE)
 
     def positions(self, salt: int, capacity: int, error_rate: float) -> np.ndarray:
         """Bloom bit positions of every entry in ``refs`` (one row each) for this salt and geometry."""

@@ -75,3 +75,16 @@ def test_bench_gossip_runs_the_scenarios_asked_for_and_nulls_the_rest() -> None:
     assert list(report["scenario_cpu_s"]) == ["spread_detect"]
     bad = CliRunner().invoke(bench_gossip, ["--nodes", "40", "--scenarios", "spred"])
     assert bad.exit_code != 0 and "spred" in bad.output and "Traceback" not in bad.output
+
+
+def test_full_state_bytes_counted_in_the_digest_run_equal_the_full_state_runs() -> None:
+    """The count that stands in for the baseline above N = 2,000 matches running the baseline."""
+    from gossip.bench import antientropy_bytes
+    from gossip.config import GossipConfig
+
+    config = GossipConfig().replace(probe_interval=0.2, probe_timeout=0.1)
+    digest = antientropy_bytes(60, config.replace(count_full_state=True), 2, 4.0, settle=config.pushpull_interval)
+    full = antientropy_bytes(60, config.replace(full_state_pushpull=True), 2, 4.0, settle=config.pushpull_interval)
+    assert digest.counted_full_state_bytes_per_node_s is not None and full.counted_full_state_bytes_per_node_s is None
+    assert abs(digest.counted_full_state_bytes_per_node_s - full.bytes_per_node_s) <= 0.01 * full.bytes_per_node_s
+    assert digest.bytes_per_node_s < full.bytes_per_node_s

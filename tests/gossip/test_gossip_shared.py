@@ -89,3 +89,28 @@ def test_a_dead_member_of_the_snapshot_is_reaped_and_a_removed_one_stays_gone() 
     assert "n7" not in shared.members() and "n7" not in shared.records()
     shared._members.set("n7", 3, MemberState.ALIVE, 70.0, random.Random(0))  # back under a new incarnation
     assert shared.members()["n7"].incarnation == 3 and len(shared._members) == len(NAMES) - 1
+
+
+def test_full_state_frame_size_is_the_length_of_the_frame_full_state_push_pull_sends() -> None:
+    from gossip import antientropy
+    from gossip.keyring import Keyring
+    from gossip.messages import PushPull, Record
+
+    state = SharedState.of(MEMBERS, RECORDS, 0.0)
+    copied = GossipNode("n3", now=0.0, rng=random.Random(1), keyring=Keyring([bytes(32)]))
+    copied.restore(MEMBERS, RECORDS, 0.0)
+    shared = GossipNode("n3", now=0.0, rng=random.Random(1), keyring=Keyring([bytes(32)]))
+    shared.adopt(state, 0.0)
+    for step in range(3):
+        for node in (copied, shared):
+            whole = antientropy.full_state(node.name, node.incarnation, node._members, node._records)
+            for reply in (False, True):
+                frame = node._seal([whole[0], PushPull(reply), *whole[1:]])
+                assert node.full_state_frame_size() == len(frame), (step, reply)
+            node.publish("a", {"mine": step * 1000}, 1.0 + step)
+            node._members.set("n5", 9 + step, MemberState.SUSPECT, 1.0, random.Random(0))
+            node._members.set(f"x-new{step}", 0, MemberState.ALIVE, 1.0, random.Random(0))
+            node._members.remove("n9")
+            node._records.drop_owner("n9")
+            node.handle_record("n12", Record("n12", "b", 500 + step, {"v": "longer" * step}), 2.0)
+    assert shared.full_state_frame_size() == copied.full_state_frame_size()
