@@ -200,7 +200,7 @@ class FeatureBuilder:
         """
         cache = self.follow(table).values
         whole = all_rows(rows, len(table))
-        v = cache if whole else cache[:, rows]
+        v = cache if whole else cache.take(rows, axis=1)  # take: a third of fancy indexing's cost on a few rows
         out = np.empty((len(NODE_FEATURES), rows.size), dtype=np.float32)
         request = np.array([[pod.cpu_milli], [pod.memory_mib], [pod.gpu.total_milli]], dtype=np.float32)
         req = out[0:3]
@@ -258,7 +258,7 @@ class FeatureBuilder:
         # A slot is lost where the node hosts it now and its room does not cover the pod's CPU and memory
         # (free - slot >= request is free >= slot + request, in integers): one (slots, rows) block per
         # comparison, and the count (an integer, exact in float32) summed over the slots.
-        hosts, room = (nodes.hosts, nodes.room) if whole else (nodes.hosts[:, rows], nodes.room[:, :, rows])
+        hosts, room = (nodes.hosts, nodes.room) if whole else (nodes.hosts.take(rows, axis=1), nodes.room.take(rows, axis=2))
         kept = room[0] >= pod.cpu_milli
         kept &= room[1] >= pod.memory_mib
         for i in covered:
@@ -275,7 +275,7 @@ class FeatureBuilder:
         an integer (common with round requests) into the bin below. LeastAllocated's and
         BalancedAllocation's terms take the same last steps, so they run as one (2, rows) block.
         """
-        used, caps = (nodes.used, nodes.caps) if whole else (nodes.used[:, rows], nodes.caps[:, rows])
+        used, caps = (nodes.used, nodes.caps) if whole else (nodes.used.take(rows, axis=1), nodes.caps.take(rows, axis=1))
         taken, shares, terms = nodes.scratch(used.shape[1])
         np.add(used, np.array([[pod.cpu_milli], [pod.memory_mib]], dtype=np.float64), out=taken)
         cpu, mem = np.divide(taken, caps, out=shares)
