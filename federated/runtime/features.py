@@ -125,13 +125,15 @@ class _NodeCache:
         self.room = np.zeros((2, len(slots), len(table)), dtype=np.int64)  # (CPU, memory) free beyond each slot shape, per node
         self.hosts = np.zeros((len(slots), len(table)), dtype=bool)  # the slot fits the node's free CPU and memory now
         self.slot_list = [(int(c), int(m)) for c, m in slots.tolist()]
-        self._scratch = (np.empty((2, 0)), np.empty((2, 0)), np.empty((2, 0)))
+        self._scratch = (np.empty((2, 0)), np.empty((2, 0)))
+        self.request = np.empty((2, 1))  # the pod's CPU and memory as kube-default's float64 column, filled per call
+        self.covering: dict[tuple[int, int], list[int]] = {}  # per (CPU, memory) request: the slots it covers
         self._update(range(len(table)), first=True)
 
-    def scratch(self, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def scratch(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Reusable (2, rows) float64 blocks for kube-default's terms: no allocation per decision."""
         if self._scratch[0].shape[1] != rows:
-            self._scratch = (np.empty((2, rows)), np.empty((2, rows)), np.empty((2, rows)))
+            self._scratch = (np.empty((2, rows)), np.empty((2, rows)))
         return self._scratch
 
     def refresh(self) -> np.ndarray:
@@ -180,6 +182,7 @@ class FeatureBuilder:
         self.types = types
         self.drops = FragmentDrops(types)
         self._nodes: _NodeCache | None = None
+        self._request = np.empty((3, 1), dtype=np.float32)  # the pod's CPU, memory and GPU request column, filled per call
 
     def follow(self, table: NodeTable) -> _NodeCache:
         """Catch the node-only columns up with the table's changes (the load trend advances here); returns their cache.
@@ -202,7 +205,8 @@ class FeatureBuilder:
         whole = all_rows(rows, len(table))
         v = cache if whole else cache.take(rows, axis=1)  # take: a third of fancy indexing's cost on a few rows
         out = np.empty((len(NODE_FEATURES), rows.size), dtype=np.float32)
-        request = np.array([[pod.cpu_milli], [pod.memory_mib], [pod.gpu.total_milli]], dtype=np.float32)
+        request = self._request
+        request[0, 0], request[1, 0], request[2, 0] = pod.cpu_milli, pod.memory_mib, pod.gpu.total_milli
         req = out[0:3]
         np.multiply(v[_INV], request, out=req)
         np.subtract(v[_FREE], req, out=out[3:6])
@@ -251,7 +255,10 @@ class FeatureBuilder:
         with a pod at least that large is what the slot is for. Large CPU pods need a node with both
         that much CPU and memory left; placing small pods where they break such a slot strands it.
         """
-        covered = [i for i, (c, m) in enumerate(nodes.slot_list) if pod.cpu_milli >= c and pod.memory_mib >= m]
+        covered = nodes.covering.get((pod.cpu_milli, pod.memory_mib))
+        if covered is None:
+            covered = nodes.covering[pod.cpu_milli, pod.memory_mib] = [
+                i for i, (c, m) in enumerate(nodes.slot_list) if pod.cpu_milli >= c and pod.memory_mib >= m]
         if len(covered) == len(nodes.slot_list):
             out[:] = 0.0
             return
@@ -276,9 +283,11 @@ class FeatureBuilder:
         BalancedAllocation's terms take the same last steps, so they run as one (2, rows) block.
         """
         used, caps = (nodes.used, nodes.caps) if whole else (nodes.used.take(rows, axis=1), nodes.caps.take(rows, axis=1))
-        taken, shares, terms = nodes.scratch(used.shape[1])
-        np.add(used, np.array([[pod.cpu_milli], [pod.memory_mib]], dtype=np.float64), out=taken)
-        cpu, mem = np.divide(taken, caps, out=shares)
+        shares, terms = nodes.scratch(used.shape[1])
+        request = nodes.request
+        request[0, 0], request[1, 0] = pod.cpu_milli, pod.memory_mib
+        np.add(used, request, out=shares)  # what the node would have taken, then (in place) its share of capacity
+        cpu, mem = np.divide(shares, caps, out=shares)
         np.add(cpu, mem, out=terms[0])
         np.subtract(cpu, mem, out=terms[1])
         np.abs(terms[1], out=terms[1])
