@@ -65,10 +65,12 @@ class LearnedScorer:
         return self.assess(pod, table).score
 
     def assess(self, pod: Pod, table: NodeTable) -> Assessment:
-        """Score through the model, keeping the exact float32 inputs it read (the experience row's features)."""
-        pod_x, node_x = self.runtime.inputs(pod, table, OWN_ROW)
-        score = float(self.runtime.scorer(pod_x, node_x)[0])
-        return Assessment(score, pod_x[0].copy(), np.array(node_x[0]), self.fragmentation(table))
+        """Score through the model, keeping the exact float32 inputs it read (the experience row's features).
+
+        Kept per pod shape while the node is unchanged: an agent scores every pod the fleet places
+        and wins few, so most of its decisions repeat a shape on an unchanged node."""
+        scores, pod_x, node_x = self.runtime.assess(pod, table, OWN_ROW)
+        return Assessment(float(scores[0]), pod_x[0].copy(), np.array(node_x[0]), self.fragmentation(table))
 
     def devices(self, pod: Pod, table: NodeTable) -> tuple[int, ...] | None:
         """A GPU-sharing pod takes the device that keeps expected fragmentation lowest, as the learned profile

@@ -133,6 +133,7 @@ class PolicyRuntime:
         self.scorer: Scorer = HeuristicScorer()
         self._types = types
         self._kept = ShapeScores()
+        self._assessed = ShapeScores(len(NODE_FEATURES))
         if model_dir is not None:
             self.swap(model_dir)
         if types is None and self.artifact is None:
@@ -154,10 +155,12 @@ class PolicyRuntime:
         if not onnxruntime_available():
             self.artifact, self.scorer = artifact, HeuristicScorer.on_scale_of(artifact)
             self._kept.clear()
+            self._assessed.clear()
             return self.scorer.version
         scorer = OnnxScorer(artifact.model_file(self.precision), f"{artifact.version}-{self.precision}")
         self.artifact, self.scorer = artifact, scorer
         self._kept.clear()
+        self._assessed.clear()
         return scorer.version
 
     def prepare(self, table: NodeTable, pods: Sequence[Pod]) -> None:
@@ -169,7 +172,7 @@ class PolicyRuntime:
         return pod_features(pod), self.features(pod, table, rows)
 
     def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        """Scores for ``pod`` on each of ``rows`` (an edge agent passes just its own row).
+        """Scores for ``pod`` on each of ``rows``.
 
         On the teacher's scale (0-100 per plugin it summed: up to 200 for kube-default), not
         clipped to one plugin's 0-100, so scores stay comparable across agents at the top. Kept
@@ -177,8 +180,19 @@ class PolicyRuntime:
         last scored go through features and model, with bit-identical results.
         """
         epoch = self.features.follow(table)  # once per decision, as inputs() would: the load trend sees every step
-        return self._kept.scores(pod, table, rows, self._score, epoch)
+        return self._kept.scores(pod, table, rows, self._score, epoch)[0]
 
-    def _score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    def assess(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Scores for ``pod`` on ``rows`` with the model's inputs that gave them: ``(scores, pod_x, node_x)``.
+
+        An edge agent's call (its one row): kept per pod shape like :meth:`scores`, inputs included,
+        so a pod shape its node has not changed since costs a lookup, not features and inference.
+        """
+        epoch = self.features.follow(table)
+        scores, pod_x, node_x = self._assessed.scores(pod, table, rows, self._score, epoch)
+        assert pod_x is not None and node_x is not None  # kept: this cache keeps inputs
+        return scores, pod_x, node_x
+
+    def _score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         pod_x, node_x = self.inputs(pod, table, rows)
-        return self.scorer(pod_x, node_x)
+        return pod_x, node_x, self.scorer(pod_x, node_x)

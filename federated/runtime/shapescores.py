@@ -22,7 +22,9 @@ from fedcore.scheduling.fragments import all_rows
 BUDGET_BYTES = 1 << 24
 """Memory the kept scores may take (16 MiB: ~690 shapes over 1,523 nodes); the least recently asked go first."""
 
-Score = Callable[[Pod, NodeTable, np.ndarray], np.ndarray]
+Scored = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""The model's inputs and its scores: ``pod_x`` (1, pod features), ``node_x`` (rows, node features), scores (rows,)."""
+Score = Callable[[Pod, NodeTable, np.ndarray], Scored]
 
 
 def shape_of(pod: Pod) -> Hashable:
@@ -32,19 +34,27 @@ def shape_of(pod: Pod) -> Hashable:
 
 
 class _Kept:
-    """One shape's scores over the whole fleet and, per row, the table's change count when it was scored (-1: never)."""
+    """One shape's scores over the whole fleet and, per row, the table's change count when it was scored (-1: never);
+    with its inputs when they are kept."""
 
-    __slots__ = ("scores", "at")
+    __slots__ = ("scores", "at", "pod_x", "node_x")
 
-    def __init__(self, rows: int) -> None:
+    def __init__(self, rows: int, features: int) -> None:
         self.scores = np.empty(rows)
         self.at = np.full(rows, -1, dtype=np.int64)
+        self.pod_x: np.ndarray | None = None
+        self.node_x = np.empty((rows, features), dtype=np.float32) if features else None
 
 
 class ShapeScores:
-    """Per-shape scores of one node table; cleared when the table, the model or the features' history is replaced."""
+    """Per-shape scores of one node table; cleared when the table, the model or the features' history is replaced.
 
-    def __init__(self) -> None:
+    ``features`` > 0 keeps the model's inputs (that many node features a row) beside the scores: an
+    edge agent records them with each claim and holds one row, so they cost it a few hundred bytes.
+    """
+
+    def __init__(self, features: int = 0) -> None:
+        self.features = features
         self._shapes: dict[Hashable, _Kept] = {}
         self._table: NodeTable | None = None
         self._epoch: object = None
@@ -52,28 +62,35 @@ class ShapeScores:
     def clear(self) -> None:
         self._shapes.clear()
 
-    def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray, score: Score, epoch: object) -> np.ndarray:
-        """``score(pod, table, rows)`` as a fresh float64 array, calling ``score`` only for rows not kept.
+    def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray, score: Score, epoch: object) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """``score(pod, table, rows)``'s scores as a fresh float64 array, calling ``score`` only for rows not kept;
+        with ``pod_x`` and ``node_x`` for ``rows`` when inputs are kept, else None.
 
         ``epoch`` names the features' history (it changes when the feature caches were rebuilt, which
         resets the load trend): kept scores from another epoch are dropped.
         """
         if pod.workload and table.per_workload.get(pod.workload, np.zeros(1)).any():
-            return score(pod, table, rows)  # placed replicas: its latency and spread columns change on every node
+            pod_x, node_x, fresh = score(pod, table, rows)  # placed replicas: its latency and spread columns change on every node
+            return (fresh, pod_x, node_x) if self.features else (fresh, None, None)
         if table is not self._table or epoch is not self._epoch:
             self._shapes.clear()
             self._table, self._epoch = table, epoch
         key = shape_of(pod)
         kept = self._shapes.pop(key, None)
         if kept is None:
-            kept = _Kept(len(table))
-            if len(self._shapes) * len(table) * 16 >= BUDGET_BYTES:
+            kept = _Kept(len(table), self.features)
+            if len(self._shapes) * len(table) * (16 + 4 * self.features) >= BUDGET_BYTES:
                 del self._shapes[next(iter(self._shapes))]
         self._shapes[key] = kept  # last: the most recently asked
         # A row's kept score holds while the table has not stamped the row since it was scored.
         whole = all_rows(rows, len(table))
         stale = np.flatnonzero(table.stamp > kept.at) if whole else rows[table.stamp[rows] > kept.at[rows]]
         if stale.size:
-            kept.scores[stale] = score(pod, table, rows if stale.size == rows.size else stale)
+            pod_x, node_x, kept.scores[stale] = score(pod, table, rows if stale.size == rows.size else stale)
             kept.at[stale] = table.changes
-        return kept.scores.copy() if whole else kept.scores[rows]
+            if kept.node_x is not None:
+                kept.pod_x, kept.node_x[stale] = pod_x, node_x
+        scores = kept.scores.copy() if whole else kept.scores[rows]
+        if kept.node_x is None:
+            return scores, None, None
+        return scores, kept.pod_x, kept.node_x[rows]

@@ -70,22 +70,33 @@ def test_pods_of_a_placed_workload_are_scored_fresh_every_time() -> None:
         table.allocate(pod, int(np.argmax(got)))
 
 
-def test_an_agent_scoring_its_own_node_gets_the_fleet_wide_score() -> None:
-    """Claims compare scores across agents: each agent's one-row table must score exactly as the fleet-wide scorer."""
+def test_an_agent_scoring_its_own_node_gets_the_fleet_wide_score_and_inputs() -> None:
+    """Claims compare scores across agents: each agent's one-row table must score exactly as the fleet-wide scorer,
+    and the inputs it records with a claim (kept per shape while its node is unchanged) are the features of that row."""
     from edgeagent.policy import LearnedScorer
 
     fleet_wide = shipped()
     nodes = fleet(12, seed=5)
     table = NodeTable(nodes)
     agents = [(LearnedScorer(shipped()), NodeTable([node])) for node in nodes]
+    model, scored = agents[0][0].runtime.scorer, []
+    agents[0][0].runtime.scorer = lambda pod_x, node_x: (scored.append(1), model(pod_x, node_x))[1]  # type: ignore[assignment]
     rng = np.random.default_rng(5)
     everything = np.arange(len(table))
+    decisions = 0
     for pod in pods(150, 5):
         scores = fleet_wide.scores(pod, table, everything)
         for row, (agent, own) in enumerate(agents):
-            assert bits(np.array([agent.score(pod, own)]))[0] == bits(scores[row : row + 1])[0], (pod, row)
+            got = agent.assess(pod, own)
+            pod_x, node_x = fleet_wide.inputs(pod, table, np.array([row]))
+            assert bits(np.array([got.score]))[0] == bits(scores[row : row + 1])[0], (pod, row)
+            assert got.pod_x is not None and got.node_x is not None
+            assert np.array_equal(got.pod_x.view(np.int32), pod_x[0].view(np.int32)), (pod, row)
+            assert np.array_equal(got.node_x.view(np.int32), node_x[0].view(np.int32)), (pod, row)
+        decisions += 1
         rows = np.flatnonzero(resources_fit(pod, table))
         if rows.size:
             row = int(rows[rng.integers(rows.size)])
             table.allocate(pod, row)
             agents[row][1].allocate(pod, 0)
+    assert len(scored) < decisions / 2, "an agent whose node did not change reuses what it scored for the shape"
