@@ -106,6 +106,10 @@ class _NodeCache:
     ``slots`` are the workload's common CPU-only (CPU, memory) shapes: what each node has left beyond
     each of them (``room``: free CPU and memory minus the slot's, slot x node) and whether it hosts it
     now are node-only, so ``slots_lost`` compares that room with the pod's request and counts.
+
+    ``classes`` numbers what each row's features are made of (capacities, usage, device state, health,
+    load trend, GPU model, architecture): rows of one class get bit-identical features for any pod
+    whose workload has no placed replicas, so a scorer may compute one row per class and copy.
     """
 
     def __init__(self, table: NodeTable, slots: np.ndarray) -> None:
@@ -128,6 +132,10 @@ class _NodeCache:
         self._scratch = (np.empty((2, 0)), np.empty((2, 0)))
         self.request = np.empty((2, 1))  # the pod's CPU and memory as kube-default's float64 column, filled per call
         self.covering: dict[tuple[int, int], list[int]] = {}  # per (CPU, memory) request: the slots it covers
+        self.classes = np.empty(len(table), dtype=np.intp)
+        self._class_of: dict[tuple[object, ...], int] = {}
+        self._keys: list[tuple[object, ...]] = [()] * len(table)
+        self._static = list(zip(table.cpu_cap.tolist(), table.mem_cap.tolist(), table.gpu_model.tolist(), table.arch.tolist()))
         self._update(range(len(table)), first=True)
 
     def scratch(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
@@ -169,6 +177,12 @@ class _NodeCache:
             v[_BESTFIT_BASE, row] = cpu + mem + (gpu if has_gpu else 1.0)
             v[_CPU_MINUS_MEM, row] = cpu - mem
             v[_WHOLE, row] = free.count(MILLI)
+            key = self._keys[row] = (self._static[row], cpu_used, mem_used, tuple(sorted(free)), bool(t.slow[row]), float(v[4, row]))
+            self.classes[row] = self._class_of.setdefault(key, len(self._class_of))
+        if len(self._class_of) > 2 * len(self._keys) + 1024:  # classes no row holds any more: number the live ones anew
+            self._class_of = {}
+            for row, key in enumerate(self._keys):
+                self.classes[row] = self._class_of.setdefault(key, len(self._class_of))
 
 
 class FeatureBuilder:

@@ -22,6 +22,9 @@ from fedcore.scheduling.fragments import all_rows
 BUDGET_BYTES = 1 << 24
 """Memory the kept scores may take (16 MiB: ~690 shapes over 1,523 nodes); the least recently asked go first."""
 
+SHARE_AT = 32
+"""Stale rows from which equal rows share one scoring: below it, finding them costs about what it saves."""
+
 Scored = tuple[np.ndarray, np.ndarray, np.ndarray]
 """The model's inputs and its scores: ``pod_x`` (1, pod features), ``node_x`` (rows, node features), scores (rows,)."""
 Score = Callable[[Pod, NodeTable, np.ndarray], Scored]
@@ -62,12 +65,14 @@ class ShapeScores:
     def clear(self) -> None:
         self._shapes.clear()
 
-    def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray, score: Score, epoch: object) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray, score: Score, epoch: object,
+               classes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """``score(pod, table, rows)``'s scores as a fresh float64 array, calling ``score`` only for rows not kept;
         with ``pod_x`` and ``node_x`` for ``rows`` when inputs are kept, else None.
 
         ``epoch`` names the features' history (it changes when the feature caches were rebuilt, which
-        resets the load trend): kept scores from another epoch are dropped.
+        resets the load trend): kept scores from another epoch are dropped. ``classes`` (per row, when
+        given) marks rows whose features are equal for any pod: of many stale rows, one per class is scored.
         """
         if pod.workload and table.per_workload.get(pod.workload, np.zeros(1)).any():
             pod_x, node_x, fresh = score(pod, table, rows)  # placed replicas: its latency and spread columns change on every node
@@ -85,7 +90,12 @@ class ShapeScores:
         # A row's kept score holds while the table has not stamped the row since it was scored.
         whole = all_rows(rows, len(table))
         stale = np.flatnonzero(table.stamp > kept.at) if whole else rows[table.stamp[rows] > kept.at[rows]]
-        if stale.size:
+        if stale.size >= SHARE_AT and classes is not None and kept.node_x is None:
+            scored, copies = _one_per_class(stale, classes)
+            pod_x, node_x, fresh = score(pod, table, scored)
+            kept.scores[stale] = fresh[copies]
+            kept.at[stale] = table.changes
+        elif stale.size:
             pod_x, node_x, kept.scores[stale] = score(pod, table, rows if stale.size == rows.size else stale)
             kept.at[stale] = table.changes
             if kept.node_x is not None:
@@ -94,3 +104,19 @@ class ShapeScores:
         if kept.node_x is None:
             return scores, None, None
         return scores, kept.pod_x, kept.node_x[rows]
+
+
+def _one_per_class(rows: np.ndarray, classes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(one row of each class among ``rows``, in order; for each of ``rows``, the index of its class's row there).
+
+    No sort: each row's class points at the last of ``rows`` in it (repeated assignment keeps the last
+    value), and the rows pointed at are the ones scored.
+    """
+    of_row = classes[rows]
+    last = np.empty(int(of_row.max()) + 1, dtype=np.intp)
+    last[of_row] = np.arange(rows.size)
+    pointed = last[of_row]
+    chosen = np.flatnonzero(pointed == np.arange(rows.size))
+    position = np.empty(rows.size, dtype=np.intp)
+    position[chosen] = np.arange(chosen.size)
+    return rows[chosen], position[pointed]

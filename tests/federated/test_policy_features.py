@@ -178,3 +178,26 @@ def test_slots_lost_counts_the_common_cpu_shapes_a_placement_breaks() -> None:
     np.testing.assert_allclose(builder(big, table, rows)[:, col], [0.0, 0.0, 0.0])
     one = builder(Pod("s", 16000, 65536), table, np.array([1]))[:, col]  # an agent scoring its own row gets the same value
     np.testing.assert_allclose(one, small[1:2])
+
+
+def test_rows_of_one_class_have_identical_features_for_any_pod() -> None:
+    """What lets a scorer compute one row per class and copy it: equal classes, equal bytes, for every pod shape."""
+    all_pods = pods(300, 8)
+    builder = FeatureBuilder(PodTypes.from_pods(all_pods))
+    shapes = list({(p.cpu_milli, p.memory_mib, p.gpu, p.priority): p for p in all_pods}.values())
+    grouped = 0
+    for step, (pod, table, rows) in enumerate(walk(8, steps=120)):
+        everything = np.arange(len(table))
+        builder(pod, table, everything)
+        classes = builder.follow(table).classes
+        first = {}
+        for row, c in enumerate(classes.tolist()):
+            first.setdefault(c, row)
+        pairs = [(row, first[c]) for row, c in enumerate(classes.tolist()) if first[c] != row]
+        grouped += len(pairs)
+        if step % 10 == 0:
+            for shape in shapes:
+                x = builder(shape, table, everything).view(np.int32)
+                for row, twin in pairs:
+                    assert np.array_equal(x[row], x[twin]), (step, shape, row, twin)
+    assert grouped > 0, "the fleet has interchangeable rows: some rows must share a class"
