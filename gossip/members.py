@@ -77,6 +77,14 @@ class SharedRows:
         return at
 
 
+def _identity(n: int) -> bytes:
+    """Row numbers 0 .. n - 1 as native ints, the bytes of an ``array("i")``: numpy, not a
+    Python range (1 ms a table at N = 10,000, 10 s for the whole simulated cluster)."""
+    import numpy as np
+
+    return np.arange(n, dtype=np.intc).tobytes()
+
+
 class Members:
     """All members but ourselves, with live peers indexed for sampling and probing.
 
@@ -185,7 +193,8 @@ class Members:
         """Our row numbers, made on the first change (the snapshot's, ourselves removed)."""
         if self._over is None:
             assert self._shared is not None
-            self._over = array("i", range(len(self._shared)))
+            self._over = array("i", bytes(0))
+            self._over.frombytes(_identity(len(self._shared)))
             if self._skip >= 0:
                 self._over[self._skip] = -1
         return self._over

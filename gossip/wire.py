@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import struct
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from operator import attrgetter
 from typing import Any
 
 import msgpack
@@ -103,8 +105,24 @@ _packer = msgpack.Packer(use_bin_type=True)
 
 def encode(message: Message) -> bytes:
     """One message as a msgpack array; raises TypeError/ValueError for unencodable record values."""
-    data: bytes = _packer.pack([message.TYPE, *[getattr(message, f) for f in message.__match_args__]])
+    number, fields = _LAYOUTS[type(message)]
+    data: bytes = _packer.pack([number, *fields(message)])
     return data
+
+
+def _layout(cls: type[Message]) -> tuple[int, Callable[[Any], tuple[Any, ...]]]:
+    """A class's type number as a plain int (msgpack packs an IntEnum more slowly) and a getter
+    of its fields as a tuple: encoding runs for every message a node sends or relays."""
+    names = cls.__match_args__
+    if not names:
+        return int(cls.TYPE), lambda _: ()
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return int(cls.TYPE), lambda m: (one(m),)
+    return int(cls.TYPE), attrgetter(*names)
+
+
+_LAYOUTS = {cls: _layout(cls) for cls in MESSAGE_CLASSES.values()}
 
 
 def array_header(count: int) -> bytes:
@@ -152,9 +170,12 @@ interned-string table, which never shrinks). The decoder's hot lookup: no enum c
 def _fields_ok(kinds: tuple[type, ...], item: list[Any]) -> bool:
     if len(item) != len(kinds) + 1:
         return False
-    for kind, value in zip(kinds, item[1:]):
+    i = 0
+    for kind in kinds:
+        i += 1
         if kind is _ANY:
             continue
+        value = item[i]
         if type(value) is not kind:  # exact: a bool is not an int here
             return False
         if kind is int:
