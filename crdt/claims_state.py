@@ -70,8 +70,9 @@ class ClaimsState:
         self.finished: dict[str, None] = {}
         """Uids of pods dropped by :meth:`compact`, oldest first: a 1-string tombstone each, so late
         records stay out. Only the newest :data:`FINISHED_KEEP` are kept (:meth:`add_finished`)."""
-        self._completed: set[str] = set()
-        """Pods that completed: the only candidates for :meth:`compact`."""
+        self._completed: dict[str, None] = {}
+        """Pods that completed, in the order they did: the only candidates for :meth:`compact` (a dict, not a
+        set, so what compaction drops and tombstones first follows the records, not the process's hash seed)."""
         self._live: dict[Dot, Claim | EpochMark] = {}
         """Dot of every current record version (superseded and pruned versions are gone)."""
         self._seqs: dict[str, list[int]] = {}
@@ -160,7 +161,7 @@ class ClaimsState:
             if not all(c.flags & RELEASED for c in pod.claims.values()):
                 continue
             del self.pods[uid]
-            self._completed.discard(uid)
+            del self._completed[uid]
             self.add_finished(uid)
             dropped += 1
             for record in records:
@@ -265,7 +266,7 @@ class ClaimsState:
         if record.flags & COMPLETED:
             if pod.done is None or rank(record) > rank(pod.done):
                 pod.done = record
-            self._completed.add(record.pod)
+            self._completed[record.pod] = None
 
     def _index(self, dot: Dot, record: Claim | EpochMark) -> None:
         self._live[dot] = record

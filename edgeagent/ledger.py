@@ -116,8 +116,9 @@ class Ledger:
         return ClaimDelta(claims=claims, marks=(mark,) if mark else ())
 
     def own_pods(self) -> Iterator[str]:
-        """Pods we hold records for (not yet compacted)."""
-        return iter(set(self._own) | set(self._marks))
+        """Pods we hold records for (not yet compacted), in the order we first wrote for them: what we
+        republish and withdraw follows our records, not the process's hash seed."""
+        return iter(dict.fromkeys([*self._own, *self._marks]))
 
     def bound_epoch(self, claim: Claim) -> int:
         """The back-end epoch our bound ``claim``'s pod was bound at."""

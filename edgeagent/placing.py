@@ -546,7 +546,9 @@ class Placer:
             if p is not None and p.first_claim is None and claim.epoch >= replica.epoch(claim.pod):
                 p.first_claim = now
         one = len(delta.claims) == 1 and not delta.marks  # what gossip carries almost always
-        for uid in (delta.claims[0].pod,) if one else {c.pod for c in delta.claims} | {m.pod for m in delta.marks}:
+        # in record order (not a set's): pods reopen in an order that does not depend on the hash seed
+        pods = (delta.claims[0].pod,) if one else tuple(dict.fromkeys(r.pod for r in (*delta.claims, *delta.marks)))
+        for uid in pods:
             if replica.winner(uid) is not None:
                 continue
             p = self.pending.get(uid)
