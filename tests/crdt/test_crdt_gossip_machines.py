@@ -169,6 +169,25 @@ class ClaimsGossip(RuleBasedStateMachine):
             assert reserved.fits_in(CAPACITY)
             assert replica.free() == CAPACITY - reserved
 
+    @invariant()
+    def no_replica_lets_an_epoch_it_has_seen_lose(self) -> None:
+        """Mid-gossip, each replica on its own records: its winner is completed or at the pod's top epoch it holds."""
+        for replica in self.replicas:
+            for pod in PODS:
+                winner = replica.winner(pod)
+                assert winner is None or winner.completed or winner.epoch == replica.epoch(pod)
+
+    @invariant()
+    def replicas_holding_the_same_records_name_the_same_winner(self) -> None:
+        """Mid-gossip, whatever order they merged in: the premise of ``bench claims``' end-of-run audit, which
+        judges only the replicas that hold every record of a pod and leaves the others as lagging."""
+        for pod in PODS:
+            named: dict[object, object] = {}
+            for replica in self.replicas:
+                if not replica.is_finished(pod):
+                    held = (replica.epoch(pod), tuple(sorted(replica.claims(pod))))
+                    assert named.setdefault(held, replica.winner(pod)) == replica.winner(pod)
+
     def teardown(self) -> None:
         for _ in range(3):
             for i in range(3):
