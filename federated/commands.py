@@ -45,12 +45,13 @@ def policy() -> None:
     """The learned placement policy: train, export to int8 ONNX, evaluate, explain."""
 
 
-def _reshape(point: str) -> tuple[float, float, float]:
-    """``T:W`` or ``T:W:U`` -> (temperature, small-first, idle-first); ValueError otherwise."""
+def _reshape(point: str) -> tuple[float, float, float, float, float]:
+    """``T:W[:U[:TS[:H]]]`` -> (temperature, small-first, idle-first, sharing temperature (default T), whole-first); ValueError otherwise."""
     values = [float(x) for x in point.split(":")]
-    if len(values) not in (2, 3):
+    if not 2 <= len(values) <= 5:
         raise ValueError(point)
-    return (values[0], values[1], values[2] if len(values) == 3 else 0.0)
+    t, w, u, ts, h = values + [0.0, values[0], 0.0][len(values) - 2 :]
+    return (t, w, u, ts, h)
 
 
 @policy.command()
@@ -60,7 +61,7 @@ def _reshape(point: str) -> tuple[float, float, float]:
 @click.option("--dlrm-window", default=0.4, show_default=True, type=click.FloatRange(0.0, 1.0), help="Share of DLRM's training part replayed with the kube-default teacher.")
 @click.option("--epochs", default=8, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--rl-steps", default=0, show_default=True, type=click.IntRange(0, 10_000_000), help="PPO steps on the twin (0 = none; PPO never beat its imitation start).")
-@click.option("--reshapes", default=None, help="TEMPERATURE:SMALL_FIRST[:IDLE_FIRST] points judged on whole validation episodes, comma-separated ('' skips the search; default: the built-in grid).")
+@click.option("--reshapes", default=None, help="TEMPERATURE:SMALL_FIRST[:IDLE_FIRST[:SHARING_TEMPERATURE[:WHOLE_FIRST]]] points judged on whole validation episodes, comma-separated ('' skips the search; default: the built-in grid).")
 @traces_option
 def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, reshapes: str | None, traces: str | None) -> None:
     """Imitate the best heuristics on the training parts of the traces, fine-tune with PPO on the twin, then pick the
@@ -75,8 +76,8 @@ def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epoc
     try:
         grid = training.RESHAPES if reshapes is None else tuple(_reshape(point) for point in reshapes.split(",") if point.strip())
     except ValueError:
-        fail(f"--reshapes must be comma-separated TEMPERATURE:SMALL_FIRST[:IDLE_FIRST] points, got {reshapes!r}")
-    if any(t <= 0 for t, _, _ in grid):
+        fail(f"--reshapes must be comma-separated TEMPERATURE:SMALL_FIRST[:IDLE_FIRST[:SHARING_TEMPERATURE[:WHOLE_FIRST]]] points, got {reshapes!r}")
+    if any(t <= 0 or ts <= 0 for t, _, _, ts, _ in grid):
         fail("--reshapes: temperatures must be positive")
     config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps, reshapes=grid)
     model, record = training.train(loaded, config)

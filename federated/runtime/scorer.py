@@ -24,13 +24,15 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.runtime import artifacts
-from federated.runtime.features import NODE_FEATURES, FeatureBuilder, pod_features
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder, pod_features
 from federated.runtime.shapescores import ShapeScores
 
 HEURISTIC = "heuristic-fgd"
 FGD_SCORE = NODE_FEATURES.index("fgd_score")
 GPU_DEVICES = NODE_FEATURES.index("gpu_devices")
 GPU_UTIL = NODE_FEATURES.index("gpu_util")
+WHOLE_AFTER = NODE_FEATURES.index("whole_gpus_after")
+SHARING = POD_FEATURES.index("gpu_sharing")
 
 
 class Scorer(Protocol):
@@ -45,25 +47,37 @@ class HeuristicScorer:
     """FGD's score from the feature rows: the fallback when there is no model or no onnxruntime.
 
     On a model's scale when given its artifact: training ends by dividing the imitated scores by a
-    temperature and adding small-node and idle-node preferences (``reshape_search`` in the manifest),
-    and the fallback applies the same three numbers, so its claims compare with its ONNX peers'.
+    temperature (GPU-sharing pods' by their own) and adding small-node, idle-node and whole-GPU
+    preferences (``reshape_search`` in the manifest), and the fallback applies the same numbers, so
+    its claims compare with its ONNX peers'.
     """
 
     version = HEURISTIC
 
-    def __init__(self, temperature: float = 1.0, small_first: float = 0.0, idle_first: float = 0.0) -> None:
+    def __init__(
+        self, temperature: float = 1.0, small_first: float = 0.0, idle_first: float = 0.0,
+        sharing_temperature: float | None = None, whole_first: float = 0.0,
+    ) -> None:
         self.temperature = temperature
         self.small_first = small_first
         self.idle_first = idle_first
+        self.sharing_temperature = temperature if sharing_temperature is None else sharing_temperature
+        self.whole_first = whole_first
 
     @classmethod
     def on_scale_of(cls, artifact: artifacts.Artifact) -> HeuristicScorer:
         kept = artifact.manifest.get("training", {}).get("reshape_search", {}).get("kept", {})
-        return cls(float(kept.get("temperature", 1.0)), float(kept.get("small_first", 0.0)), float(kept.get("idle_first", 0.0)))
+        temperature = float(kept.get("temperature", 1.0))
+        return cls(
+            temperature, float(kept.get("small_first", 0.0)), float(kept.get("idle_first", 0.0)),
+            float(kept.get("sharing_temperature", temperature)), float(kept.get("whole_first", 0.0)),
+        )
 
     def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
-        fgd = 100.0 * node_x[:, FGD_SCORE].astype(np.float64) / self.temperature
+        temperature = self.sharing_temperature if pod_x[0, SHARING] else self.temperature
+        fgd = 100.0 * node_x[:, FGD_SCORE].astype(np.float64) / temperature
         fgd += self.small_first * (1.0 - node_x[:, GPU_DEVICES].astype(np.float64))
+        fgd += self.whole_first * node_x[:, WHOLE_AFTER].astype(np.float64)
         return fgd + self.idle_first * (1.0 - node_x[:, GPU_UTIL].astype(np.float64))
 
 

@@ -69,3 +69,34 @@ def test_reshaped_scores_are_tempered_plus_small_and_idle_node_preferences() -> 
         torch.testing.assert_close(reshaped(model, 2.0, 3.0)(pod, nodes), model(pod, nodes) / 2.0 + 3.0 * (1.0 - devices), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
     assert reshaped(model, 1.0, 0.0) is not model  # a copy: the trained weights stay as they were
+
+
+def test_reshaped_sharing_pods_take_their_own_temperature_and_whole_gpus_earn_points() -> None:
+    from federated.runtime.features import NODE_FEATURES, POD_FEATURES
+    from federated.training import reshaped
+
+    torch.manual_seed(0)
+    fgd = PlacementScorer()  # FGD's imitation: 100 points per unit of its score, nothing else
+    with torch.no_grad():
+        for p in fgd.parameters():
+            p.zero_()
+        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    nodes = torch.rand(len(NODE_FEATURES), 12)
+    score = nodes[NODE_FEATURES.index("fgd_score")]
+    whole = nodes[NODE_FEATURES.index("whole_gpus_after")]
+    sharing, whole_pod = torch.zeros(1, len(POD_FEATURES)), torch.zeros(1, len(POD_FEATURES))
+    sharing[0, POD_FEATURES.index("gpu_sharing")] = 1.0
+    model = reshaped(fgd, 2.5, 0.0, 0.0, 10.0 / 3.0, 0.5)
+    with torch.no_grad():
+        torch.testing.assert_close(model(sharing, nodes), 30.0 * score + 0.5 * whole, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(model(whole_pod, nodes), 40.0 * score + 0.5 * whole, rtol=1e-5, atol=1e-4)
+
+
+def test_reshape_points_parse_with_their_defaults() -> None:
+    from federated.commands import _reshape
+
+    assert _reshape("2.5:3") == (2.5, 3.0, 0.0, 2.5, 0.0)  # the sharing temperature defaults to the temperature
+    assert _reshape("2.5:3:1:3.5:0.5") == (2.5, 3.0, 1.0, 3.5, 0.5)
+    for bad in ("2", "1:2:3:4:5:6", "a:b"):
+        with pytest.raises(ValueError):
+            _reshape(bad)
