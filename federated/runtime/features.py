@@ -179,7 +179,7 @@ class _NodeCache:
             v[_WHOLE, row] = free.count(MILLI)
             key = self._keys[row] = (self._static[row], cpu_used, mem_used, tuple(sorted(free)), bool(t.slow[row]), float(v[4, row]))
             self.classes[row] = self._class_of.setdefault(key, len(self._class_of))
-        if len(self._class_of) > 2 * len(self._keys) + 1024:  # classes no row holds any more: number the live ones anew
+        if len(self._class_of) > 2 * len(self._keys) + 64:  # classes no row holds any more: number the live ones anew
             self._class_of = {}
             for row, key in enumerate(self._keys):
                 self.classes[row] = self._class_of.setdefault(key, len(self._class_of))

@@ -20,7 +20,9 @@ from fedcore.pods import Pod
 from fedcore.scheduling.fragments import all_rows
 
 BUDGET_BYTES = 1 << 24
-"""Memory the kept scores may take (16 MiB: ~690 shapes over 1,523 nodes); the least recently asked go first."""
+"""Memory the kept scores may take (16 MiB: ~690 shapes over 1,523 nodes, ~170 over the DLRM fleet x4); the least recently asked go first."""
+MAX_SHAPES = 512
+"""Shapes kept at most, whatever their size (an agent's one row: under 1 KiB each, objects included)."""
 
 SHARE_AT = 32
 """Stale rows from which equal rows share one scoring: below it, finding them costs about what it saves."""
@@ -84,7 +86,7 @@ class ShapeScores:
         kept = self._shapes.pop(key, None)
         if kept is None:
             kept = _Kept(len(table), self.features)
-            if len(self._shapes) * len(table) * (16 + 4 * self.features) >= BUDGET_BYTES:
+            if len(self._shapes) >= MAX_SHAPES or len(self._shapes) * len(table) * (16 + 4 * self.features) >= BUDGET_BYTES:
                 del self._shapes[next(iter(self._shapes))]
         self._shapes[key] = kept  # last: the most recently asked
         # A row's kept score holds while the table has not stamped the row since it was scored.

@@ -100,3 +100,16 @@ def test_an_agent_scoring_its_own_node_gets_the_fleet_wide_score_and_inputs() ->
             table.allocate(pod, row)
             agents[row][1].allocate(pod, 0)
     assert len(scored) < decisions / 2, "an agent whose node did not change reuses what it scored for the shape"
+
+
+def test_scores_stay_exact_when_few_shapes_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The least recently asked shapes go first; one asked again is scored afresh, never from another shape's kept rows."""
+    from federated.runtime import shapescores
+
+    monkeypatch.setattr(shapescores, "MAX_SHAPES", 2)
+    kept, fresh = shipped(), shipped()
+    for step, (pod, table) in enumerate(replay(3, 150)):
+        everything = np.arange(len(table))
+        expected = fresh.scorer(*fresh.inputs(pod, table, everything))
+        assert np.array_equal(bits(kept.scores(pod, table, everything)), bits(expected)), (step, pod)
+        assert len(kept._kept._shapes) <= 2  # noqa: SLF001
