@@ -116,6 +116,48 @@ def export(checkpoint_dir: str, out_dir: str, traces: str | None) -> None:
     reporting.emit_json({"artifact": out_dir, "files": manifest["files"], "feature_spec": manifest["feature_spec"]})
 
 
+def _service_point(point: str) -> tuple[float, float]:
+    """``PACK:RESERVE`` -> (pack, reserve); ValueError otherwise."""
+    pack, reserve = (float(x) for x in point.split(":"))
+    return pack, reserve
+
+
+@policy.command("services")
+@click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Artifact directory to write (may be --model's).")
+@click.option("--points", default=None, help="PACK:RESERVE points, comma-separated (default: the built-in grid).")
+@traces_option
+def services_command(model: str | None, out_dir: str, points: str | None, traces: str | None) -> None:
+    """Choose service replicas' packing and slot reservation on DLRM training windows (never the held-out window)
+    and write the artifact with them; no score of a pod that is not a service replica changes."""
+    import tempfile
+
+    from federated import evaluating, services
+    from federated.runtime import artifacts
+
+    source = _model_dir(model)
+    try:
+        artifacts.load(source)
+    except artifacts.ArtifactError as exc:
+        fail(str(exc))
+    try:
+        grid = services.GRID if points is None else tuple(_service_point(p) for p in points.split(",") if p.strip())
+    except ValueError:
+        fail(f"--points must be comma-separated PACK:RESERVE numbers, got {points!r}")
+    if not grid:
+        fail("--points: give at least one PACK:RESERVE point")
+    try:
+        loaded = evaluating.Traces.load(traces)
+        windows = services.training_windows(loaded.dlrm_nodes, loaded.dlrm)
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    with tempfile.TemporaryDirectory() as tmp, reporting.progress() as bar:
+        task = bar.add_task("service points on the DLRM training windows", total=len(grid))
+        chosen, record = services.search(grid, services.replay_point(source, windows, Path(tmp)), on_point=lambda: bar.advance(task))
+    manifest = services.retune(source, Path(out_dir), chosen, record)
+    reporting.emit_json({"artifact": out_dir, "service_search": manifest["training"]["service_search"], "files": manifest["files"]})
+
+
 @policy.command("eval")
 @click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
 @click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True)

@@ -35,8 +35,7 @@ from fedcore import reporting
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.scheduling.fragmentation import PodTypes
-from fedcore.traces.dlrm import Instance
-from federated import evaluating, exporting, imitation, rl, rollouts, splits
+from federated import evaluating, exporting, imitation, rl, rollouts, services, splits
 from federated.model import PlacementScorer
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 
@@ -44,9 +43,6 @@ from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 Reshape = tuple[float, float, float, float, float]
 """(temperature, small-first, idle-first, sharing temperature, whole-first): see :func:`reshaped`."""
 AS_TRAINED: Reshape = (1.0, 0.0, 0.0, 1.0, 0.0)
-SERVICE_AS_TRAINED = (0.0, 0.0)
-SERVICE_RESHAPES: tuple[tuple[float, float], ...] = (SERVICE_AS_TRAINED, (100.0, 0.0), (100.0, 450.0), (200.0, 450.0), (100.0, 900.0))
-"""(packing, slot reservation) points for service replicas, judged on the DLRM training window; (0, 0) keeps the model."""
 RESHAPES: tuple[Reshape, ...] = (
     AS_TRAINED, (2.0, 3.0, 1.0, 2.0, 0.0), (2.5, 3.0, 1.0, 2.5, 0.0), (2.5, 3.0, 1.0, 10.0 / 3.0, 0.5), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5),
 )
@@ -69,8 +65,8 @@ class TrainConfig:
     """Settings seeds (the full openb list, seeds from :data:`splits.SETTINGS_SEED_BASE`) every candidate is judged on."""
     reshapes: tuple[Reshape, ...] = RESHAPES
     """Points judged on whole validation episodes (see :func:`reshaped`); :data:`AS_TRAINED` keeps the model as trained."""
-    service_reshapes: tuple[tuple[float, float], ...] = SERVICE_RESHAPES
-    """(packing, slot reservation) for service replicas, judged on the DLRM training window (needs ``dlrm_window`` > 0)."""
+    service_reshapes: tuple[tuple[float, float], ...] = services.GRID
+    """(packing, slot reservation) for service replicas, judged on the DLRM training windows (needs ``dlrm_window`` > 0)."""
 
 
 def reshaped(
@@ -117,14 +113,6 @@ def for_services(model: PlacementScorer, pack: float, reserve: float) -> Placeme
         out.wide[row, NODE_FEATURES.index("bestfit")] += pack
         out.wide[row, NODE_FEATURES.index("slots_lost")] -= reserve
     return out
-
-
-def validate_window(model: PlacementScorer, types: PodTypes, nodes: Sequence[Node], instances: Sequence[Instance], held: evaluating.Window) -> evaluating.WindowResult:
-    """The DLRM window replay of ``model`` (exported, int8, through the real runtime)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        exporting.export(model, Path(tmp), types, {"purpose": "validation"})
-        with evaluating.model_override(Path(tmp)):
-            return evaluating.dlrm_holdout(nodes, instances, "learned", held=held)
 
 
 def validate(model: PlacementScorer, types: PodTypes, nodes: Sequence[Node], pods: Sequence[Pod], seeds: Sequence[int]) -> float:
@@ -186,18 +174,14 @@ def train(traces: evaluating.Traces, config: TrainConfig) -> tuple[PlacementScor
             if best != AS_TRAINED:
                 model, kept = reshaped(model, *best), f"{kept}, temperature {best[0]:g}, small-first {best[1]:g}, idle-first {best[2]:g}, sharing temperature {best[3]:.4g}, whole-first {best[4]:g}"
         if config.service_reshapes and config.dlrm_window > 0:
-            task = bar.add_task("episode-level search of service packing and slot reservation (DLRM training window)", total=len(config.service_reshapes))
-            held = evaluating.Window.of(traces.dlrm_nodes, train_part, window_start)
-            judged = {}
-            for knobs in config.service_reshapes:
-                judged[knobs] = validate_window(for_services(model, *knobs), types, traces.dlrm_nodes, train_part, held)
-                bar.advance(task)
-            chosen = min(config.service_reshapes, key=lambda k: (judged[k].never_placed, judged[k].wait_s_mean, k != SERVICE_AS_TRAINED))
-            record["service_search"] = {
-                "dlrm_training_window": {f"pack={p:g},reserve={r:g}": {"never_placed": v.never_placed, "wait_s_mean": v.wait_s_mean} for (p, r), v in judged.items()},
-                "kept": {"pack": chosen[0], "reserve": chosen[1]},
-            }
-            if chosen != SERVICE_AS_TRAINED:
+            task = bar.add_task("episode-level search of service packing and slot reservation (DLRM training windows)", total=len(config.service_reshapes))
+            windows = services.training_windows(traces.dlrm_nodes, traces.dlrm)
+            with tempfile.TemporaryDirectory() as tmp:
+                base = Path(tmp) / "base"
+                exporting.export(model, base, types, {"purpose": "service search"})
+                replay = services.replay_point(base, windows, Path(tmp) / "point")
+                chosen, record["service_search"] = services.search(config.service_reshapes, replay, on_point=lambda: bar.advance(task))
+            if chosen != services.AS_TRAINED:
                 model, kept = for_services(model, *chosen), f"{kept}, service pack {chosen[0]:g}, reserve {chosen[1]:g}"
     record.update({
         "kept": kept,
@@ -207,6 +191,7 @@ def train(traces: evaluating.Traces, config: TrainConfig) -> tuple[PlacementScor
             "openb": f"first {splits.TRAIN_FRACTION:.0%} of the pod list, seeds {splits.TRAIN_SEED_BASE}..{splits.TRAIN_SEED_BASE + config.openb_episodes - 1}, teacher fgd",
             "openb_validation": f"the full pod list, seeds {val_seeds[0]}..{val_seeds[-1]}",
             "dlrm": f"last {config.dlrm_window:.0%} of the training part (before the {splits.TRAIN_FRACTION:.0%} cut, t < {splits.dlrm_cut(traces.dlrm):.0f} s), openb fleet x{evaluating.DLRM_FLEET_SCALE}, teacher kube-default",
+            "dlrm_service_search": f"{len(services.WINDOW_STARTS)} windows of the held-out window's length starting {', '.join(f'{k:g}' for k in services.WINDOW_STARTS)} held-out lengths before the cut (instances created before it only), each on the openb fleet x{evaluating.DLRM_FLEET_SCALE} thinned until its running pods ask as much of it as those running at the cut",
             "held_out": "openb: bench seeds < 1000 (imitation never sees the last 20% of the pod list; validation runs the full list); DLRM: instances created after the cut (dlrm_holdout)",
         },
     })

@@ -74,11 +74,13 @@ class Replay:
         seed: int = 0,
         faults: Sequence[Fault] = (),
         samples: int = 200,
+        workload: Sequence[Pod] | None = None,
     ) -> None:
+        """``workload``: the pods the profile may learn typical shapes from (default: every instance's)."""
         self.table = NodeTable(nodes)
         self.instances = list(instances)
         self.profile = profile
-        ctx = profiles.ProfileContext(seed, [i.pod for i in self.instances])
+        ctx = profiles.ProfileContext(seed, [i.pod for i in self.instances] if workload is None else list(workload))
         self.scheduler = Scheduler(profiles.make(profile, ctx), self.table, seed)
         self.faults = list(faults)
         for fault in self.faults:

@@ -60,3 +60,18 @@ def test_bench_window_section_holds_profiles_as_objects_and_the_fluid_bound_flat
     assert all("never_placed" in v and "wait_s_mean" in v for v in profiles.values())
     assert out["best_heuristic"] == min(benching.HEURISTICS, key=lambda k: (profiles[k]["never_placed"], profiles[k]["wait_s_mean"]))
     assert out["fluid_bound_never_placed"] == 0
+
+
+def test_every_profile_starts_from_one_placement_of_the_running_pods() -> None:
+    """The start state is the trace's, not the profile's: a profile cannot gain room by leaving running pods out."""
+    nodes = [Node("small", 4000, 8192), Node("big", 8000, 16384)]
+    running = [Instance(Pod("r1", 1000, 1024), 0.0, None), Instance(Pod("r2", 6000, 1024), 0.0, None), Instance(Pod("r3", 3000, 1024), 0.0, None)]
+    instances = [*running, Instance(Pod("new", 2000, 1024), 600.0, None)]
+    held = evaluating.Window.of(nodes, instances, start=500.0)
+    states = []
+    for profile in ("bestfit", "kube-default", "random"):
+        replay = evaluating.WindowReplay(nodes, held.instances, profile, 0, running=held.preplaced)
+        states.append(replay.table.cpu_used.tolist())
+        assert sorted(replay.placed) == [0, 1, 2] and all(replay.wait_of[r] == 0.0 for r in range(3))
+    # Largest CPU first onto the first node that takes it: r2 (6 cores) -> big, r3 (3) -> small, r1 (1) -> small.
+    assert states == [[4000, 6000]] * 3
