@@ -5,7 +5,8 @@
   the configuration-LP bound on what any policy could reach reads beside them. ``openb_cpu050``:
   learned against FGD on the CPU-heavy list (a workload mix training never saw).
 * dlrm_holdout: ``learned``, ``kube-default`` and every heuristic replaying the held-out DLRM
-  window, judged on never-placed feasible arrivals and the mean wait of all feasible arrivals
+  window from one start (the running pods placed first-fit decreasing for every profile; the ones
+  that placement leaves out wait from 0), judged on never-placed feasible arrivals and the mean wait of all feasible arrivals
   (never-placed ones wait until they leave or the window ends), statically infeasible arrivals
   apart, and the pooled-fleet (fluid) replay beside them (``fluid_bound_*`` keys: the section's
   objects are the profiles alone).
@@ -151,6 +152,8 @@ def dlrm_window(model_dir: Path, traces: Traces, tick: Callable[[str], None]) ->
         "infeasible": int(held.infeasible[held.preplaced :].sum()),
         "window_arrivals": len(held.instances) - held.preplaced,
         "preplaced": held.preplaced,
+        "preplaced_left_out_at_start": held.preplaced - len(evaluating.place_running(NodeTable(traces.dlrm_nodes), [i.pod for i in held.instances[: held.preplaced]])),
+        "start": "the running pods placed first-fit decreasing (CPU, memory, GPU), the same for every profile; profiles learn shapes from them only",
         "window_s": held.end,
         "fleet": f"openb nodes x{evaluating.DLRM_FLEET_SCALE}",
         # Flat keys, not an object: every object in this section is a profile's figures (readers pick the best among them).

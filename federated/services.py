@@ -17,6 +17,7 @@ never-placed arrivals summed over them, then by the mean of their mean waits.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -104,6 +105,7 @@ def search(points: Sequence[Point], replay: Callable[[Point], Sequence[evaluatin
             on_point()
     best = min(points, key=lambda k: (*judged[k], k != AS_TRAINED))
     record = {
+        "windows": f"DLRM training windows of the held-out length starting {', '.join(f'{k:g}' for k in WINDOW_STARTS)} lengths before the cut, fleets thinned to the cut's running load, one start placement for every profile",
         "dlrm_training_windows": {f"pack={p:g},reserve={r:g}": {"never_placed": n, "wait_s_mean": w} for (p, r), (n, w) in judged.items()},
         "kept": {"pack": best[0], "reserve": best[1]},
     }
@@ -149,6 +151,9 @@ def retune(model_dir: Path, out: Path, point: Point, record: dict[str, Any] | No
     search_record = dict(record if record is not None else training.get("service_search", {}))
     search_record["kept"] = {"pack": point[0], "reserve": point[1]}
     training["service_search"] = search_record
+    if isinstance(training.get("kept"), str):
+        rest = re.sub(r", service pack [^,]+, reserve [^,]+$", "", training["kept"])
+        training["kept"] = rest + (f", service pack {point[0]:g}, reserve {point[1]:g}" if point != AS_TRAINED else "")
     if model_dir.resolve() != out.resolve():
         for extra in model_dir.iterdir():
             if extra.name not in (artifacts.FP32, artifacts.INT8, artifacts.MANIFEST) and extra.is_file():

@@ -85,9 +85,10 @@ def service_model() -> PlacementScorer:
 
 def test_retune_moves_only_the_replicated_terms(tmp_path: Path) -> None:
     types = PodTypes.from_pods([*pods(300), Pod("slot", 4000, 8192), Pod("slot2", 4000, 8192)])
-    exporting.export(service_model(), tmp_path / "a", types, {"purpose": "test"})
+    exporting.export(service_model(), tmp_path / "a", types, {"purpose": "test", "kept": "imitation, temperature 2"})
     manifest = services.retune(tmp_path / "a", tmp_path / "b", (100.0, 450.0))
     assert manifest["training"]["service_search"]["kept"] == {"pack": 100.0, "reserve": 450.0}
+    assert manifest["training"]["kept"] == "imitation, temperature 2, service pack 100, reserve 450"
     assert services.kept(artifacts.load(tmp_path / "b").manifest) == (100.0, 450.0)  # hashes verified on load
     builder = FeatureBuilder(types)
     table = NodeTable(fleet(40))
@@ -104,6 +105,7 @@ def test_retune_moves_only_the_replicated_terms(tmp_path: Path) -> None:
             np.testing.assert_allclose(after(pod_features(replica), x), before(pod_features(replica), x) + extra, atol=1e-3)
     back = services.retune(tmp_path / "b", tmp_path / "c", (0.0, 0.0))
     assert back["training"]["service_search"]["kept"] == {"pack": 0.0, "reserve": 0.0}
+    assert back["training"]["kept"] == "imitation, temperature 2"
     x = np.ascontiguousarray(builder(pods(1, 2)[0], table, np.arange(len(table))))
     replica = pod_features(Pod("r", 1000, 1024, workload="svc"))
     original = scorer.OnnxScorer(tmp_path / "a" / artifacts.FP32, "a")(replica, x)

@@ -60,6 +60,7 @@ def test_bench_window_section_holds_profiles_as_objects_and_the_fluid_bound_flat
     assert all("never_placed" in v and "wait_s_mean" in v for v in profiles.values())
     assert out["best_heuristic"] == min(benching.HEURISTICS, key=lambda k: (profiles[k]["never_placed"], profiles[k]["wait_s_mean"]))
     assert out["fluid_bound_never_placed"] == 0
+    assert 0 <= out["preplaced_left_out_at_start"] <= out["preplaced"] and "first-fit" in out["start"]
 
 
 def test_every_profile_starts_from_one_placement_of_the_running_pods() -> None:
