@@ -220,6 +220,8 @@ def _audit(sim: PlacementSim, counts: _Counts) -> dict[str, int]:
         current = _current(views, uid)
         if len(current) < len(views):
             lagging += 1
+            if not current:  # each replica misses a record another holds: nothing to judge yet but what runs
+                continue
         winners = {r.winner(uid) for r in current}
         if len({None if w is None else (w.node, w.epoch) for w in winners}) > 1:
             counts.double_bookings.add(uid)  # the same records, yet two different claims win

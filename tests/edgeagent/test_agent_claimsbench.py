@@ -114,3 +114,12 @@ def test_a_run_is_a_function_of_its_seed_not_of_the_processs_hash_seed() -> None
     reports = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300,
                               env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
     assert reports[0] == reports[1] and json.loads(reports[0])["binds"] > 0
+
+
+def test_replicas_that_each_miss_the_others_claim_are_lagging_not_undecided() -> None:
+    sim, (a, b), _ = _fleet(2)
+    a.claim("pod", 1, 1.0, Resources(1000, 1024))
+    b.claim("pod", 1, 2.0, Resources(1000, 1024))  # neither claim has reached the other replica yet
+    counts = claimsbench._Counts()
+    assert claimsbench._audit(sim, counts) == {"undecided_pods": 0, "lagging_pods": 1}  # type: ignore[arg-type]
+    assert counts.stale_epoch_wins == 0 and not counts.double_bookings
