@@ -13,7 +13,9 @@ the last call (a placement touches one row), and the pod-dependent columns are a
 numpy operations — no Python per node.
 
 Anything that changes the meaning, order or scaling of a feature must bump ``SPEC_VERSION``:
-artifacts carry the version they were trained with and the loader refuses a mismatch.
+artifacts carry the version they were trained with and the loader refuses a mismatch. A node
+feature that reads a table column the row classes (``_NodeCache.classes``) do not key on must be
+added to that key: scorers copy one row's score to every row of its class.
 """
 
 from __future__ import annotations
@@ -177,6 +179,7 @@ class _NodeCache:
             v[_BESTFIT_BASE, row] = cpu + mem + (gpu if has_gpu else 1.0)
             v[_CPU_MINUS_MEM, row] = cpu - mem
             v[_WHOLE, row] = free.count(MILLI)
+            # Everything a row's features read (the workload columns aside: placed replicas are never shared).
             key = self._keys[row] = (self._static[row], cpu_used, mem_used, tuple(sorted(free)), bool(t.slow[row]), float(v[4, row]))
             self.classes[row] = self._class_of.setdefault(key, len(self._class_of))
         if len(self._class_of) > 2 * len(self._keys) + 64:  # classes no row holds any more: number the live ones anew
