@@ -3,10 +3,10 @@
 A workload repeats few request shapes (openb: ~120 over 2,000 pods) and a placement changes one
 node. A node's features read only the pod's request and that node's own row (the workload
 columns are the exception: they read where the workload's other replicas run, so a pod whose
-workload has placed replicas is scored afresh), and the model scores each candidate row on its own. So a node the table has not
-stamped since a shape was scored keeps that score exactly: the cache hands it back and scores
-only the stamped rows, with the same features and the same model call, bit for bit (tests
-replay this against the uncached path over whole fleets).
+workload has placed replicas is scored afresh), and the model scores each candidate row on its
+own. So a node the table has not stamped since a shape was scored keeps that score exactly: the
+cache hands it back and scores only the stamped rows, with the same features and the same model
+call, bit for bit (tests replay this against the uncached path over whole fleets).
 """
 
 from __future__ import annotations
