@@ -19,17 +19,7 @@ from federated import exporting  # noqa: E402
 from federated.model import PlacementScorer  # noqa: E402
 from federated.runtime import artifacts, scorer  # noqa: E402
 from federated.runtime.features import NODE_FEATURES, FeatureBuilder, pod_features  # noqa: E402
-
-
-def fgd_like_model(seed: int = 0) -> PlacementScorer:
-    """FGD's score through the wide part plus a small random MLP correction (like a trained model)."""
-    torch.manual_seed(seed)
-    model = PlacementScorer()
-    with torch.no_grad():
-        model.wide.zero_()
-        model.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
-        model.head.weight.mul_(0.05)
-    return model
+from policy_models import fgd_like_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ from fedcore.scheduling.filters import resources_fit  # noqa: E402
 from fedcore.scheduling.fragmentation import PodTypes  # noqa: E402
 from fedcore.traces.dlrm import Instance  # noqa: E402
 from federated import evaluating, exporting, services, splits  # noqa: E402
-from federated.model import PlacementScorer  # noqa: E402
 from federated.runtime import artifacts, scorer  # noqa: E402
 from federated.runtime.features import NODE_FEATURES, FeatureBuilder, pod_features  # noqa: E402
+from policy_models import fgd_like_model  # noqa: E402
 
 
 def trace() -> list[Instance]:
@@ -73,19 +73,9 @@ def test_search_keeps_the_fewest_never_placed_then_the_lowest_wait_and_records_e
     assert record["dlrm_training_windows"]["pack=0,reserve=0"] == {"never_placed": 10, "wait_s_mean": 10.0}
 
 
-def service_model() -> PlacementScorer:
-    torch.manual_seed(0)
-    model = PlacementScorer()
-    with torch.no_grad():
-        model.wide.zero_()
-        model.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
-        model.head.weight.mul_(0.05)
-    return model
-
-
 def test_retune_moves_only_the_replicated_terms(tmp_path: Path) -> None:
     types = PodTypes.from_pods([*pods(300), Pod("slot", 4000, 8192), Pod("slot2", 4000, 8192)])
-    exporting.export(service_model(), tmp_path / "a", types, {"purpose": "test", "kept": "imitation, temperature 2"})
+    exporting.export(fgd_like_model(), tmp_path / "a", types, {"purpose": "test", "kept": "imitation, temperature 2"})
     manifest = services.retune(tmp_path / "a", tmp_path / "b", (100.0, 450.0))
     assert manifest["training"]["service_search"]["kept"] == {"pack": 100.0, "reserve": 450.0}
     assert manifest["training"]["kept"] == "imitation, temperature 2, service pack 100, reserve 450"
