@@ -627,7 +627,7 @@ class Placer:
     def _pod_finished(self, uid: str, now: float) -> None:
         self._evicted.discard(uid)
         self.pending.pop(uid, None)
-        self._known.pop(uid, None)
+        known = self._known.pop(uid, None)
         if uid in self._held:
             self._held.discard(uid)
             self._free(uid)
@@ -640,8 +640,16 @@ class Placer:
                 self._free(uid)
                 self._kick(now)
         elif uid not in self._binding and self.ledger.reservations_of(uid):
-            self.ledger.bump_epoch(uid)  # gone before it ran anywhere: our claim has nothing left to win
-            self._publish_claims(uid)
+            if known is not None and known[2] and known[2] != self.node.name:
+                # it ran on another node, whose agent marks it completed: raising the epoch now would displace
+                # that agent's bound claim and refuse its completion, and the pod's records would never compact
+                # (a claim still winning in our view is released once the runner's completion reaches us)
+                if isinstance(self.ledger.release(uid), ClaimDelta):
+                    self._publish_claims(uid)
+                    self._free(uid)
+            else:
+                self.ledger.bump_epoch(uid)  # gone before it ran anywhere: our claim has nothing left to win
+                self._publish_claims(uid)
         self._release_losers(now)
 
     # ---- capacity -------------------------------------------------------------------------------

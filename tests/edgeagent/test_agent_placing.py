@@ -10,6 +10,7 @@ from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.resources import GpuRequest
 
+from crdt.claims import Status
 from edgeagent.clusters import BindOutcome, BindResult, Phase
 from edgeagent.config import PlacementSection
 from edgeagent.effects import Publish
@@ -429,3 +430,31 @@ def test_an_unchanged_load_sample_is_not_news() -> None:
     placer.set_load(0.25, now + 2 * STATE_EVERY)
     published = [e for e in placer.tick(now + 4 * STATE_EVERY) if isinstance(e, Publish)]
     assert len(published) == 1 and published[0].value["load"] == 0.25
+
+
+def test_a_pod_that_ran_elsewhere_and_finished_keeps_its_epoch_so_the_runner_can_complete_it() -> None:
+    """We claimed, another node won and ran the pod, and it finished before that node's bind reached us: we must
+    not raise the epoch (that would displace the runner's bound claim, refuse its completion, and leave the pod's
+    records uncompacted for ever); our reservation goes once the runner's completion arrives."""
+    from crdt import wire
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.ledger import Ledger
+    from fedcore.resources import Resources
+
+    node = nodes(1)[0]
+    placer = _lone_placer(node)
+    placer.pod_update(PodUpdate(pod(1), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    assert placer.ledger.reservations_of("p0001")
+    placer.pod_update(PodUpdate(pod(1), 1, Phase.RUNNING, "n09"), 0.05)
+    placer.pod_update(PodUpdate(pod(1), 1, Phase.SUCCEEDED, "n09"), 0.06)
+    assert placer.ledger.replica.epoch("p0001") == 1, "no epoch raised over the runner's claim"
+    runner = Ledger("n09", "n09", Resources(16000, 65536, 0, 2000))
+    runner.claim("p0001", 1, 1e9, Resources(2000, 1024))
+    runner.bind("p0001", 1)
+    assert not isinstance(runner.complete("p0001"), Status)
+    delta = runner.own_delta("p0001")
+    assert delta is not None
+    placer.record("n09", "c/p0001", wire.encode_delta(delta), 0.1)
+    assert not placer.ledger.reservations_of("p0001")
+    assert placer.ledger.replica.winner("p0001").completed
