@@ -3,6 +3,7 @@
 - Failover: every placement on a PARTITIONED or DOWN cluster is recreated elsewhere from the
   workload's desired state (targets chosen by :mod:`controlplane.placing`, failed clusters
   excluded); the runtime gives each a bumped fencing epoch. Not rate-limited: the source is lost.
+  Replicas that found no room are planned again every round until they do.
 - Return (optional, ``return_after_s`` > 0): replicas failed over from a cluster move back,
   make-before-break, once it has been HEALTHY for ``return_after_s``; rate-limited like rebalance.
 - Rebalance: a healthy cluster whose load or forecast exceeds ``overload`` moves one movable
@@ -23,6 +24,11 @@ from controlplane.verdicts import Verdict
 from controlplane.workloads import Workload
 from fedcore.resources import Resources
 from fedcore.topology import Topology
+
+
+_STRANDED = (PlacementState.PLACED, PlacementState.STALE)
+"""Placements on a failed cluster whose replicas still need a home: all of a placed one; of a stale one, the
+replicas a partial failover left behind (``remove-source`` keeps them there for when the cluster returns)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +76,8 @@ class Planner:
         notes: list[str] = []
         views = list(views)
         for p in placements:
-            if p.cluster in failed and p.state is PlacementState.PLACED and p.replicas and (p.workload, p.cluster) not in busy:
+            # a STALE placement with replicas is what an earlier failover could not place (no room then): keep trying
+            if p.cluster in failed and p.state in _STRANDED and p.replicas and (p.workload, p.cluster) not in busy:
                 w = workloads.get(p.workload)
                 if w is not None:
                     made, note = self._failover(w, p, verdicts[p.cluster], views, [*placements, *_as_placements(plans)], failed)

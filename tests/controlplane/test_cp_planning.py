@@ -117,6 +117,24 @@ def test_failover_is_not_replanned_while_a_migration_is_in_flight() -> None:
     assert plans == []
 
 
+def test_replicas_a_failover_could_not_place_are_planned_again_when_room_appears() -> None:
+    from controlplane.registry import PlacementState
+
+    planner = Planner(topology(*VIEWS))
+    big = {"big": wl("big", 10, spread=Spread.NONE)}
+    full = [view("a", "r0", health=Health.DOWN), view("b", "r0", used=13000), view("c", "r1", used=16000), view("d", "r1", used=16000)]
+    plans, notes = planner.plan(0.0, verdicts(a=Health.DOWN), full, {}, big, [Placement("big", "a", 10, 1)], [])
+    assert [(p.target, p.replicas) for p in plans] == [("b", 3)] and notes and "7 replica(s) unplaced" in notes[0]
+    # the migration ran; remove-source found a unreachable and left the 7 unmoved replicas on it, stale
+    after = [Placement("big", "a", 7, 1, PlacementState.STALE), Placement("big", "b", 3, 2)]
+    roomier = [full[0], view("b", "r0", used=16000), view("c", "r1", used=9000), full[3]]
+    plans, notes = planner.plan(1.0, verdicts(a=Health.DOWN), roomier, {}, big, after, [])
+    assert [(p.kind, p.source, p.target, p.replicas, p.target_total) for p in plans] == [(Kind.FAILOVER, "a", "c", 7, 7)] and notes == []
+    # once every replica has a home the stale copy holds none and nothing more is planned
+    done = [Placement("big", "a", 0, 1, PlacementState.STALE), Placement("big", "b", 3, 2), Placement("big", "c", 7, 3)]
+    assert planner.plan(2.0, verdicts(a=Health.DOWN), roomier, {}, big, done, [])[0] == []
+
+
 def test_rebalance_is_rate_limited_and_skips_pinned_workloads() -> None:
     planner = Planner(topology(*VIEWS), PlannerConfig(evictions_per_window=1, window_s=30.0))
     loads = {"a": Load(0.95, 0.97), "b": Load(0.9, 0.9), "c": Load(0.2, 0.2), "d": Load(0.1, 0.1)}
