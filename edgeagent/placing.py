@@ -50,6 +50,7 @@ from fedcore.nodetable import NodeTable, Placement
 from fedcore.pods import Pod
 from fedcore.resources import MILLI, GpuRequest, Resources
 from fedcore.scheduling.filters import default_filters
+from fedcore.scheduling.framework import OldestFirst, Waiting
 
 from crdt import wire
 from crdt.claims import BOUND, ClaimDelta, Status, StatusCode
@@ -400,7 +401,7 @@ class Placer:
 
     def tick(self, now: float) -> list[Effect]:
         """Run what is due: claims, binds, node-state publication, compaction, record withdrawal."""
-        for uid, p in list(self.pending.items()):
+        for uid, p in self._in_queue_order(list(self.pending.items()), now):
             if p.binding or p.due > now:
                 continue
             if p.claimed_at is None:
@@ -422,6 +423,29 @@ class Placer:
                 self._replace(peer, now)
         self._settle_owed(now)
         return self._flush()
+
+    def _in_queue_order(self, due: list[tuple[str, _Pending]], now: float) -> list[tuple[str, _Pending]]:
+        """``due`` with the pods we may claim now (unclaimed, due) in the scorer's queue order against our node as it is.
+
+        The twin's learned profile gives a freed node to the waiting pods in this order; an agent
+        claims for its own node in the same order, from the same features of its own row. Every
+        other pod keeps its place; equal priorities keep arrival order.
+        """
+        queue = self.scorer.queue
+        slots = [k for k, (_, p) in enumerate(due) if p.claimed_at is None and not p.binding and p.due <= now]
+        if isinstance(queue, OldestFirst) or len(slots) < 2:
+            return due
+        pods = [due[k][1] for k in slots]
+        waiting = Waiting(
+            np.array([p.pod.cpu_milli for p in pods], dtype=np.int64), np.array([p.pod.memory_mib for p in pods], dtype=np.int64),
+            np.array([p.pod.gpu.count for p in pods], dtype=np.int64), np.array([p.pod.gpu.milli_each for p in pods], dtype=np.int64),
+            np.array([now - p.seen for p in pods], dtype=np.float64),
+        )
+        order = np.argsort(-queue.priority(waiting, self.table, 0), kind="stable")
+        out = list(due)
+        for slot, k in zip(slots, order, strict=True):
+            out[slot] = due[slots[int(k)]]
+        return out
 
     def next_deadline(self) -> float:
         """When :meth:`tick` must next run."""

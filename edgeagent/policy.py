@@ -26,6 +26,7 @@ import numpy as np
 
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
+from fedcore.scheduling.framework import QueueSortPlugin
 from federated.runtime.canary import DIRECTORY as CANARY_DIR
 from federated.runtime.canary import WEIGHT as CANARY_WEIGHT
 from federated.runtime.canary import takes_canary
@@ -60,6 +61,11 @@ class LearnedScorer:
         return self.runtime.artifact.path.name if self.runtime.artifact is not None else ""
 
     canary = ""
+
+    @property
+    def queue(self) -> QueueSortPlugin:
+        """The artifact's pending-queue order (the learned profile's on the twin), followed across model swaps."""
+        return self.runtime.queue
 
     def score(self, pod: Pod, table: NodeTable) -> float:
         return self.assess(pod, table).score
@@ -123,6 +129,11 @@ class CanaryScorer:
 
     def devices(self, pod: Pod, table: NodeTable) -> tuple[int, ...] | None:
         return self._pick(pod).devices(pod, table)
+
+    @property
+    def queue(self) -> QueueSortPlugin:
+        """The current model's order: the canary is on trial for scores, not for which pod is claimed first."""
+        return self.current.queue
 
     def fragmentation(self, table: NodeTable) -> float:
         return self._last.fragmentation(table)

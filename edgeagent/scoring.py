@@ -21,6 +21,7 @@ import numpy as np
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI, GpuRequest, Resources
+from fedcore.scheduling.framework import OldestFirst, QueueSortPlugin
 
 LOAD_PENALTY = 10.0
 
@@ -63,6 +64,11 @@ class Scorer(Protocol):
         """Expected GPU fragmentation of our node as it stands (milli-GPU; 0 where the scorer has no pod types)."""
         ...
 
+    @property
+    def queue(self) -> QueueSortPlugin:
+        """Which pending pod to claim next when several are due (the model artifact's order; oldest first without one)."""
+        ...
+
 
 def device_summary(table: NodeTable, row: int = 0) -> tuple[int, int]:
     """(wholly free devices, most milli free on one device) of a node: what :func:`estimate` needs of its GPUs."""
@@ -99,6 +105,7 @@ class HeuristicScorer:
     version = "heuristic"
     artifact = ""
     canary = ""
+    queue: QueueSortPlugin = OldestFirst()
 
     def __init__(self, load: Callable[[], float] = lambda: 0.0) -> None:
         self.load = load

@@ -9,7 +9,11 @@
   that placement leaves out wait from 0), judged on never-placed feasible arrivals and the mean wait of all feasible arrivals
   (never-placed ones wait until they leave or the window ends), statically infeasible arrivals
   apart, and the pooled-fleet (fluid) replay beside them (``fluid_bound_*`` keys: the section's
-  objects are the profiles alone).
+  objects are the profiles alone). Each profile retries waiting pods in its own queue order (``queue``;
+  heuristics oldest first); ``dlrm_holdout_queue_variants`` runs every heuristic with each
+  non-learned order and the best one with the learned order, labelled ``NAME+ORDER`` (not
+  profiles: they show what the learned order and the learned scores each add). Never-placed
+  arrivals per large shape (``never_placed_by_shape``) show whether an order starves big pods.
 * size and fidelity: file sizes from the artifact; int8-vs-fp32 agreement = share of decisions,
   along an fp32-driven openb episode, where both precisions choose the same node after the
   framework's integer truncation and tie order.
@@ -30,6 +34,7 @@ import numpy as np
 
 from fedcore.nodetable import NodeTable
 from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.scheduling import queues
 from fedcore.scheduling.framework import Scheduler
 from fedcore.scheduling.scores import BestFit
 from fedcore.stats import percentile
@@ -131,12 +136,35 @@ def window_figures(result: evaluating.WindowResult) -> dict[str, Any]:
     return {
         "never_placed": result.never_placed, "preplaced_never_placed": result.preplaced_never_placed, "wait_s_mean": result.wait_s_mean, "wait_s_p50": result.wait_s_p50,
         "wait_s_p90": result.wait_s_p90, "wait_s_p99": result.wait_s_p99, "gpu_alloc_ratio_mean": result.gpu_alloc_ratio_mean,
+        "queue": result.queue, "never_placed_by_shape": result.never_placed_by_shape,
     }
 
 
-def dlrm_window(model_dir: Path, traces: Traces, tick: Callable[[str], None]) -> dict[str, Any]:
+VARIANT_QUEUES = ("smallest-first", "youngest-first")
+"""Non-learned queue orders every heuristic also runs with on the DLRM window (labelled variants, not profiles)."""
+
+
+def queue_variants(model_dir: Path, traces: Traces, held: evaluating.Window, best: str, tick: Callable[[str], None]) -> dict[str, Any]:
+    """Every heuristic with each non-learned queue order, and the best heuristic with the learned order (``NAME+ORDER``).
+
+    They show what the learned policy's queue order and its scores each add: a heuristic with
+    smallest-first is what ordering alone gives without learning; the best heuristic with the
+    learned order is the learned policy without its learned scores.
+    """
+    out: dict[str, Any] = {}
+    for name in HEURISTICS:
+        for order in VARIANT_QUEUES:
+            out[f"{name}+{order}"] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, name, held=held, queue=queues.named(order)))
+            tick("dlrm")
+    learned_order = artifacts.load(model_dir).queue
+    out[f"{best}+learned-queue"] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, best, held=held, queue=learned_order))
+    tick("dlrm")
+    return {**out, "best": min(out, key=lambda n: (out[n]["never_placed"], out[n]["wait_s_mean"]))}
+
+
+def dlrm_window(model_dir: Path, traces: Traces, tick: Callable[[str], None], held: evaluating.Window | None = None) -> dict[str, Any]:
     """The held-out DLRM window for learned and every heuristic; the best heuristic is the one placing the most."""
-    held = evaluating.Window.of(traces.dlrm_nodes, traces.dlrm)
+    held = held or evaluating.Window.of(traces.dlrm_nodes, traces.dlrm)
     out: dict[str, Any] = {}
     for name in HEURISTICS:
         out[name] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, name, held=held))
@@ -149,6 +177,7 @@ def dlrm_window(model_dir: Path, traces: Traces, tick: Callable[[str], None]) ->
     return {
         **out,
         "best_heuristic": best,
+        "queue_note": "profiles retry waiting pods in their own queue order (`queue`): heuristics oldest first (Kubernetes' PrioritySort), learned in its artifact's; heuristics with other orders are labelled variants in `dlrm_holdout_queue_variants`, not profiles",
         "infeasible": int(held.infeasible[held.preplaced :].sum()),
         "window_arrivals": len(held.instances) - held.preplaced,
         "preplaced": held.preplaced,
@@ -182,7 +211,9 @@ def run(model_dir: Path, traces: Traces, seeds: int, timing_pods: int, agreement
         bound = None
     tick("bound")
     cpu050 = openb_figures(model_dir, traces.nodes, traces.cpu050, ("fgd",), bench_seeds, tick) if traces.cpu050 else {}
-    dlrm = dlrm_window(model_dir, traces, tick)
+    held = evaluating.Window.of(traces.dlrm_nodes, traces.dlrm)
+    dlrm = dlrm_window(model_dir, traces, tick, held)
+    variants = queue_variants(model_dir, traces, held, dlrm["best_heuristic"], tick)
     agree, agree_n = agreement(model_dir, traces, seed=0, pods=agreement_pods)
     tick("agreement")
     timing = decision_times(model_dir, traces, seed=0, pods=timing_pods)
@@ -210,6 +241,7 @@ def run(model_dir: Path, traces: Traces, seeds: int, timing_pods: int, agreement
             "fgd_per_seed": cpu050.get("fgd", []),
         },
         "dlrm_holdout": dlrm,
+        "dlrm_holdout_queue_variants": variants,
         "fp32_bytes": fp32_bytes,
         "int8_bytes": int8_bytes,
         "size_ratio": int8_bytes / fp32_bytes,

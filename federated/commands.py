@@ -62,8 +62,9 @@ def _reshape(point: str) -> tuple[float, float, float, float, float]:
 @click.option("--epochs", default=8, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--rl-steps", default=0, show_default=True, type=click.IntRange(0, 10_000_000), help="PPO steps on the twin (0 = none; PPO never beat its imitation start).")
 @click.option("--reshapes", default=None, help="TEMPERATURE:SMALL_FIRST[:IDLE_FIRST[:SHARING_TEMPERATURE[:WHOLE_FIRST]]] points judged on whole validation episodes, comma-separated ('' skips the search; default: the built-in grid).")
+@click.option("--queue-budget", default=40, show_default=True, type=click.IntRange(0, 1000), help="Pending-queue orders judged on the DLRM training windows (0 skips; needs --dlrm-window > 0).")
 @traces_option
-def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, reshapes: str | None, traces: str | None) -> None:
+def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epochs: int, rl_steps: int, reshapes: str | None, queue_budget: int, traces: str | None) -> None:
     """Imitate the best heuristics on the training parts of the traces, fine-tune with PPO on the twin, then pick the
     score temperature and small-node and idle-node preferences that give the best whole-episode allocation on validation seeds."""
     torch = _torch()
@@ -79,7 +80,7 @@ def train(out_dir: str, seed: int, openb_episodes: int, dlrm_window: float, epoc
         fail(f"--reshapes must be comma-separated TEMPERATURE:SMALL_FIRST[:IDLE_FIRST[:SHARING_TEMPERATURE[:WHOLE_FIRST]]] points, got {reshapes!r}")
     if any(t <= 0 or ts <= 0 for t, _, _, ts, _ in grid):
         fail("--reshapes: temperatures must be positive")
-    config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps, reshapes=grid)
+    config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps, reshapes=grid, queue_budget=queue_budget)
     model, record = training.train(loaded, config)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,6 +157,35 @@ def services_command(model: str | None, out_dir: str, points: str | None, traces
         chosen, record = services.search(grid, services.replay_point(source, windows, Path(tmp)), on_point=lambda: bar.advance(task))
     manifest = services.retune(source, Path(out_dir), chosen, record)
     reporting.emit_json({"artifact": out_dir, "service_search": manifest["training"]["service_search"], "files": manifest["files"]})
+
+
+@policy.command("queue")
+@click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Artifact directory to write (may be --model's).")
+@click.option("--budget", default=40, show_default=True, type=click.IntRange(1, 1000), help="Weight vectors to judge (each replays the five windows).")
+@traces_option
+def queue_command(model: str | None, out_dir: str, budget: int, traces: str | None) -> None:
+    """Choose the learned pending-queue order on DLRM training windows (never the held-out window) and write the
+    artifact with it; the model files (every score) are unchanged."""
+    from federated import evaluating, queuesearch, services
+    from federated.runtime import artifacts
+
+    source = _model_dir(model)
+    try:
+        artifacts.load(source)
+        loaded = evaluating.Traces.load(traces)
+        windows = services.training_windows(loaded.dlrm_nodes, loaded.dlrm)
+    except artifacts.ArtifactError as exc:
+        fail(str(exc))
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    with reporting.progress() as bar:
+        task = bar.add_task("heuristics on the DLRM training windows", total=len(queuesearch.HEURISTICS))
+        name, baseline = queuesearch.best_heuristic(windows, on_run=lambda: bar.advance(task))
+        task = bar.add_task("queue orders on the DLRM training windows", total=budget)
+        best, seen = queuesearch.search(queuesearch.replay_order(source, windows), baseline, budget=budget, on_point=lambda: bar.advance(task))
+    manifest = queuesearch.with_queue(source, Path(out_dir), queuesearch.record(best, seen, name, baseline))
+    reporting.emit_json({"artifact": out_dir, "queue": manifest["training"]["queue_search"]["kept"], "baseline": manifest["training"]["queue_search"]["baseline"]})
 
 
 @policy.command("eval")
@@ -271,7 +301,7 @@ def bench_policy(model: str | None, seeds: int, timing_pods: int, agreement_pods
     try:
         loaded = Traces.load(traces)
         with reporting.progress() as bar:
-            task = bar.add_task("bench policy", total=(len(benching.HEURISTICS) + 3) * seeds + len(benching.HEURISTICS) + 4)
+            task = bar.add_task("bench policy", total=(len(benching.HEURISTICS) + 3) * seeds + len(benching.HEURISTICS) * (1 + len(benching.VARIANT_QUEUES)) + 5)
             out = benching.run(path, loaded, seeds, timing_pods, agreement_pods, lambda _label: bar.advance(task))
     except (TraceError, ValueError) as exc:
         fail(str(exc))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ from fedcore.nodes import Node
 from fedcore.nodetable import NodeTable, Placement
 from fedcore.pods import Pod
 from fedcore.scheduling.filters import default_filters
-from fedcore.scheduling.framework import Profile, Scheduler
+from fedcore.scheduling.framework import Profile, QueueSortPlugin, Scheduler
 from fedcore.stats import percentile
 from fedcore.traces import dlrm, locate, openb
 from fedcore.traces.dlrm import Instance
@@ -112,6 +112,19 @@ class WindowResult:
     cpu_alloc_ratio_mean: float
     gpu_alloc_ratio_mean: float
     jain_fairness: float
+    queue: str = "oldest-first"
+    """The pending-queue order the replay retried waiting pods in (the profile's own unless a variant overrode it)."""
+    never_placed_by_shape: dict[str, int] = field(default_factory=dict)
+    """Never-placed feasible arrivals per large shape (48 cores or more, "96c/480Gi"), so starving big pods shows."""
+
+
+LARGE_CPU_MILLI = 48_000
+"""Shapes of this much CPU or more get their own never-placed count."""
+
+
+def shape_label(pod: Pod) -> str:
+    gpu = f"/{pod.gpu.count}gpu" if pod.gpu.count else ""
+    return f"{pod.cpu_milli / 1000:g}c/{pod.memory_mib // 1024}Gi{gpu}"
 
 
 def place_running(table: NodeTable, pods: Sequence[Pod]) -> dict[int, Placement]:
@@ -146,8 +159,10 @@ class WindowReplay(Replay):
     are the future.
     """
 
-    def __init__(self, *args: object, running: int = 0, **kwargs: object) -> None:
+    def __init__(self, *args: object, running: int = 0, queue: QueueSortPlugin | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        if queue is not None:
+            self.scheduler.profile.queue = queue  # a labelled comparison variant: this profile's scores, another order
         self.wait_of: dict[int, float] = {}
         self.placed.update(place_running(self.table, [i.pod for i in self.instances[:running]]))
         self.wait_of.update((ref, 0.0) for ref in self.placed)
@@ -206,6 +221,15 @@ class Window:
         last = end - begin if end is not None else max((i.deleted or i.created) for i in shifted)
         return cls(shifted, preplaced, last, infeasible(nodes, [i.pod for i in shifted]))
 
+    def never_by_shape(self, placed_wait: dict[int, float]) -> dict[str, int]:
+        """Never-placed feasible window arrivals per large shape (:data:`LARGE_CPU_MILLI` and up), largest count first."""
+        counts: dict[str, int] = {}
+        for ref in range(self.preplaced, len(self.instances)):
+            pod = self.instances[ref].pod
+            if not self.infeasible[ref] and ref not in placed_wait and pod.cpu_milli >= LARGE_CPU_MILLI:
+                counts[shape_label(pod)] = counts.get(shape_label(pod), 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
     def judge(self, placed_wait: dict[int, float]) -> tuple[int, list[float]]:
         """Never-placed count and the wait of every feasible window arrival (unplaced ones until they leave or the end)."""
         never = 0
@@ -228,10 +252,17 @@ class Window:
         return bounds.fluid_replay(nodes, keep, first, self.end)
 
 
-def dlrm_holdout(nodes: Sequence[Node], instances: Sequence[Instance], profile: str, seed: int = 0, held: Window | None = None) -> WindowResult:
-    """Replay the held-out DLRM window (last 20% of the trace; or ``held``, any window) with ``profile``; figures count window arrivals only."""
+def dlrm_holdout(
+    nodes: Sequence[Node], instances: Sequence[Instance], profile: str, seed: int = 0, held: Window | None = None, queue: QueueSortPlugin | None = None,
+) -> WindowResult:
+    """Replay the held-out DLRM window (last 20% of the trace; or ``held``, any window) with ``profile``; figures count window arrivals only.
+
+    ``queue`` replaces the profile's own pending-queue order (a labelled comparison variant).
+    """
     held = held or Window.of(nodes, instances)
-    replay = WindowReplay(nodes, held.instances, profile, seed, running=held.preplaced, workload=[i.pod for i in held.instances[: held.preplaced]] or None)
+    replay = WindowReplay(
+        nodes, held.instances, profile, seed, running=held.preplaced, queue=queue, workload=[i.pod for i in held.instances[: held.preplaced]] or None,
+    )
     result = replay.run()
     never, waits = held.judge(replay.wait_of)
     before = sum(1 for ref in range(held.preplaced) if ref not in replay.wait_of and not held.infeasible[ref])
@@ -239,6 +270,7 @@ def dlrm_holdout(nodes: Sequence[Node], instances: Sequence[Instance], profile: 
         profile, len(held.instances) - held.preplaced, held.preplaced, int(held.infeasible[held.preplaced:].sum()), never, before,
         float(np.mean(waits)) if waits else 0.0, percentile(waits, 50), percentile(waits, 90), percentile(waits, 99),
         result.cpu_alloc_ratio_mean, result.gpu_alloc_ratio_mean, result.jain_fairness,
+        replay.scheduler.profile.queue.name, held.never_by_shape(replay.wait_of),
     )
 
 

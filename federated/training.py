@@ -35,7 +35,7 @@ from fedcore import reporting
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.scheduling.fragmentation import PodTypes
-from federated import evaluating, exporting, imitation, rl, rollouts, services, splits
+from federated import evaluating, exporting, imitation, queuesearch, rl, rollouts, services, splits
 from federated.model import PlacementScorer
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 
@@ -67,6 +67,8 @@ class TrainConfig:
     """Points judged on whole validation episodes (see :func:`reshaped`); :data:`AS_TRAINED` keeps the model as trained."""
     service_reshapes: tuple[tuple[float, float], ...] = services.GRID
     """(packing, slot reservation) for service replicas, judged on the DLRM training windows (needs ``dlrm_window`` > 0)."""
+    queue_budget: int = 40
+    """Queue-order weight vectors judged on the DLRM training windows (:mod:`federated.queuesearch`); 0 skips the stage."""
 
 
 def reshaped(
@@ -183,6 +185,16 @@ def train(traces: evaluating.Traces, config: TrainConfig) -> tuple[PlacementScor
                 chosen, record["service_search"] = services.search(config.service_reshapes, replay, on_point=lambda: bar.advance(task))
             if chosen != services.AS_TRAINED:
                 model, kept = for_services(model, *chosen), f"{kept}, service pack {chosen[0]:g}, reserve {chosen[1]:g}"
+        if config.queue_budget > 0 and config.dlrm_window > 0:
+            windows = services.training_windows(traces.dlrm_nodes, traces.dlrm)
+            task = bar.add_task("heuristics on the DLRM training windows (the queue search's baseline)", total=len(queuesearch.HEURISTICS))
+            name, baseline = queuesearch.best_heuristic(windows, on_run=lambda: bar.advance(task))
+            task = bar.add_task("episode-level search of the pending-queue order (DLRM training windows)", total=config.queue_budget)
+            with tempfile.TemporaryDirectory() as tmp:
+                exporting.export(model, Path(tmp), types, {"purpose": "queue search"})
+                order, seen = queuesearch.search(queuesearch.replay_order(Path(tmp), windows), baseline, budget=config.queue_budget, on_point=lambda: bar.advance(task))
+            record["queue_search"] = queuesearch.record(order, seen, name, baseline)
+            kept = f"{kept}, learned queue order"
     record.update({
         "kept": kept,
         "train_wall_s": time.perf_counter() - start,

@@ -172,5 +172,19 @@ def test_policy_eval_of_a_corrupt_model(tmp_path: Path) -> None:
     refused(fedplane("policy", "eval", "--model", str(corrupt), "--seeds", "1"), model.name)
 
 
+def test_policy_queue_refuses_an_artifact_with_an_unreadable_queue_order(tmp_path: Path) -> None:
+    import json
+
+    shipped = ROOT / "federated" / "models" / "default"
+    if not (shipped / "manifest.json").is_file():
+        pytest.skip("no shipped model artifact")
+    bad = tmp_path / "bad"
+    shutil.copytree(shipped, bad)
+    manifest = json.loads((bad / "manifest.json").read_text())
+    manifest["training"]["queue_search"] = {"kept": {"colour": 1.0}}
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    refused(fedplane("policy", "queue", "--model", str(bad), "--out", str(tmp_path / "o")), "colour", "queue_search")
+
+
 def test_controlplane_submit_refuses_a_cpu_beyond_int64() -> None:
     refused(fedplane("controlplane", "submit", "x", "--cpu", "9223372036854775808", "--target", "127.0.0.1:1"), "--cpu")

@@ -94,6 +94,37 @@ class RandomDevices:
         return (int(fits[self.rng.integers(fits.size)]),)
 
 
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Waiting pods that fit one node as it is now (oldest first): their requests and how long each has waited."""
+
+    cpu_milli: np.ndarray
+    memory_mib: np.ndarray
+    gpus: np.ndarray
+    gpu_milli: np.ndarray
+    """Per GPU (1000 = a whole GPU)."""
+    waited_s: np.ndarray
+
+
+class QueueSortPlugin(Protocol):
+    """Which waiting pod a node that freed room serves first (Kubernetes' QueueSort extension point)."""
+
+    name: str
+
+    def priority(self, waiting: Waiting, table: NodeTable, node: int) -> np.ndarray:
+        """Per waiting pod: higher goes first; equal priorities keep the oldest first."""
+        ...
+
+
+class OldestFirst:
+    """Kubernetes' default queue order (PrioritySort, all pods at one priority): the longest-waiting pod first."""
+
+    name = "oldest-first"
+
+    def priority(self, waiting: Waiting, table: NodeTable, node: int) -> np.ndarray:
+        return np.zeros(waiting.waited_s.size)
+
+
 @dataclass(slots=True)
 class Profile:
     """A named set of plugins with score weights, as in a KubeSchedulerConfiguration profile."""
@@ -102,6 +133,7 @@ class Profile:
     filters: Sequence[FilterPlugin]
     scores: Sequence[tuple[ScorePlugin, float]]
     devices: DevicePicker = field(default_factory=BestFitDevices)
+    queue: QueueSortPlugin = field(default_factory=OldestFirst)
 
 
 class Scheduler:

@@ -13,6 +13,7 @@ import numpy as np
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
+from fedcore.scheduling.framework import QueueSortPlugin, Waiting
 
 
 class PendingQueue:
@@ -55,14 +56,15 @@ class PendingQueue:
                 np.array([p.disk_mib for p in pods], dtype=np.int64),
                 np.array([p.gpu.count for p in pods], dtype=np.int64),
                 np.array([p.gpu.milli_each for p in pods], dtype=np.int64),
+                np.array([self.since[r] for r in refs], dtype=np.float64),
             )
         return self._arrays
 
-    def fitting(self, table: NodeTable, node: int) -> list[int]:
-        """Waiting pods (oldest first) whose requests fit ``node`` as it is now."""
+    def fitting(self, table: NodeTable, node: int, queue: QueueSortPlugin | None = None, now: float = 0.0) -> list[int]:
+        """Waiting pods whose requests fit ``node`` as it is now: oldest first, or in ``queue``'s order at ``now``."""
         if not self.since or not table.alive[node]:
             return []
-        refs, cpu, mem, disk, count, milli = self._requests()
+        refs, cpu, mem, disk, count, milli, since = self._requests()
         row = table.gpu_free[node]
         whole = int((row == MILLI).sum())
         best_share = int(row.max())
@@ -73,4 +75,8 @@ class PendingQueue:
             & (disk <= table.disk_free[node])
             & gpu_ok
         )
-        return refs[ok].tolist()
+        if queue is None:
+            return refs[ok].tolist()
+        waiting = Waiting(cpu[ok], mem[ok], count[ok], milli[ok], now - since[ok])
+        order = np.argsort(-queue.priority(waiting, table, node), kind="stable")
+        return refs[ok][order].tolist()

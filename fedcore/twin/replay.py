@@ -146,11 +146,11 @@ class Replay:
         return True
 
     def retry_on(self, node: int, now: float) -> None:
-        """After ``node`` freed resources, retry (oldest first) the waiting pods that fit it now."""
+        """After ``node`` freed resources, retry the waiting pods that fit it now, in the profile's queue order."""
         tried: set[int] = set()
         while True:
             # Each placement lands on ``node`` (no other node changed), so re-read what still fits it.
-            fresh = [r for r in self.pending.fitting(self.table, node) if r not in tried]
+            fresh = [r for r in self.pending.fitting(self.table, node, self.scheduler.profile.queue, now) if r not in tried]
             if not fresh:
                 return
             for ref in fresh:

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 
 from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.scheduling.framework import OldestFirst, QueueSortPlugin
+from fedcore.scheduling.queues import LinearQueue
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION
 
 FORMAT = "fedplane-policy/2"
@@ -45,6 +47,11 @@ class Artifact:
         """Short identity of the model: the first 12 hex digits of the int8 file's sha256."""
         return str(self.manifest["files"][INT8]["sha256"][:12])
 
+    @property
+    def queue(self) -> QueueSortPlugin:
+        """The pending-queue order the artifact was chosen with (``training.queue_search.kept``); oldest first without one."""
+        return queue_order(self.manifest)
+
     def model_file(self, precision: str) -> Path:
         if precision not in PRECISIONS:
             raise ArtifactError(f"precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
@@ -66,6 +73,19 @@ def types_from_json(data: dict[str, list[Any]]) -> PodTypes:
     ints = {k: np.asarray(data[k], dtype=np.int64) for k in ("cpu", "milli", "count")}
     slots = np.asarray(data["slots"], dtype=np.int64).reshape(-1, 2)
     return PodTypes(ints["cpu"], ints["milli"], ints["count"], np.asarray(data["weight"], dtype=np.float64), slots)
+
+
+def queue_order(manifest: dict[str, Any]) -> QueueSortPlugin:
+    """The queue order a manifest records: ``training.queue_search.kept`` ({feature: weight}), else oldest first."""
+    kept = manifest.get("training", {}).get("queue_search", {}).get("kept")
+    if kept is None:
+        return OldestFirst()
+    if not isinstance(kept, dict) or not all(isinstance(v, (int, float)) for v in kept.values()):
+        raise ArtifactError(f"manifest training.queue_search.kept must map queue features to numbers, got {kept!r}")
+    try:
+        return LinearQueue.of("learned", kept)
+    except ValueError as exc:
+        raise ArtifactError(f"manifest training.queue_search.kept: {exc}") from None
 
 
 def write_manifest(path: Path, types: PodTypes, training: dict[str, Any]) -> dict[str, Any]:
@@ -114,4 +134,7 @@ def load(path: str | Path) -> Artifact:
         types = types_from_json(manifest["pod_types"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ArtifactError(f"{path}: manifest pod_types unreadable ({exc})") from None
+    if not isinstance(manifest.get("training", {}), dict) or not isinstance(manifest.get("training", {}).get("queue_search", {}), dict):
+        raise ArtifactError(f"{path / MANIFEST}: 'training' and its 'queue_search' must be JSON objects")
+    queue_order(manifest)  # refuse an unreadable queue order now, not at the first departure
     return Artifact(path, manifest, types)

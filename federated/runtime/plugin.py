@@ -2,7 +2,9 @@
 
 Hard filters still decide feasibility (``default_filters``); the model only ranks the nodes that
 pass them, so it can never place a pod where the rules forbid it. Sharing pods take the device
-that keeps expected fragmentation lowest, from the same cache the features use.
+that keeps expected fragmentation lowest, from the same cache the features use. Waiting pods are
+retried in the order the artifact carries (``training.queue_search``: a score of each waiting pod
+against the node that freed room), the profile's QueueSort plugin.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.scheduling.filters import default_filters
 from fedcore.scheduling.fragmentation import PodTypes
-from fedcore.scheduling.framework import Profile
+from fedcore.scheduling.framework import Profile, Waiting
 from fedcore.scheduling.profiles import ProfileContext
 from federated.runtime.scorer import PolicyRuntime, configured_model_dir
 
@@ -62,6 +64,21 @@ class LearnedScore:
         return (self.runtime.features.drops.best_device(pod, table, node),)
 
 
+class LearnedQueue:
+    """The pending-queue order the runtime's artifact carries (it follows model swaps); oldest first without one."""
+
+    def __init__(self, runtime: PolicyRuntime) -> None:
+        self.runtime = runtime
+
+    @property
+    def name(self) -> str:
+        """``learned`` when the artifact carries an order, else ``oldest-first``."""
+        return self.runtime.queue.name
+
+    def priority(self, waiting: Waiting, table: NodeTable, node: int) -> np.ndarray:
+        return self.runtime.queue.priority(waiting, table, node)
+
+
 def make_profile(ctx: ProfileContext, model: str | Path | None = None, precision: str | None = None) -> Profile:
     """The learned profile with an explicit model directory and precision (the profile's options).
 
@@ -76,7 +93,7 @@ def make_profile(ctx: ProfileContext, model: str | Path | None = None, precision
 def profile_for(runtime: PolicyRuntime, workload: Sequence[Pod] = ()) -> Profile:
     """The learned profile around an already-built runtime: default filters, the learned score, its device pick."""
     plugin = LearnedScore(runtime, workload)
-    return Profile("learned", default_filters(), [(plugin, 1.0)], devices=plugin)
+    return Profile("learned", default_filters(), [(plugin, 1.0)], devices=plugin, queue=LearnedQueue(runtime))
 
 
 def learned_profile(ctx: ProfileContext) -> Profile:

@@ -23,6 +23,7 @@ import numpy as np
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.scheduling.fragmentation import PodTypes
+from fedcore.scheduling.framework import OldestFirst, QueueSortPlugin
 from federated.runtime import artifacts
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder, pod_features
 from federated.runtime.shapescores import ShapeScores
@@ -145,6 +146,7 @@ class PolicyRuntime:
         self.precision = precision
         self.artifact: artifacts.Artifact | None = None
         self.scorer: Scorer = HeuristicScorer()
+        self._queue: QueueSortPlugin = OldestFirst()
         self._types = types
         self._kept = ShapeScores()
         self._assessed = ShapeScores(len(NODE_FEATURES))
@@ -158,6 +160,11 @@ class PolicyRuntime:
     def version(self) -> str:
         return self.scorer.version
 
+    @property
+    def queue(self) -> QueueSortPlugin:
+        """The pending-queue order of the loaded artifact (oldest first without an artifact or without a recorded order)."""
+        return self._queue
+
     def swap(self, model_dir: str | Path) -> str:
         """Verify and load a new artifact, then switch to it; on any error the current model stays. Returns the new version.
 
@@ -167,12 +174,12 @@ class PolicyRuntime:
         small-node preference; on openb-like pods the int8 model's scores match it within 0.01)."""
         artifact = artifacts.load(model_dir)
         if not onnxruntime_available():
-            self.artifact, self.scorer = artifact, HeuristicScorer.on_scale_of(artifact)
+            self.artifact, self.scorer, self._queue = artifact, HeuristicScorer.on_scale_of(artifact), artifact.queue
             self._kept.clear()
             self._assessed.clear()
             return self.scorer.version
         scorer = OnnxScorer(artifact.model_file(self.precision), f"{artifact.version}-{self.precision}")
-        self.artifact, self.scorer = artifact, scorer
+        self.artifact, self.scorer, self._queue = artifact, scorer, artifact.queue
         self._kept.clear()
         self._assessed.clear()
         return scorer.version

@@ -458,3 +458,25 @@ def test_a_pod_that_ran_elsewhere_and_finished_keeps_its_epoch_so_the_runner_can
     placer.record("n09", "c/p0001", wire.encode_delta(delta), 0.1)
     assert not placer.ledger.reservations_of("p0001")
     assert placer.ledger.replica.winner("p0001").completed
+
+
+@pytest.mark.parametrize("order, first", [("oldest-first", "p0001"), ("smallest-first", "p0002")])
+def test_an_agent_claims_pending_pods_in_its_scorer_queue_order(order: str, first: str) -> None:
+    """Two due pods, room for one: the queue order (the model artifact's, as on the twin) decides which is claimed."""
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Bind
+    from edgeagent.ledger import Ledger
+    from edgeagent.placing import Placer
+    from edgeagent.scoring import HeuristicScorer
+    from fedcore.scheduling import queues
+
+    class Ordered(HeuristicScorer):
+        queue = queues.named(order)
+
+    node = nodes(1)[0]  # 16 cores
+    placer = Placer(node, Ledger(node.name, node.name, node.capacity), Ordered(), PlacementSection(), 0.0)
+    placer.pod_update(PodUpdate(pod(1, cpu=14000), 1, Phase.PENDING), 0.0)
+    placer.pod_update(PodUpdate(pod(2, cpu=4000), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    binds = [e.pod for e in placer.tick(0.2) if isinstance(e, Bind)]
+    assert binds == [first]

@@ -57,3 +57,31 @@ def test_without_onnxruntime_the_agent_scores_on_the_models_scale(tmp_path: Path
     for pod in pods:
         table = NodeTable([Node("a", 96000, 393216, gpus=8, gpu_model="G2")])
         assert heuristic.score(pod, table) == pytest.approx(onnx.score(pod, table), abs=0.01)
+
+
+def test_the_agent_takes_its_queue_order_from_the_artifact(tmp_path: Path) -> None:
+    """The order an agent claims pending pods in is the one the twin's learned profile retries them in."""
+    import json
+
+    pytest.importorskip("onnxruntime")
+    from fedcore.scheduling.framework import OldestFirst
+    from federated.runtime import artifacts
+    from federated.runtime.scorer import default_model_dir
+
+    shipped = default_model_dir()
+    if not (shipped / "manifest.json").is_file():
+        pytest.skip("federated ships no default policy artifact in this checkout")
+    shutil.copytree(shipped, tmp_path / "v0001")
+    manifest = json.loads((tmp_path / "v0001" / "manifest.json").read_text())
+    manifest["training"]["queue_search"] = {"kept": {"cpu_fill": -1.0}}
+    (tmp_path / "v0001" / "manifest.json").write_text(json.dumps(manifest))
+    scorer = ModelWatcher(tmp_path).scan()
+    assert scorer is not None
+    assert scorer.queue.as_dict() == artifacts.load(tmp_path / "v0001").queue.as_dict()  # type: ignore[attr-defined]
+    del manifest["training"]["queue_search"]
+    (tmp_path / "v0002").mkdir()
+    for f in (tmp_path / "v0001").iterdir():
+        shutil.copy2(f, tmp_path / "v0002" / f.name)
+    (tmp_path / "v0002" / "manifest.json").write_text(json.dumps(manifest))
+    newer = ModelWatcher(tmp_path).scan()
+    assert newer is not None and isinstance(newer.queue, OldestFirst)

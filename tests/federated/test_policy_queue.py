@@ -1,0 +1,128 @@
+"""The learned queue order: carried by the artifact, used by the learned profile, chosen on training windows only."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedcore.nodes import Node
+from fedcore.nodetable import NodeTable
+from fedcore.pods import Pod
+from fedcore.scheduling import queues
+from fedcore.scheduling.framework import OldestFirst, Waiting
+from fedcore.traces.dlrm import Instance
+from federated import evaluating, queuesearch
+from federated.runtime import artifacts
+from federated.runtime.scorer import default_model_dir
+
+
+@pytest.fixture()
+def artifact(tmp_path: Path) -> Path:
+    out = tmp_path / "model"
+    shutil.copytree(default_model_dir(), out)
+    return out
+
+
+def set_queue(path: Path, kept: object) -> None:
+    manifest = json.loads((path / artifacts.MANIFEST).read_text())
+    manifest["training"]["queue_search"] = {"kept": kept}
+    (path / artifacts.MANIFEST).write_text(json.dumps(manifest))
+
+
+def test_the_manifest_carries_the_queue_order_and_bad_ones_are_refused(artifact: Path) -> None:
+    set_queue(artifact, {"cpu_fill": -1.0, "fills": 2.0})
+    order = artifacts.load(artifact).queue
+    assert isinstance(order, queues.LinearQueue) and order.as_dict()["fills"] == 2.0 and order.as_dict()["gpu"] == 0.0
+    manifest = json.loads((artifact / artifacts.MANIFEST).read_text())
+    del manifest["training"]["queue_search"]
+    (artifact / artifacts.MANIFEST).write_text(json.dumps(manifest))
+    assert isinstance(artifacts.load(artifact).queue, OldestFirst)  # an artifact from before queue orders
+    for bad, says in (({"colour": 1.0}, "unknown feature"), ({"gpu": "high"}, "must map"), ([1, 2], "must map")):
+        set_queue(artifact, bad)
+        with pytest.raises(artifacts.ArtifactError, match=says):
+            artifacts.load(artifact)
+
+
+def test_the_learned_profile_retries_in_the_artifact_order_and_follows_a_swap(artifact: Path, tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from fedcore.scheduling.profiles import ProfileContext
+    from federated.runtime import plugin
+
+    set_queue(artifact, {"cpu_fill": -1.0})
+    profile = plugin.make_profile(ProfileContext(0, [Pod("w", 1000, 1024)]), artifact)
+    table = NodeTable([Node("a", 8000, 16384)])
+    w = Waiting(np.array([4000, 1000]), np.array([1024, 1024]), np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64), np.array([5.0, 1.0]))
+    assert profile.queue.priority(w, table, 0).tolist() == [-0.5, -0.125]
+    other = tmp_path / "other"
+    shutil.copytree(artifact, other)
+    set_queue(other, {"cpu_fill": 1.0})
+    runtime = profile.queue.runtime  # type: ignore[attr-defined]
+    runtime.swap(other)
+    assert profile.queue.priority(w, table, 0).tolist() == [0.5, 0.125]
+
+
+def test_with_queue_keeps_every_model_file_and_records_the_search(artifact: Path, tmp_path: Path) -> None:
+    seen = {(-1.0,) * 7: (10, 100.0), (0.0,) * 7: (12, 90.0)}
+    record = queuesearch.record((-1.0,) * 7, seen, "bestfit", (11, 95.0))
+    out = tmp_path / "out"
+    manifest = queuesearch.with_queue(artifact, out, record)
+    before = artifacts.load(artifact).manifest
+    assert manifest["files"] == before["files"]  # no score changes
+    assert manifest["training"]["service_search"] == before["training"]["service_search"]
+    loaded = artifacts.load(out)
+    assert loaded.queue.as_dict() == dict.fromkeys(queues.QUEUE_FEATURES, -1.0)  # type: ignore[attr-defined]
+    assert loaded.manifest["training"]["queue_search"]["baseline"] == {"profile": "bestfit", "never_placed": 11, "wait_s_mean": 95.0}
+    with pytest.raises(ValueError, match="unknown feature"):
+        queuesearch.with_queue(artifact, tmp_path / "bad", {"kept": {"colour": 1.0}})
+
+
+def test_search_judges_by_the_worse_ratio_keeps_moves_that_help_and_respects_its_budget() -> None:
+    calls = []
+
+    def replay(w: tuple[float, ...]) -> tuple[int, float]:
+        calls.append(w)
+        return 100 + int(10 * abs(w[0] - 1.0)), 50.0 + 5 * abs(w[2] + 1.0)
+
+    best, seen = queuesearch.search(replay, (100, 50.0), start=(0.0,) * 7, budget=60)
+    assert len(calls) == len(seen) <= 60 and len(set(calls)) == len(calls)
+    assert best[0] == 1.0 and best[2] == -1.0
+    assert queuesearch.objective(seen[best], (100, 50.0)) == 1.0
+    assert queuesearch.objective((90, 60.0), (100, 50.0)) == pytest.approx(1.2)
+
+
+def test_a_window_reports_its_queue_order_and_never_placed_large_pods_by_shape() -> None:
+    nodes = [Node("a", 100_000, 600 * 1024)]
+    instances = [
+        Instance(Pod("runner", 96_000, 480 * 1024), 0.0, 100.0),
+        Instance(Pod("big", 96_000, 480 * 1024), 150.0, None),
+        Instance(Pod("small1", 8000, 40 * 1024), 160.0, None),
+        Instance(Pod("small2", 8000, 40 * 1024), 170.0, None),
+        Instance(Pod("end", 1000, 1024), 1000.0, None),
+    ]
+    held = evaluating.Window.of(nodes, instances, start=50.0)
+    oldest = evaluating.dlrm_holdout(nodes, instances, "bestfit", held=held)
+    small = evaluating.dlrm_holdout(nodes, instances, "bestfit", held=held, queue=queues.SMALLEST_FIRST)
+    assert oldest.queue == "oldest-first" and small.queue == "smallest-first"
+    # The runner leaves at 100, before any arrival: big takes the whole node at once under either order, the small ones wait.
+    assert oldest.never_placed_by_shape == small.never_placed_by_shape == {}
+    assert oldest.never_placed == 2
+
+
+def test_bench_variants_sit_apart_from_the_profiles_and_are_labelled() -> None:
+    pytest.importorskip("onnxruntime")
+    from federated import benching
+
+    nodes = [Node(f"n{i}", 8000, 32768) for i in range(3)]
+    instances = [Instance(Pod(f"p{i}", 3000 + 500 * (i % 3), 4096), float(10 * i), float(10 * i + 75)) for i in range(40)]
+    traces = evaluating.Traces(nodes, [], instances, nodes, [])
+    held = evaluating.Window.of(nodes, instances)
+    out = benching.queue_variants(default_model_dir(), traces, held, "bestfit", lambda label: None)
+    assert set(out) == {f"{h}+{q}" for h in benching.HEURISTICS for q in benching.VARIANT_QUEUES} | {"bestfit+learned-queue", "best"}
+    assert out["bestfit+smallest-first"]["queue"] == "smallest-first" and out["bestfit+learned-queue"]["queue"] == artifacts.load(default_model_dir()).queue.name
+    section = benching.dlrm_window(default_model_dir(), traces, lambda label: None, held)
+    assert section["learned"]["queue"] == artifacts.load(default_model_dir()).queue.name
+    assert all(v["queue"] == "oldest-first" for k, v in section.items() if isinstance(v, dict) and k != "learned")
