@@ -5,8 +5,9 @@ Steps (each journaled as intent before it acts and done after):
    it exists, scale it to the intended total) -> TARGET_CREATED.
 2. ``await-ready``: wait until the target has the intended total ready (a value, not an error;
    a deadline turns it into a failure) -> TARGET_READY, and the target placement is recorded.
-3. ``remove-source``: scale the source down by the moved replicas or delete it (404 = done). If a
-   failed-over source is unreachable, its placement is left ``stale`` for cleanup on return -> DONE.
+3. ``remove-source``: scale the source down by the moved replicas or delete it (404 = done). If the
+   source is unreachable, its placement is left ``stale`` (holding any replicas not moved) for cleanup
+   once it answers -> DONE; the planner fails over what a stale placement on a failed cluster still holds.
 Temporary errors retry with exponential backoff; a permanent error or too many attempts fails the
 migration, rolls back what it created in the target, and leaves the source untouched.
 """
@@ -147,13 +148,14 @@ class Executor:
         except errors.NotFound:
             pass
         except errors.TemporaryError as exc:
-            if m.kind is not Kind.FAILOVER:
-                raise
+            # the target already serves the moved replicas: whatever the kind, the move is made; retrying here
+            # would keep the workload busy (no failover of the rest) while its source may be gone for good
             with self.registry.store.tx():
                 if current is not None:
                     self.registry.set_placement(Placement(m.workload, m.source, remaining, current.epoch, PlacementState.STALE))
-                self.registry.add_home(Home(m.workload, m.source, m.target, m.replicas))
-                return self._save(m.moved(state=MigrationState.DONE, error=f"source left stale until it returns: {exc}"), now, "remove-source")
+                if m.kind is Kind.FAILOVER:
+                    self.registry.add_home(Home(m.workload, m.source, m.target, m.replicas))
+                return self._save(m.moved(state=MigrationState.DONE, error=f"source left stale until it answers: {exc}"), now, "remove-source")
         self.crash("remove-source", "after")
         with self.registry.store.tx():
             if remaining and current is not None:

@@ -9,7 +9,8 @@
 - Rebalance: a healthy cluster whose load or forecast exceeds ``overload`` moves one movable
   workload make-before-break to a cluster that stays under ``target_max`` after the move, at most
   ``evictions_per_window`` per cluster per ``window_s`` (a token bucket on injected time).
-A workload with a migration in flight from a cluster is not planned again from that cluster.
+A workload with a migration in flight from a cluster is not planned again from that cluster, and its
+failovers avoid clusters its migrations in flight touch.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ class Planner:
             if p.cluster in failed and p.state in _STRANDED and p.replicas and (p.workload, p.cluster) not in busy:
                 w = workloads.get(p.workload)
                 if w is not None:
-                    made, note = self._failover(w, p, verdicts[p.cluster], views, [*placements, *_as_placements(plans)], failed)
+                    moving_here = {c for workload, c in busy if workload == w.name}
+                    made, note = self._failover(w, p, verdicts[p.cluster], views, [*placements, *_as_placements(plans)], failed, moving_here)
                     plans += made
                     notes += note
                     views = [_charged(v, w, made) for v in views]
@@ -102,10 +104,12 @@ class Planner:
 
     def _failover(
         self, w: Workload, p: Placement, verdict: Verdict, views: Sequence[placing.ClusterView],
-        placements: Sequence[Placement], failed: set[str],
+        placements: Sequence[Placement], failed: set[str], moving: set[str],
     ) -> tuple[list[Plan], list[str]]:
+        """Targets for ``p``'s replicas: never a failed cluster, nor one where ``w`` has a migration in flight
+        (a rebalance's remove-source there would scale away what this failover adds)."""
         already = {q.cluster: q.replicas for q in placements if q.workload == w.name and q.state is PlacementState.PLACED and q.cluster not in failed}
-        choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed, learned=self.config.learned_profile, already=already)
+        choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed | moving, learned=self.config.learned_profile, already=already)
         why = (f"{p.cluster} is {verdict.health.value}", *verdict.reasons)
         plans = [
             Plan(Kind.FAILOVER, w.name, p.cluster, target, k, already.get(target, 0) + k, why + choice.reasons)

@@ -251,3 +251,23 @@ def test_failed_over_replicas_return_home_after_a_healthy_hold(tmp_path: Path) -
     assert plane.registry.homes() == []
     assert sum(p.ready for p in twin(backends, home).snapshot("web")) == 2 and twin(backends, away).snapshot("web") == []
     plane.close()
+
+
+def test_a_migration_whose_source_goes_dark_keeps_what_it_made_and_nothing_runs_twice(world: tuple[Path, Backends, Clock]) -> None:
+    """make-before-break meets an outage: the target serves, the dark source is left stale, no failover doubles it."""
+    db, backends, clock = world
+    plane = make_plane(db, backends, clock)
+    m = plane.start_migration("web", "a", "b", clock.t, force=True)
+    run_until(plane, clock, lambda: plane.journal.get(m.id).state is MigrationState.TARGET_CREATED)  # type: ignore[union-attr]
+    twin(backends, "a").outage()  # while b's new pods are starting
+    run_until(plane, clock, lambda: plane.journal.active() == [] and plane.verdicts["a"][0].health.failed)
+    clock_end = clock.t + 5.0
+    run_until(plane, clock, lambda: clock.t >= clock_end)
+    assert plane.journal.get(m.id).state is MigrationState.DONE  # type: ignore[union-attr]
+    assert [(p.cluster, p.replicas, p.state.value) for p in plane.registry.placements("web")] == [("a", 0, "stale"), ("b", 3, "placed")]
+    assert [m.kind for m in plane.journal.all()] == [Kind.MANUAL], "nothing left to fail over"
+    assert sum(p.ready for p in twin(backends, "b").snapshot("web")) == 3
+    twin(backends, "a").heal()
+    run_until(plane, clock, lambda: [p.cluster for p in plane.registry.placements("web")] == ["b"])
+    assert twin(backends, "a").snapshot("web") == [] and len(twin(backends, "b").snapshot("web")) == 3
+    plane.close()

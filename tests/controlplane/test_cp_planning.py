@@ -135,6 +135,17 @@ def test_replicas_a_failover_could_not_place_are_planned_again_when_room_appears
     assert planner.plan(2.0, verdicts(a=Health.DOWN), roomier, {}, big, done, [])[0] == []
 
 
+def test_failover_avoids_clusters_where_the_workload_is_already_moving() -> None:
+    from controlplane.journal import Migration
+
+    planner = Planner(topology(*VIEWS))
+    web = {"web": wl("web", 4, spread=Spread.NONE)}
+    placed = [Placement("web", "a", 2, 1), Placement("web", "b", 2, 1)]
+    rebalance = Migration("m1", "web", "b", "c", 2, 2, 2, Kind.REBALANCE)  # b's remove-source will scale b down to 0
+    plans, _ = planner.plan(0.0, verdicts(a=Health.DOWN), VIEWS, {}, web, placed, [rebalance])
+    assert plans and all(p.target not in ("a", "b", "c") for p in plans) and sum(p.replicas for p in plans) == 2
+
+
 def test_rebalance_is_rate_limited_and_skips_pinned_workloads() -> None:
     planner = Planner(topology(*VIEWS), PlannerConfig(evictions_per_window=1, window_s=30.0))
     loads = {"a": Load(0.95, 0.97), "b": Load(0.9, 0.9), "c": Load(0.2, 0.2), "d": Load(0.1, 0.1)}
