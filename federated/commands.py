@@ -311,3 +311,50 @@ def bench_policy(model: str | None, seeds: int, timing_pods: int, agreement_pods
     flat = [{"figure": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in out.items()]
     reporting.table("fedplane bench policy", flat)
     sys.stdout.flush()
+
+
+@click.command("generalize")
+@click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
+@click.option("--pod-list", "pod_lists", multiple=True, type=click.Path(dir_okay=False), help="An openb pod list (full or five-column); repeat for more (default: every openb_pod_list_*.csv in the traces folder).")
+@click.option("--node-list", type=click.Path(dir_okay=False), default=None, help="The openb node list the fleets are built from (default: the traces folder's).")
+@click.option("--fleet", "fleets", multiple=True, type=click.Choice(["as-is", "one-and-eight"]), help="Fleets to run each list on; repeat for more (default: both). one-and-eight re-cuts every node with 1-7 GPUs into one-GPU nodes.")
+@click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 999), help="openb bench seeds 0..N-1 (never trained or validated on).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@traces_option
+def bench_generalize(model: str | None, pod_lists: tuple[str, ...], node_list: str | None, fleets: tuple[str, ...], seeds: int, as_json: bool, traces: str | None) -> None:
+    """The learned policy against every heuristic, with the LP bound, on openb pod lists and fleets it never trained on."""
+    from federated import benching, generalizing
+    from fedcore.traces import locate, openb
+
+    path = _model_dir(model)
+    try:
+        lists = [Path(p) for p in pod_lists] or sorted(locate.traces_dir(traces).joinpath("alibaba-openb").glob(f"{generalizing.POD_LIST_PREFIX}*.csv"))
+        if not lists:
+            fail("no pod lists: pass --pod-list PATH or a traces folder holding alibaba-openb/openb_pod_list_*.csv")
+        nodes = openb.load_nodes(locate.trace_file(node_list, locate.OPENB_NODES, traces))
+        cases = [
+            generalizing.Case(generalizing.list_name(p), fleet, generalizing.FLEETS[fleet](nodes), openb.load_pods(p))
+            for p in lists for fleet in (fleets or tuple(generalizing.FLEETS))
+        ]
+        for case in cases:
+            if not any(n.gpus for n in case.nodes):
+                fail(f"{node_list or 'the node list'}: no node has a GPU (the openb protocol needs GPU nodes)")
+        with reporting.progress() as bar:
+            task = bar.add_task("bench generalize", total=len(cases) * ((len(benching.HEURISTICS) + 1) * seeds + 1))
+            out = generalizing.run(path, cases, seeds, lambda _label: bar.advance(task))
+    except (TraceError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        reporting.emit_json(out)
+        return
+    rows = [
+        {"pod list": c["pod_list"], "fleet": c["fleet"], "learned": c["learned_gpu_alloc_ratio"], "best": c["best_heuristic"],
+         "its": c["best_heuristic_gpu_alloc_ratio"], "pts": 100 * c["learned_minus_best"],
+         "seeds": f"{c['seeds_learned_at_least_best']}/{len(c['seeds'])}", "LP bound": c["upper_bound_gpu_alloc_ratio"]}
+        for c in out["cases"]
+    ]
+    reporting.table(f"learned vs the best heuristic (pts: difference in points; seeds: learned >= the seed's best), seeds 0..{seeds - 1}", rows)
+    reporting.table("every profile's mean GPU allocation", [
+        {"pod list": c["pod_list"], "fleet": c["fleet"], **{name: c["per_profile"][name] for name in ("learned", *benching.HEURISTICS)}} for c in out["cases"]
+    ])
+    sys.stdout.flush()

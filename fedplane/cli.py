@@ -40,6 +40,7 @@ BENCHES = {
     "gossip": "gossip.commands:bench_gossip",
     "claims": "edgeagent.commands:bench_claims",
     "policy": "federated.commands:bench_policy",
+    "generalize": "federated.commands:bench_generalize",
     "federated": "federated.flower.commands:bench_federated",
     "agent": "edgeagent.commands:bench_agent",
     "kube": "fedplane.kubebench:bench_kube",

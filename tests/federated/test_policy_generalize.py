@@ -1,0 +1,111 @@
+"""``fedplane bench generalize``: learned vs every heuristic on pod lists and fleets it never saw, and its fleet re-cut."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from policy_data import fleet
+
+from fedcore.nodes import Node
+from federated import generalizing
+from fedplane.cli import main
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def test_one_and_eight_keeps_every_gpu_model_and_the_cpu_and_memory_per_gpu() -> None:
+    nodes = [
+        Node("a", 104000, 524288, gpus=2, gpu_model="T4"),
+        Node("b", 96000, 393216, gpus=8, gpu_model="G2"),
+        Node("c", 32000, 131072, gpus=4, gpu_model="V100M16"),
+        Node("d", 64000, 262144),
+        Node("e", 8000, 61440, gpus=1, gpu_model="P100"),
+    ]
+    cut = generalizing.one_and_eight(nodes)
+    assert {n.gpus for n in cut} == {0, 1, 8}
+    assert sum(n.gpus for n in cut) == sum(n.gpus for n in nodes)
+    assert [n.name for n in cut] == ["a-g0", "a-g1", "b", "c-g0", "c-g1", "c-g2", "c-g3", "d", "e-g0"]
+    assert [(n.gpu_model, n.cpu_milli, n.memory_mib) for n in cut if n.name.startswith("a-")] == [("T4", 52000, 262144)] * 2
+    assert cut[2] is nodes[1] and cut[7] is nodes[3]
+    assert generalizing.one_and_eight(nodes) == cut  # deterministic
+
+
+@pytest.mark.parametrize(("path", "name"), [("x/openb_pod_list_gpushare40.csv", "gpushare40"), ("mine.csv", "mine"), ("openb_pod_list_.csv", "openb_pod_list_")])
+def test_list_name(path: str, name: str) -> None:
+    assert generalizing.list_name(Path(path)) == name
+
+
+def write_case(tmp: Path) -> tuple[Path, Path]:
+    nodes = tmp / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"{n.name},{n.cpu_milli},{n.memory_mib},{n.gpus},{n.gpu_model}\n" for n in fleet(24, seed=3)))
+    pods = tmp / "openb_pod_list_five.csv"  # the five-column shape of the official multigpu lists
+    shapes = ((4000, 16384, 1, 500), (8000, 32768, 1, 1000), (32000, 131072, 2, 1000), (4000, 8192, 0, 0), (8000, 30000, 1, 250))
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n" + "".join(f"p{i},{c},{m},{g},{k}\n" for i, (c, m, g, k) in enumerate(shapes * 30)))
+    return nodes, pods
+
+
+def test_cli_judges_a_five_column_list_on_both_fleets_with_every_heuristic_and_the_bound(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    nodes, pods = write_case(tmp_path)
+    code, out = run("bench", "generalize", "--pod-list", str(pods), "--node-list", str(nodes), "--seeds", "2", "--json")
+    assert code == 0, out
+    got = json.loads(out[out.index("{"):])
+    assert [(c["pod_list"], c["fleet"]) for c in got["cases"]] == [("five", "as-is"), ("five", "one-and-eight")]
+    for case in got["cases"]:
+        profiles = case["per_profile"]
+        assert set(profiles) == {"learned", "random", "dotprod", "bestfit", "kube-default", "fgd"}
+        assert all(len(v) == 2 for v in case["per_seed"].values())
+        assert case["best_heuristic"] == max((k for k in profiles if k != "learned"), key=profiles.__getitem__)
+        assert case["learned_minus_best"] == pytest.approx(profiles["learned"] - profiles[case["best_heuristic"]])
+        assert 0 <= case["seeds_learned_at_least_best"] <= 2
+        if case["upper_bound_gpu_alloc_ratio"] is not None:
+            assert max(profiles.values()) <= case["upper_bound_gpu_alloc_ratio"] + 1e-9
+    assert got["cases"][1]["gpus"] == got["cases"][0]["gpus"] and got["cases"][1]["gpu_nodes"] >= got["cases"][0]["gpu_nodes"]
+    assert got["never_below_best"] == all(c["learned_minus_best"] >= 0 for c in got["cases"])
+
+
+def test_cli_prints_tables(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    nodes, pods = write_case(tmp_path)
+    code, out = run("bench", "generalize", "--pod-list", str(pods), "--node-list", str(nodes), "--fleet", "one-and-eight", "--seeds", "1")
+    assert code == 0, out
+    assert "learned vs the best heuristic" in out and "every profile's mean GPU allocation" in out and "one-and-eight" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00garbage\n", "is not UTF-8"),
+        (b"name,cpu_milli\np,1\n", "header lacks column(s)"),
+        (b"name,cpu_milli,memory_mib,num_gpu,gpu_milli\n", "no pods"),
+        (b"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,-3,500\n", "column 'num_gpu' must be"),
+        (b"name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,abc\n", "column 'gpu_milli'"),
+    ],
+)
+def test_hostile_pod_list_is_a_clear_error(tmp_path: Path, content: bytes, message: str) -> None:
+    nodes, _ = write_case(tmp_path)
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(content)
+    code, out = run("bench", "generalize", "--pod-list", str(bad), "--node-list", str(nodes), "--seeds", "1")
+    assert code == 2 and message in out.replace("\n", " ") and str(bad) in out.replace("\n", "")
+
+
+def test_bad_paths_and_a_fleet_without_gpus_are_clear_errors(tmp_path: Path) -> None:
+    nodes, pods = write_case(tmp_path)
+    code, out = run("bench", "generalize", "--pod-list", str(tmp_path / "missing.csv"), "--node-list", str(nodes))
+    assert code == 2 and "cannot read trace" in out
+    code, out = run("bench", "generalize", "--pod-list", str(tmp_path), "--node-list", str(nodes))
+    assert code == 2 and "is a directory" in out
+    cpu_only = tmp_path / "cpu.csv"
+    cpu_only.write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,32000,65536,0,\n")
+    code, out = run("bench", "generalize", "--pod-list", str(pods), "--node-list", str(cpu_only), "--seeds", "1")
+    assert code == 2 and "no node has a GPU" in out
+    code, out = run("bench", "generalize", "--traces", str(tmp_path), "--node-list", str(nodes))
+    assert code == 2 and "no pod lists" in out
