@@ -52,37 +52,51 @@ class BroadcastQueue:
     def take(self, budget: int, limit: int, now: float = math.inf) -> list[bytes]:
         """Payloads ready at ``now`` that fit in ``budget`` bytes; counts one transmission for each.
 
-        Items that reached ``limit`` transmissions are dropped from the queue.
+        Items that reached ``limit`` transmissions are dropped from the queue. Runs for
+        every packet a node sends, so it walks only non-empty buckets and moves what it
+        took a bucket at a time.
         """
-        chosen: list[Hashable] = []
-        payloads: list[bytes] = []
-        ready = self._ready
-        for bucket in self._buckets:
+        payloads = self._payloads
+        if not payloads:
+            return []
+        ready, buckets = self._ready, self._buckets
+        out: list[bytes] = []
+        moves: list[tuple[int, list[Hashable]]] = []
+        for sent, bucket in enumerate(buckets):
+            if not bucket:
+                continue
+            picked: list[Hashable] = []
             for subject in reversed(bucket):
                 if ready and subject in ready:
                     if ready[subject] > now:
                         continue
                     del ready[subject]
-                size = len(self._payloads[subject])
-                if size <= budget:
-                    budget -= size
-                    chosen.append(subject)
-                    payloads.append(self._payloads[subject])
+                payload = payloads[subject]
+                if len(payload) <= budget:
+                    budget -= len(payload)
+                    picked.append(subject)
+                    out.append(payload)
                     if budget < 16:
                         break
+            if picked:
+                moves.append((sent, picked))
             if budget < 16:
                 break
-        for subject in chosen:
-            sent = self._transmits[subject]
-            del self._buckets[sent][subject]
+        transmits = self._transmits
+        for sent, picked in moves:
+            bucket = buckets[sent]
             if sent + 1 >= limit:
-                del self._payloads[subject], self._transmits[subject]
+                for subject in picked:
+                    del bucket[subject], payloads[subject], transmits[subject]
                 continue
-            self._transmits[subject] = sent + 1
-            if sent + 1 == len(self._buckets):
-                self._buckets.append({})
-            self._buckets[sent + 1][subject] = None
-        return payloads
+            if sent + 1 == len(buckets):
+                buckets.append({})
+            later = buckets[sent + 1]
+            for subject in picked:
+                del bucket[subject]
+                transmits[subject] = sent + 1
+                later[subject] = None
+        return out
 
     def drop(self, subject: Hashable) -> None:
         """Forget any pending news about subject (superseded, or a reaped member)."""

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import resource
 import sys
 import time
-from collections.abc import Callable, Collection
-from typing import Any, TypeVar
+from collections.abc import Collection
+from typing import Any
 
 import click
 
@@ -16,7 +17,6 @@ from gossip import bench
 from gossip.config import GossipConfig
 from gossip.memnet import LinkModel
 
-T = TypeVar("T")
 BYTES_WINDOW = 10.0
 LOSS_SECONDS = {0.10: 10.0, 0.30: 4.0}
 """Virtual seconds under each loss rate; 30% loss saturates every gossip queue and costs ~15x the CPU."""
@@ -36,37 +36,71 @@ FULL_STATE_COUNTED_AS = (
 FULL_STATE_RUN_AS = "a second run of the same churn with full-state push-pull (GossipConfig.full_state_pushpull): bytes of its real frames"
 
 
+_LABELS = (("spread", "spread_detect"), ("loss10", "loss10"), ("loss30", "loss30"), ("bytes", "bytes_digest"), ("bytes", "bytes_fullstate"))
+"""Scenario -> the runs it takes, in report order."""
+_COST = ("bytes_digest", "loss30", "loss10", "bytes_fullstate", "spread_detect")
+"""Runs by CPU they take at N = 10,000, most first (measured): the order processes start them."""
+
+
 def default_scenarios(nodes: int) -> tuple[str, ...]:
     return SCENARIOS if nodes <= LARGE else tuple(s for s in SCENARIOS if s != "loss30")
 
 
+def default_jobs(nodes: int, chosen: int) -> int:
+    """Scenario processes: one up to N = 2,000 (seconds each), else one per CPU we may use (each
+    N = 10,000 scenario is a single-threaded simulation of tens of minutes and ~1.8 GiB)."""
+    return 1 if nodes <= LARGE else max(1, min(chosen, len(os.sched_getaffinity(0))))
+
+
+def _scenario(label: str, nodes: int, config: GossipConfig, seed: int, progress: bench.Progress | None = None) -> tuple[Any, float, float]:
+    """One scenario of the report: (its result, CPU seconds, peak RSS MiB of the process running it)."""
+    t0 = time.process_time()
+    if label == "spread_detect":
+        result: Any = bench.spread_and_detect(nodes, config, seed, min(10, max(1, nodes // 20)), progress)
+    elif label in ("loss10", "loss30"):
+        loss = 0.10 if label == "loss10" else 0.30
+        result = bench.false_deaths(nodes, config, seed, loss, LOSS_SECONDS[loss], progress)
+    else:
+        mode = config.replace(count_full_state=True) if label == "bytes_digest" else config.replace(full_state_pushpull=True)
+        result = bench.antientropy_bytes(nodes, mode, seed, BYTES_WINDOW, settle=config.pushpull_interval, progress=progress)
+    return result, round(time.process_time() - t0, 1), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run(
-    nodes: int, fanout: int, probe_interval: float, seed: int, progress: bench.Progress | None = None, scenarios: Collection[str] = SCENARIOS
+    nodes: int, fanout: int, probe_interval: float, seed: int, progress: bench.Progress | None = None, scenarios: Collection[str] = SCENARIOS,
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """The chosen scenarios at one size and seed; returns the report as a JSON-able dict
-    (the figures of scenarios not run are null)."""
+    (the figures of scenarios not run are null).
+
+    With ``jobs`` > 1 the scenarios run side by side in that many processes: each builds its
+    own network from the seed, so every figure is the one a sequential run gives.
+    """
     started = time.perf_counter()
-    cpu: dict[str, float] = {}
-
-    def timed(scenario: str, label: str, fn: Callable[[], T]) -> T | None:
-        if scenario not in scenarios:
-            return None
-        t0 = time.process_time()
-        result = fn()
-        cpu[label] = round(time.process_time() - t0, 1)
-        return result
-
     config = GossipConfig().replace(probe_interval=probe_interval, probe_timeout=probe_interval / 2, fanout=fanout)
-    crashes = min(10, max(1, nodes // 20))
-    spread = timed("spread", "spread_detect", lambda: bench.spread_and_detect(nodes, config, seed, crashes, progress))
-    loss10 = timed("loss10", "loss10", lambda: bench.false_deaths(nodes, config, seed, 0.10, LOSS_SECONDS[0.10], progress))
-    loss30 = timed("loss30", "loss30", lambda: bench.false_deaths(nodes, config, seed, 0.30, LOSS_SECONDS[0.30], progress))
-    digest_config = config.replace(count_full_state=True)
-    digest = timed("bytes", "bytes_digest", lambda: bench.antientropy_bytes(nodes, digest_config, seed, BYTES_WINDOW, settle=config.pushpull_interval, progress=progress))
-    full_config = config.replace(full_state_pushpull=True)
-    full = None
-    if nodes <= LARGE:
-        full = timed("bytes", "bytes_fullstate", lambda: bench.antientropy_bytes(nodes, full_config, seed, BYTES_WINDOW, settle=config.pushpull_interval, progress=progress))
+    labels = [label for scenario, label in _LABELS if scenario in scenarios and (label != "bytes_fullstate" or nodes <= LARGE)]
+    results: dict[str, Any] = {}
+    cpu: dict[str, float] = {}
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if jobs <= 1:
+        for label in labels:
+            results[label], cpu[label], rss = _scenario(label, nodes, config, seed, progress)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        # spawn, not fork: the parent may run a progress thread; longest first, so they end together
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_scenario, label, nodes, config, seed): label for label in sorted(labels, key=_COST.index)}
+            for future in as_completed(futures):
+                label = futures[future]
+                results[label], cpu[label], child_rss = future.result()
+                rss = max(rss, child_rss)
+                if progress is not None:
+                    progress(label, 1.0)
+        cpu = {label: cpu[label] for label in labels}
+    spread, loss10, loss30 = results.get("spread_detect"), results.get("loss10"), results.get("loss30")
+    digest, full = results.get("bytes_digest"), results.get("bytes_fullstate")
     report: dict[str, Any] = {
         "backend": "deterministic in-memory network (gossip.memnet): the shipped GossipNode cores, real encoded XChaCha20-Poly1305 bytes",
         "config": "GossipConfig defaults (the agents'), probe_interval set by --probe-interval",
@@ -95,7 +129,9 @@ def run(
     report |= _bytes_figures(digest, full)
     report |= {
         "sim_wall_s": round(time.perf_counter() - started, 1),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mib": round(rss, 1),
+        "peak_rss_of": "the largest process: the one running every scenario, or with jobs > 1 the largest scenario process",
+        "jobs": jobs,
         "scenario_cpu_s": cpu,
     }
     return report
@@ -149,8 +185,11 @@ def _bytes_figures(digest: bench.Bytes | None, full: bench.Bytes | None) -> dict
 @click.option("--scenarios", default=None,
               help="Comma-separated scenarios to run (spread, loss10, loss30, bytes); figures of the others are null. "
                    f"Default: all of them up to N = {LARGE}, all but loss30 above.")
+@click.option("--jobs", default=None, type=click.IntRange(1, 64),
+              help=f"Scenarios run side by side in this many processes (same figures). Default: 1 up to N = {LARGE}, "
+                   "else one per CPU this process may use.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-def bench_gossip(nodes: int, fanout: int, probe_interval: float, seed: int, scenarios: str | None, as_json: bool) -> None:
+def bench_gossip(nodes: int, fanout: int, probe_interval: float, seed: int, scenarios: str | None, jobs: int | None, as_json: bool) -> None:
     """Gossip in the deterministic network: spread, failure detection, false deaths, anti-entropy bytes.
 
     Runs GossipConfig's defaults (what agents run) with the probe interval given, in
@@ -180,7 +219,7 @@ def bench_gossip(nodes: int, fanout: int, probe_interval: float, seed: int, scen
                 tasks[label] = bar.add_task(label, total=1.0)
             bar.update(tasks[label], completed=min(1.0, fraction))
 
-        report = run(nodes, fanout, probe_interval, seed, progress, chosen)
+        report = run(nodes, fanout, probe_interval, seed, progress, chosen, default_jobs(nodes, len(chosen)) if jobs is None else jobs)
     if as_json:
         click.echo(json.dumps(report))
         return

@@ -81,6 +81,7 @@ _QUIET_DROPS = (DropReason.REPLAYED, DropReason.UNKNOWN_SENDER)
 """Expected in normal operation (duplicated datagrams, gossip racing a join): logged at debug."""
 _INTRODUCTIONS = (Ping, Ack, Nack)
 _EXCHANGES = (DigestRequest, DigestReply, PushPull, Delta)
+_EXCHANGE_TYPES = frozenset(_EXCHANGES)
 
 
 @dataclass(slots=True)
@@ -357,6 +358,11 @@ class GossipNode:
             self._drop(src, exc)
             return
         if sender == self.name:
+            return
+        handlers = self._handlers
+        if _EXCHANGE_TYPES.isdisjoint(map(type, messages)) and self._members.get(sender) is not None:
+            for message in messages:  # gossip from a known member: most packets, and nothing to hold back
+                handlers[type(message)](self, sender, message, now)
             return
         later: list[Message] = []
         # memberlist's merge rule: a death heard in a state exchange is only a suspicion,
