@@ -7,7 +7,7 @@ records in every list, because a receiver accepts records only of owners it know
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -39,36 +39,24 @@ def digest_entries(me: str, incarnation: int, members: Members, records: RecordS
 
 def digest_parts(
     me: str, incarnation: int, members: Members, records: RecordStore, shared: SharedState, salt: int, capacity: int, error_rate: float
-) -> tuple[np.ndarray, Sequence[Ref], Iterator[tuple[str, Ref]]]:
+) -> tuple[digests.Hashed, np.ndarray, Iterator[tuple[str, Ref]]]:
     """The entries of a node on a shared state, split as :func:`digest_entries` would yield them:
-    bit positions of the shared rows it still reads through to (hashed once per process), what
-    those rows stand for, and the digest keys of everything it holds itself."""
-    rows = _read_through(members, records, shared)
-    return shared.positions(salt, capacity, error_rate)[rows], _Picked(shared.refs, rows), _own_entries(me, incarnation, members, records, salt)
+    bit positions of every shared row (hashed once per process) with a mask of the rows it still
+    reads through to (``shared.refs`` says what each stands for), and the digest keys of
+    everything it holds itself."""
+    held = _read_through(members, records, shared)
+    return shared.positions(salt, capacity, error_rate), held, _own_entries(me, incarnation, members, records, salt)
 
 
 def _read_through(members: Members, records: RecordStore, shared: SharedState) -> np.ndarray:
-    """Rows of ``shared.refs`` a node still reads from the shared state."""
+    """Which rows of ``shared.refs`` a node still reads from the shared state (a mask)."""
     keep = np.ones(len(shared.refs), dtype=bool)
     keep[members.changed()] = False  # member i is row i of refs
     for owner in records.own_owners():
         span = shared.owner_rows.get(owner)
         if span is not None:
             keep[span[0] : span[1]] = False
-    return np.flatnonzero(keep)
-
-
-class _Picked(Sequence[Ref]):
-    """Some rows of a tuple, by index, without copying them out."""
-
-    def __init__(self, refs: tuple[Ref, ...], rows: np.ndarray) -> None:
-        self._refs, self._rows = refs, rows
-
-    def __len__(self) -> int:
-        return len(self._rows)
-
-    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
-        return self._refs[int(self._rows[i])]
+    return keep
 
 
 def _own_entries(me: str, incarnation: int, members: Members, records: RecordStore, salt: int) -> Iterator[tuple[str, Ref]]:
@@ -119,10 +107,11 @@ def full_state_body_size(me: str, incarnation: int, members: Members, records: R
     if shared is None:
         body = sum(len(wire.encode(m)) for m in full_state(me, incarnation, members, records)[1:])
         return len(wire.array_header(count)) + head + body
-    rows = _read_through(members, records, shared)
-    body = int(shared.message_sizes()[rows].sum())
+    keep = _read_through(members, records, shared)
+    body = int(shared.message_sizes() @ keep)
     table = shared.members
-    for i in np.intersect1d(shared.vouched_rows(), rows).tolist():  # sized per node: the message names us
+    vouched = shared.vouched_rows()
+    for i in vouched[keep[vouched]].tolist():  # sized per node: the message names us
         row = table.rows[i]
         body += len(wire.encode(member_message(row.name, row.incarnation, row.state, me)))
     body += sum(len(wire.encode(member_message(r.name, r.incarnation, r.state, me))) for r in members.own_rows())

@@ -23,6 +23,7 @@ import io
 import math
 import struct
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import islice
 from typing import Any, TypeVar
@@ -78,26 +79,48 @@ def _chunks(items: Iterable[T]) -> Iterator[list[T]]:
         yield chunk
 
 
-def positions(keys: Sequence[str], capacity: int, error_rate: float) -> np.ndarray:
-    """Bit positions of every key (one row each) in a filter of this capacity and error rate:
-    precomputed for keys many filters hold (:mod:`gossip.shared`)."""
+@dataclass(frozen=True, slots=True)
+class Hashed:
+    """Bit positions of many keys in filters of one geometry, laid out for :func:`build` and
+    :func:`missing` to read in bulk: precomputed for keys many filters hold (:mod:`gossip.shared`)."""
+
+    rows: np.ndarray
+    """Positions of key i in row i (keys x slices)."""
+    columns: np.ndarray
+    """The same, slice by slice (slices x keys, contiguous): one gather per slice tests every key."""
+    counts: np.ndarray
+    """Per bit, how many of the keys set it: a filter of all keys but a few is these counts minus
+    theirs, without setting the bits of all the others again."""
+
+
+def positions(keys: Sequence[str], capacity: int, error_rate: float) -> Hashed:
+    """Bit positions of every key in a filter of this capacity and error rate."""
     bloom = BloomFilter(capacity, error_rate)
-    rows = [_offsets(bloom, chunk) for chunk in _chunks(keys)]
-    return np.concatenate(rows) if rows else np.zeros((0, bloom.num_slices), dtype=np.int64)
+    chunks = [_offsets(bloom, chunk) for chunk in _chunks(keys)]
+    rows = np.concatenate(chunks) if chunks else np.zeros((0, bloom.num_slices), dtype=np.int64)
+    counts = np.bincount(rows.reshape(-1), minlength=bloom.num_bits).astype(np.int32)
+    return Hashed(rows, np.ascontiguousarray(rows.T), counts)
 
 
-def build(keys: Iterable[str], count: int, error_rate: float, known: np.ndarray | None = None) -> bytes:
+def build(keys: Iterable[str], count: int, error_rate: float, known: tuple[Hashed, np.ndarray] | None = None) -> bytes:
     """Serialise a filter holding every key (pybloom ``tofile`` format); ``count`` keys set its capacity.
 
-    ``known`` holds the positions (:func:`positions`) of more keys held, already hashed
-    for this capacity and error rate.
+    ``known`` adds keys already hashed for this capacity and error rate: (their positions,
+    a mask of which of them we hold).
     """
     bloom = BloomFilter(capacity_for(count), error_rate)
-    bits = np.zeros(bloom.num_bits, dtype=np.uint8)
     added = 0
-    if known is not None:
-        bits[known.reshape(-1)] = 1
-        added += len(known)
+    if known is None:
+        bits = np.zeros(bloom.num_bits, dtype=np.bool_)
+    else:
+        hashed, held = known
+        counts = hashed.counts
+        absent = np.flatnonzero(~held)
+        if len(absent):
+            counts = counts.copy()
+            np.subtract.at(counts, hashed.rows[absent].reshape(-1), 1)
+        bits = counts > 0
+        added += len(held) - len(absent)
     for chunk in _chunks(keys):
         bits[_offsets(bloom, chunk).reshape(-1)] = 1
         added += len(chunk)
@@ -133,17 +156,20 @@ def geometry(bloom: BloomFilter) -> tuple[int, float]:
 
 
 def missing(
-    bloom: BloomFilter, entries: Iterable[tuple[str, T]], known: tuple[np.ndarray, Sequence[T]] | None = None
+    bloom: BloomFilter, entries: Iterable[tuple[str, T]], known: tuple[Hashed, np.ndarray, Sequence[T]] | None = None
 ) -> list[T]:
     """What each (key, item) entry stands for, for the keys the filter certainly does not hold
     (false positives hide a few). ``known`` adds entries already hashed for this filter's
-    geometry: (their positions, what they stand for)."""
+    geometry: (their positions, a mask of which of them we hold, what each stands for)."""
     bits = np.unpackbits(np.frombuffer(bloom.bitarray.tobytes(), dtype=np.uint8), bitorder="little")
     out: list[T] = []
     if known is not None:
-        rows, items = known
-        held = bits[rows].all(axis=1)
-        out.extend(items[i] for i in np.flatnonzero(~held))
+        hashed, ours, items = known
+        covered = np.ones(len(ours), dtype=np.bool_)
+        flags = bits.view(np.bool_)
+        for column in hashed.columns:
+            covered &= flags[column]
+        out.extend(items[i] for i in np.flatnonzero(ours & ~covered).tolist())
     for chunk in _chunks(entries):
         held = bits[_offsets(bloom, [key for key, _ in chunk])].all(axis=1)
         out.extend(chunk[i][1] for i in np.flatnonzero(~held))

@@ -679,8 +679,8 @@ class GossipNode:
         rate = self.config.digest_error_rate
         if self._shared is None:
             return digests.build((key for key, _ in self._entries(salt)), count, rate)
-        known, _, own = self._shared_parts(salt, digests.capacity_for(count), rate)
-        return digests.build((key for key, _ in own), count, rate, known)
+        hashed, held, own = self._shared_parts(salt, digests.capacity_for(count), rate)
+        return digests.build((key for key, _ in own), count, rate, (hashed, held))
 
     def _missing_from(self, bloom: bytes, salt: int) -> list[Message]:
         """State messages for every entry the peer's digest does not cover."""
@@ -688,8 +688,8 @@ class GossipNode:
         if self._shared is None:
             lacking = digests.missing(theirs, self._entries(salt))
         else:
-            known, refs, own = self._shared_parts(salt, *digests.geometry(theirs))
-            lacking = digests.missing(theirs, own, (known, refs))
+            hashed, held, own = self._shared_parts(salt, *digests.geometry(theirs))
+            lacking = digests.missing(theirs, own, (hashed, held, self._shared.refs))
         return list(antientropy.state_messages(self.name, self.incarnation, self._members, self._records, lacking))
 
     def _shared_parts(self, salt: int, capacity: int, rate: float) -> tuple[Any, Any, Iterator[tuple[str, antientropy.Ref]]]:

@@ -45,8 +45,9 @@ class SharedState:
     owner_rows: Mapping[str, tuple[int, int]]
     """Record owner -> the slice of ``refs`` holding its records."""
     record_count: int
-    _positions: dict[tuple[int, int, float], np.ndarray] = field(default_factory=dict)
+    _positions: dict[tuple[int, int, float], digests.Hashed] = field(default_factory=dict)
     _sizes: list[np.ndarray] = field(default_factory=list)
+    _vouched: list[np.ndarray] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -89,12 +90,15 @@ class SharedState:
         return self._sizes[0]
 
     def vouched_rows(self) -> np.ndarray:
-        """Member rows whose state message depends on who sends it (suspect, dead, left)."""
-        states = np.array([row.state for row in self.members.rows[: len(self.members)]], dtype=np.int64)
-        return np.flatnonzero(states != MemberState.ALIVE)
+        """Member rows whose state message depends on who sends it (suspect, dead, left): the
+        snapshot's rows never change, so this is worked out once."""
+        if not self._vouched:
+            states = np.array([row.state for row in self.members.rows[: len(self.members)]], dtype=np.int64)
+            self._vouched.append(np.flatnonzero(states != MemberState.ALIVE))
+        return self._vouched[0]
 
-    def positions(self, salt: int, capacity: int, error_rate: float) -> np.ndarray:
-        """Bloom bit positions of every entry in ``refs`` (one row each) for this salt and geometry."""
+    def positions(self, salt: int, capacity: int, error_rate: float) -> digests.Hashed:
+        """Bloom bit positions of every entry in ``refs`` (row i: entry i) for this salt and geometry."""
         geometry = (salt, capacity, error_rate)
         cached = self._positions.get(geometry)
         if cached is None:
