@@ -23,19 +23,20 @@ from collections.abc import Hashable
 class BroadcastQueue:
     """Pending broadcasts keyed by subject, drained by ``take`` under a byte budget."""
 
-    __slots__ = ("_payloads", "_transmits", "_buckets", "_ready")
+    __slots__ = ("_transmits", "_buckets", "_ready")
 
     def __init__(self) -> None:
-        self._payloads: dict[Hashable, bytes] = {}
-        """One encoded message per subject, ready to concatenate into a compound packet."""
         self._transmits: dict[Hashable, int] = {}
-        self._buckets: list[dict[Hashable, None]] = [{}]
-        """Subjects by transmit count, oldest first within a bucket."""
+        """Subject -> how many times its news was sent (its bucket)."""
+        self._buckets: list[dict[Hashable, bytes] | None] = [None]
+        """Per transmit count: subject -> its encoded message (ready to concatenate into a compound
+        packet), oldest first; None while empty, so ``take`` passes empty buckets without reading them
+        (a simulated cluster of 10,000 queues is bound by memory reads, not by instructions)."""
         self._ready: dict[Hashable, float] = {}
         """When each unsent item may first go out."""
 
     def __len__(self) -> int:
-        return len(self._payloads)
+        return len(self._transmits)
 
     def queue(self, subject: Hashable, payload: bytes, ready_at: float = -math.inf) -> None:
         """Queue news about subject, invalidating anything older about the same subject.
@@ -43,9 +44,11 @@ class BroadcastQueue:
         It is not sent before ``ready_at`` (by default at once).
         """
         self.drop(subject)
-        self._payloads[subject] = payload
         self._transmits[subject] = 0
-        self._buckets[0][subject] = None
+        fresh = self._buckets[0]
+        if fresh is None:
+            fresh = self._buckets[0] = {}
+        fresh[subject] = payload
         if ready_at > -math.inf:
             self._ready[subject] = ready_at
 
@@ -56,22 +59,21 @@ class BroadcastQueue:
         every packet a node sends, so it walks only non-empty buckets and moves what it
         took a bucket at a time.
         """
-        payloads = self._payloads
-        if not payloads:
+        transmits = self._transmits
+        if not transmits:
             return []
         ready, buckets = self._ready, self._buckets
         out: list[bytes] = []
         moves: list[tuple[int, list[Hashable]]] = []
         for sent, bucket in enumerate(buckets):
-            if not bucket:
+            if bucket is None:
                 continue
             picked: list[Hashable] = []
-            for subject in reversed(bucket):
+            for subject, payload in reversed(bucket.items()):
                 if ready and subject in ready:
                     if ready[subject] > now:
                         continue
                     del ready[subject]
-                payload = payloads[subject]
                 if len(payload) <= budget:
                     budget -= len(payload)
                     picked.append(subject)
@@ -82,25 +84,32 @@ class BroadcastQueue:
                 moves.append((sent, picked))
             if budget < 16:
                 break
-        transmits = self._transmits
         for sent, picked in moves:
             bucket = buckets[sent]
+            assert bucket is not None
             if sent + 1 >= limit:
                 for subject in picked:
-                    del bucket[subject], payloads[subject], transmits[subject]
-                continue
-            if sent + 1 == len(buckets):
-                buckets.append({})
-            later = buckets[sent + 1]
-            for subject in picked:
-                del bucket[subject]
-                transmits[subject] = sent + 1
-                later[subject] = None
+                    del bucket[subject], transmits[subject]
+            else:
+                if sent + 1 == len(buckets):
+                    buckets.append(None)
+                later = buckets[sent + 1]
+                if later is None:
+                    later = buckets[sent + 1] = {}
+                for subject in picked:
+                    later[subject] = bucket.pop(subject)
+                    transmits[subject] = sent + 1
+            if not bucket:
+                buckets[sent] = None
         return out
 
     def drop(self, subject: Hashable) -> None:
         """Forget any pending news about subject (superseded, or a reaped member)."""
         sent = self._transmits.pop(subject, None)
         if sent is not None:
-            del self._payloads[subject], self._buckets[sent][subject]
+            bucket = self._buckets[sent]
+            assert bucket is not None
+            del bucket[subject]
+            if not bucket:
+                self._buckets[sent] = None
             self._ready.pop(subject, None)
