@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fedapi.twinlink import Wire
+from fedcore.resources import Resources
 from gossip.members import MemberState, MemberView
 
 from edgeagent.placing import Placer
@@ -36,7 +37,8 @@ def report(
     members, named through ``wan_ids`` (member -> ``cluster/node``, from their identity records).
     """
     node = placer.node
-    capacity, free = node.capacity, placer.ledger.replica.free()
+    capacity = node.capacity
+    allocated = bound_here(placer)
     nodes = placer.peer_nodes()
     peers = [{"node": nodes.get(name, name), "cluster": cluster, "state": PEER_STATES[view.state],
               "incarnation": view.incarnation} for name, view in sorted(lan.items())]
@@ -51,11 +53,25 @@ def report(
             "node": node.name, "arch": node.arch.value, "ready": True, "pods": len(placer.running),
             "model_version": placer.scorer.version, "load": round(float(placer.load), 4),
             "capacity": _vector(capacity.cpu_milli, capacity.memory_mib, capacity.disk_mib, capacity.gpu_milli),
-            "allocated": _vector(capacity.cpu_milli - free.cpu_milli, capacity.memory_mib - free.memory_mib,
-                                 capacity.disk_mib - free.disk_mib, capacity.gpu_milli - free.gpu_milli),
+            "allocated": _vector(allocated.cpu_milli, allocated.memory_mib, allocated.disk_mib, allocated.gpu_milli),
         },
         "peers": peers, "healthy": health is None, "health_reason": health or "",
     }
+
+
+def bound_here(placer: Placer) -> Resources:
+    """Requests of the pods bound to our node: its load as the control plane judges it.
+
+    Not capacity minus escrow: escrow also holds every claim still racing (a burst of pending pods
+    reserves room on each candidate until the losers release), which would read as load and
+    trigger rebalances of a cluster that is not busy.
+    """
+    replica, total = placer.ledger.replica, Resources()
+    for uid in replica.pods_on(placer.node.name):
+        winner = replica.winner(uid)
+        if winner is not None and winner.bound:
+            total = total + winner.resources
+    return total
 
 
 def _vector(cpu_milli: int, memory_mib: int, disk_mib: int, gpu_milli: int) -> Wire:

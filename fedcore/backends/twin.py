@@ -78,6 +78,10 @@ class SafetyCounters:
     """Pods unbound per node by a node-not-ready report (evictions agents caused)."""
 
 
+def _ordinal(pod_name: str) -> int:
+    return int(pod_name.rsplit("-", 1)[1])
+
+
 def make_nodes(cluster: str, region: str, count: int, cpu_milli: int = 8000, memory_mib: int = 32768, gpus: int = 0) -> list[Node]:
     """A uniform set of nodes for a twin cluster (drills, ``controlplane serve --twin-clusters``)."""
     return [
@@ -103,6 +107,8 @@ class TwinCluster:
         self.scheduler = Scheduler(profiles.make("bestfit", profiles.ProfileContext()), self.table)
         self.workloads: dict[str, WorkloadSpec] = {}
         self.pods: dict[str, _Pod] = {}
+        self._ordinals: dict[str, int] = {}
+        """Per workload, the number its next pod's name takes (names are never reused; see ``_reconcile``)."""
         self.reachable = True
         self.running = True
         self.safety = SafetyCounters()
@@ -331,25 +337,33 @@ class TwinCluster:
         return Workload(spec, ready)
 
     def _reconcile(self, name: str) -> None:
-        """Create or remove pods so the workload has exactly ``replicas`` (the twin's ReplicaSet controller)."""
+        """Create or remove pods so the workload has exactly ``replicas`` (the twin's ReplicaSet controller).
+
+        A pod name is never reused within the cluster (``{workload}-{n}``, n counting up across deletes and
+        re-creations), as a ReplicaSet's random suffix is not: agents key placement claims by pod name, and a
+        claim that completed is over for good, so a re-created pod under an old name would never be placed.
+        Scaling down removes the newest pods first.
+        """
         spec = self.workloads.get(name)
         want = spec.replicas if spec else 0
-        for i in range(want):
-            pod_name = f"{name}-{i}"
-            if pod_name not in self.pods and spec is not None:
-                pod = Pod(
-                    pod_name, spec.cpu_milli, spec.memory_mib, gpu=GpuRequest(spec.gpus, 1000 if spec.gpus else 0),
-                    gpu_model=spec.gpu_model, workload=name, node_selector=dict(spec.node_selector),
-                    archs=frozenset(Arch(a) for a in spec.archs), max_per_node=spec.max_per_node,
-                    tolerations=tuple(Toleration(k, v or None, TaintEffect(e) if e else None) for k, v, e in spec.tolerations),
-                )
-                self.pods[pod_name] = p = _Pod(pod_name, name, spec.epoch, pod)
-                self._emit(EventKind.ADDED, p)
-        for pod_name, p in list(self.pods.items()):
-            if p.workload == name and int(pod_name.rsplit("-", 1)[1]) >= want:
-                self._unbind(p)
-                del self.pods[pod_name]
-                self._emit(EventKind.DELETED, p)
+        mine = sorted((p for p in self.pods.values() if p.workload == name), key=lambda p: _ordinal(p.name))
+        for p in mine[want:]:
+            self._unbind(p)
+            del self.pods[p.name]
+            self._emit(EventKind.DELETED, p)
+        for _ in range(want - len(mine)):
+            assert spec is not None
+            n = self._ordinals.get(name, 0)
+            self._ordinals[name] = n + 1
+            pod_name = f"{name}-{n}"
+            pod = Pod(
+                pod_name, spec.cpu_milli, spec.memory_mib, gpu=GpuRequest(spec.gpus, 1000 if spec.gpus else 0),
+                gpu_model=spec.gpu_model, workload=name, node_selector=dict(spec.node_selector),
+                archs=frozenset(Arch(a) for a in spec.archs), max_per_node=spec.max_per_node,
+                tolerations=tuple(Toleration(k, v or None, TaintEffect(e) if e else None) for k, v, e in spec.tolerations),
+            )
+            self.pods[pod_name] = p = _Pod(pod_name, name, spec.epoch, pod)
+            self._emit(EventKind.ADDED, p)
 
     def _advance(self) -> None:
         if not self.running:

@@ -138,3 +138,18 @@ def test_a_registered_twin_clusters_nodes_carry_the_gpus_its_capacity_names() ->
     assert ClusterSpec.from_json(json.dumps(old)).twin_gpus == 0
     with pytest.raises(ValueError, match="0..64 GPUs"):
         ClusterSpec("g", "r0", twin_gpus=1000)
+
+
+def test_pod_names_are_never_reused_so_a_recreated_pod_is_a_new_pod_to_agents() -> None:
+    """Agents key claims by pod name and a completed claim is over for good: a workload moved away and back
+    (rebalance, then a failover into the same cluster) must come back under new names, as a ReplicaSet's do."""
+    t, _ = twin(Binder.EXTERNAL)
+    t.create_workload(WorkloadSpec("web", 3, 500, 512))
+    assert sorted(p.name for p in t.list_pods("web")) == ["web-0", "web-1", "web-2"]
+    t.scale_workload("web", 2)
+    assert sorted(p.name for p in t.list_pods("web")) == ["web-0", "web-1"], "the newest pod goes first"
+    t.scale_workload("web", 3)
+    assert sorted(p.name for p in t.list_pods("web")) == ["web-0", "web-1", "web-3"]
+    t.delete_workload("web")
+    t.create_workload(WorkloadSpec("web", 2, 500, 512, epoch=4))
+    assert sorted((p.name, p.epoch) for p in t.list_pods("web")) == [("web-4", 4), ("web-5", 4)]

@@ -480,3 +480,15 @@ def test_an_agent_claims_pending_pods_in_its_scorer_queue_order(order: str, firs
     placer.tick(0.0)
     binds = [e.pod for e in placer.tick(0.2) if isinstance(e, Bind)]
     assert binds == [first]
+
+
+def test_the_report_counts_as_allocated_only_pods_bound_here_not_claims_still_racing() -> None:
+    from edgeagent import reporting
+
+    node, placer = _asked_to_bind_once()
+    assert placer.ledger.replica.free() != node.capacity, "the claim holds escrow while the bind is out"
+    summary = reporting.report(placer, "c0", "a1", 1, {}, {}, {}, None)["summary"]
+    assert summary["allocated"]["cpu_milli"] == 0 and summary["allocated"]["memory_mib"] == 0
+    placer.bind_done("p0001", BindResult(BindOutcome.BOUND, node.name, 1), 0.21)
+    summary = reporting.report(placer, "c0", "a1", 2, {}, {}, {}, None)["summary"]
+    assert (summary["allocated"]["cpu_milli"], summary["allocated"]["memory_mib"]) == (2000, 4096)
