@@ -47,7 +47,7 @@ from federated.runtime import plugin
 from federated.runtime.scorer import PolicyRuntime
 from federated.evaluating import Traces
 
-HEURISTICS = ("random", "dotprod", "bestfit", "kube-default", "fgd")
+HEURISTICS = evaluating.HEURISTICS
 
 
 def choose(scores: np.ndarray, rows: np.ndarray, tie_rank: np.ndarray) -> int:

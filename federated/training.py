@@ -40,14 +40,16 @@ from federated.model import PlacementScorer
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 
 
-Reshape = tuple[float, float, float, float, float]
-"""(temperature, small-first, idle-first, sharing temperature, whole-first): see :func:`reshaped`."""
-AS_TRAINED: Reshape = (1.0, 0.0, 0.0, 1.0, 0.0)
+Reshape = tuple[float, float, float, float, float, float]
+"""(temperature, small-first, idle-first, sharing temperature, whole-first, pinned release): see :func:`reshaped`."""
+RESHAPE_KEYS = ("temperature", "small_first", "idle_first", "sharing_temperature", "whole_first", "pinned_release")
+AS_TRAINED: Reshape = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
 RESHAPES: tuple[Reshape, ...] = (
-    AS_TRAINED, (2.0, 3.0, 1.0, 2.0, 0.0), (2.5, 3.0, 1.0, 2.5, 0.0), (2.5, 3.0, 1.0, 10.0 / 3.0, 0.5), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5),
+    AS_TRAINED, (2.0, 3.0, 1.0, 2.0, 0.0, 0.0), (2.5, 3.0, 1.0, 2.5, 0.0, 0.0), (2.5, 3.0, 1.0, 10.0 / 3.0, 0.5, 0.0),
+    (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 0.0), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0),
 )
-"""The default grid: the teacher's scale, the last two sessions' kept points and the best of this session's search
-on the full list (federated/models/README.md)."""
+"""The default grid: the teacher's scale, the last two sessions' kept points, the best of the last session's search
+on the full list, and that point with its node-kind preferences released in pinned workloads (federated/models/README.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +75,14 @@ class TrainConfig:
 
 def reshaped(
     model: PlacementScorer, temperature: float, small_first: float, idle_first: float = 0.0,
-    sharing_temperature: float | None = None, whole_first: float = 0.0,
+    sharing_temperature: float | None = None, whole_first: float = 0.0, pinned_release: float = 0.0,
 ) -> PlacementScorer:
     """A copy of ``model`` with scores divided by ``temperature``, plus ``small_first`` points for the smallest nodes,
     ``idle_first`` points for nodes with none of their GPU in use and ``whole_first`` points per eight whole GPUs
     the node keeps free after the placement; GPU-sharing pods' fragmentation score is divided by
-    ``sharing_temperature`` instead (default: ``temperature``).
+    ``sharing_temperature`` instead (default: ``temperature``). In a workload that pins GPU models
+    (pod feature ``workload_pinned`` at 1), ``pinned_release`` of the small-first and idle-first points
+    is withdrawn: they steer pods that name no model onto the nodes pinned pods need.
 
     The preferences are linear in one feature each (``gpu_devices``: 0 points on an 8-GPU node;
     ``gpu_util``: 0 points on a node whose GPU is all in use; ``whole_gpus_after``): they decide ties
@@ -97,8 +101,16 @@ def reshaped(
         out.wide[0, NODE_FEATURES.index("gpu_devices")] -= small_first
         out.wide[0, NODE_FEATURES.index("gpu_util")] -= idle_first
         out.wide[0, NODE_FEATURES.index("whole_gpus_after")] += whole_first
+        pinned = 1 + POD_FEATURES.index("workload_pinned")
+        out.wide[pinned, NODE_FEATURES.index("gpu_devices")] += small_first * pinned_release
+        out.wide[pinned, NODE_FEATURES.index("gpu_util")] += idle_first * pinned_release
         out.head.bias += small_first + idle_first
     return out
+
+
+def reshape_label(shape: Reshape) -> str:
+    t, w, u, ts, h, r = shape
+    return f"T={t:g},small_first={w:g},idle_first={u:g},sharing_T={ts:.4g},whole_first={h:g},pinned_release={r:g}"
 
 
 def for_services(model: PlacementScorer, pack: float, reserve: float) -> PlacementScorer:
@@ -125,8 +137,21 @@ def validate(model: PlacementScorer, types: PodTypes, nodes: Sequence[Node], pod
             return evaluating.mean(evaluating.openb_alloc(nodes, pods, "learned", seeds))
 
 
-def train(traces: evaluating.Traces, config: TrainConfig) -> tuple[PlacementScorer, dict[str, Any]]:
-    """Run the pipeline; returns the kept model and the training record for the manifest."""
+def most_robust(points: Sequence[Reshape], found: dict[str, dict[Reshape, float]], bars: dict[str, float]) -> Reshape:
+    """The point with the largest margin over ``bars`` (each list's best heuristic) on its worst list of ``found``;
+    ties go to :data:`AS_TRAINED`, then to the earlier point."""
+    margin = {point: min(found[name][point] - bars[name] for name in found) for point in points}
+    return max(points, key=lambda k: (margin[k], k == AS_TRAINED))
+
+
+def train(
+    traces: evaluating.Traces, config: TrainConfig, validation_lists: Sequence[tuple[str, Sequence[Pod]]] = (),
+) -> tuple[PlacementScorer, dict[str, Any]]:
+    """Run the pipeline; returns the kept model and the training record for the manifest.
+
+    ``validation_lists`` are more openb pod lists (name, pods) the settings search judges every point on besides
+    the default list, on the same validation seeds: a point is kept for its margin over each list's best heuristic.
+    """
     torch.manual_seed(config.seed)
     start = time.perf_counter()
     pods = splits.openb_train_pods(traces.pods)
@@ -163,18 +188,31 @@ def train(traces: evaluating.Traces, config: TrainConfig) -> tuple[PlacementScor
             if record["validation_gpu_alloc_rl"] > record["validation_gpu_alloc_imitation"]:
                 model, kept = tuned, "rl"
         if config.reshapes:
-            task = bar.add_task("episode-level search of score temperature and node-size preference", total=len(config.reshapes))
-            found = {}
+            lists = [("default", traces.pods), *validation_lists]
+            task = bar.add_task("episode-level search of score temperature and node-size preference", total=len(config.reshapes) * len(lists))
+            found = {name: {} for name, _ in lists}
             for shape in config.reshapes:
-                found[shape] = validate(reshaped(model, *shape), types, traces.nodes, traces.pods, val_seeds)
-                bar.advance(task)
-            best = max(config.reshapes, key=lambda k: (found[k], k == AS_TRAINED))
+                for name, pods_of in lists:
+                    found[name][shape] = validate(reshaped(model, *shape), types, traces.nodes, pods_of, val_seeds)
+                    bar.advance(task)
+            # Judged on every validation list by the margin over its best heuristic, worst list first: a point that gains
+            # on one mix and loses on another is not kept. With the default list alone this is its allocation's order.
+            best_heuristic = {name: evaluating.best_heuristic_alloc(traces.nodes, pods_of, val_seeds) for name, pods_of in validation_lists}
+            best_heuristic["default"] = ("fgd", 0.0) if not validation_lists else evaluating.best_heuristic_alloc(traces.nodes, traces.pods, val_seeds)
+            best = most_robust(config.reshapes, found, {name: bar for name, (_, bar) in best_heuristic.items()})
             record["reshape_search"] = {
-                "validation_gpu_alloc": {f"T={t:g},small_first={w:g},idle_first={u:g},sharing_T={ts:.4g},whole_first={h:g}": v for (t, w, u, ts, h), v in found.items()},
-                "kept": dict(zip(("temperature", "small_first", "idle_first", "sharing_temperature", "whole_first"), best)),
+                "validation_gpu_alloc": {reshape_label(shape): v for shape, v in found["default"].items()},
+                "kept": dict(zip(RESHAPE_KEYS, best)),
             }
+            if validation_lists:
+                record["reshape_search"]["criterion"] = "the largest margin over the best heuristic on the worst validation list"
+                record["reshape_search"]["validation_lists"] = {
+                    name: {"best_heuristic": best_heuristic[name][0], "best_heuristic_gpu_alloc": best_heuristic[name][1],
+                           "gpu_alloc": {reshape_label(shape): v for shape, v in found[name].items()}}
+                    for name, _ in lists
+                }
             if best != AS_TRAINED:
-                model, kept = reshaped(model, *best), f"{kept}, temperature {best[0]:g}, small-first {best[1]:g}, idle-first {best[2]:g}, sharing temperature {best[3]:.4g}, whole-first {best[4]:g}"
+                model, kept = reshaped(model, *best), f"{kept}, temperature {best[0]:g}, small-first {best[1]:g}, idle-first {best[2]:g}, sharing temperature {best[3]:.4g}, whole-first {best[4]:g}, pinned release {best[5]:g}"
         if config.service_reshapes and config.dlrm_window > 0:
             task = bar.add_task("episode-level search of service packing and slot reservation (DLRM training windows)", total=len(config.service_reshapes))
             windows = services.training_windows(traces.dlrm_nodes, traces.dlrm)
@@ -201,7 +239,7 @@ def train(traces: evaluating.Traces, config: TrainConfig) -> tuple[PlacementScor
         "config": asdict(config),
         "data": {
             "openb": f"first {splits.TRAIN_FRACTION:.0%} of the pod list, seeds {splits.TRAIN_SEED_BASE}..{splits.TRAIN_SEED_BASE + config.openb_episodes - 1}, teacher fgd",
-            "openb_validation": f"the full pod list, seeds {val_seeds[0]}..{val_seeds[-1]}",
+            "openb_validation": f"the full pod list, seeds {val_seeds[0]}..{val_seeds[-1]}" + "".join(f"; {name}" for name, _ in validation_lists),
             "dlrm": f"last {config.dlrm_window:.0%} of the training part (before the {splits.TRAIN_FRACTION:.0%} cut, t < {splits.dlrm_cut(traces.dlrm):.0f} s), openb fleet x{evaluating.DLRM_FLEET_SCALE}, teacher kube-default",
             "dlrm_service_search": f"{len(services.WINDOW_STARTS)} windows of the held-out window's length starting {', '.join(f'{k:g}' for k in services.WINDOW_STARTS)} held-out lengths before the cut (instances created before it only), each on the openb fleet x{evaluating.DLRM_FLEET_SCALE} thinned until its running pods ask as much of it as those running at the cut",
             "held_out": "openb: bench seeds < 1000 (imitation never sees the last 20% of the pod list; validation runs the full list); DLRM: instances created after the cut (dlrm_holdout)",

@@ -39,6 +39,8 @@ class PodTypes:
 
     ``slots`` holds the most common CPU-only shapes as (cpu milli, memory MiB) rows: large CPU pods
     need a node with that much left on both, which the GPU-only fragmentation above cannot see.
+    ``pinned`` is the share of the workload's GPU request (milli-GPU) made by pods that name GPU
+    models (openb's ``gpu_spec``): only nodes of those models can take them, which no shape says.
     """
 
     cpu: np.ndarray
@@ -46,6 +48,7 @@ class PodTypes:
     count: np.ndarray
     weight: np.ndarray
     slots: np.ndarray = field(default_factory=_no_slots)
+    pinned: float = 0.0
 
     @classmethod
     def from_pods(cls, pods: Iterable[Pod], coverage: float = 0.95) -> PodTypes:
@@ -66,7 +69,9 @@ class PodTypes:
         weight = np.array([n for _, n in chosen], dtype=np.float64)
         cpu_only = Counter((p.cpu_milli, p.memory_mib) for p in pods if p.gpu.count == 0)
         slots = np.array([shape for shape, _ in cpu_only.most_common(SLOT_SHAPES)], dtype=np.int64).reshape(-1, 2)
-        return cls(arr[:, 0], arr[:, 1], arr[:, 2], weight / weight.sum(), slots)
+        gpu = sum(p.gpu.total_milli for p in pods)
+        pinned = sum(p.gpu.total_milli for p in pods if p.gpu_model) / gpu if gpu else 0.0
+        return cls(arr[:, 0], arr[:, 1], arr[:, 2], weight / weight.sum(), slots, pinned)
 
 
 class Fragmentation:

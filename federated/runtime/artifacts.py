@@ -62,17 +62,20 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def types_to_json(types: PodTypes) -> dict[str, list[Any]]:
+def types_to_json(types: PodTypes) -> dict[str, Any]:
     return {
         "cpu": types.cpu.tolist(), "milli": types.milli.tolist(), "count": types.count.tolist(), "weight": types.weight.tolist(),
-        "slots": types.slots.tolist(),
+        "slots": types.slots.tolist(), "pinned": types.pinned,
     }
 
 
-def types_from_json(data: dict[str, list[Any]]) -> PodTypes:
+def types_from_json(data: dict[str, Any]) -> PodTypes:
     ints = {k: np.asarray(data[k], dtype=np.int64) for k in ("cpu", "milli", "count")}
     slots = np.asarray(data["slots"], dtype=np.int64).reshape(-1, 2)
-    return PodTypes(ints["cpu"], ints["milli"], ints["count"], np.asarray(data["weight"], dtype=np.float64), slots)
+    pinned = float(data.get("pinned", 0.0))
+    if not 0.0 <= pinned <= 1.0:
+        raise ValueError(f"pinned must be a share in [0, 1], got {pinned!r}")
+    return PodTypes(ints["cpu"], ints["milli"], ints["count"], np.asarray(data["weight"], dtype=np.float64), slots, pinned)
 
 
 def queue_order(manifest: dict[str, Any]) -> QueueSortPlugin:

@@ -63,8 +63,18 @@ def test_manifest_and_sizes(exported: tuple[PlacementScorer, Path]) -> None:
     loaded = artifacts.load(path)
     files = loaded.manifest["files"]
     assert files[artifacts.INT8]["bytes"] <= 0.3 * files[artifacts.FP32]["bytes"]
-    assert loaded.manifest["feature_spec"] == "fedplane-features/3"
+    assert loaded.manifest["feature_spec"] == "fedplane-features/4"
     assert len(loaded.version) == 12
+
+
+@pytest.mark.parametrize("pinned", ["abc", 2.0, -0.1, float("nan"), [0.1], None])
+def test_manifest_with_an_unreadable_pinned_share_is_refused(tmp_path: Path, pinned: object) -> None:
+    dst = copy_artifact(scorer.default_model_dir(), tmp_path / "a")
+    manifest = json.loads((dst / artifacts.MANIFEST).read_text())
+    manifest["pod_types"]["pinned"] = pinned
+    (dst / artifacts.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(artifacts.ArtifactError, match="pod_types unreadable"):
+        artifacts.load(dst)
 
 
 def copy_artifact(src: Path, dst: Path) -> Path:

@@ -118,8 +118,20 @@ def test_pod_features_and_spec_are_stable() -> None:
     pod = pods(1, 0)[0]
     x = pod_features(pod)
     assert x.shape == (1, len(POD_FEATURES)) and x.dtype == np.float32
-    assert SPEC_VERSION == "fedplane-features/3"
+    assert SPEC_VERSION == "fedplane-features/4"
     assert len(set(NODE_FEATURES)) == len(NODE_FEATURES) == 25
+    assert POD_FEATURES[-1] == "workload_pinned" and x[0, -1] == 0.0
+
+
+@pytest.mark.parametrize(("pinned", "feature"), [(0.0, 0.0), (0.01, 0.5), (0.02, 1.0), (0.35, 1.0)])
+def test_workload_pinned_saturates_at_two_percent_of_the_gpu_request(pinned: float, feature: float) -> None:
+    assert pod_features(pods(1, 0)[0], pinned)[0, POD_FEATURES.index("workload_pinned")] == pytest.approx(feature)
+
+
+def test_pod_types_measure_the_pinned_share_of_the_gpu_request() -> None:
+    free, pinned, cpu = Pod("a", 4000, 1024, gpu=GpuRequest(2, 1000)), Pod("b", 4000, 1024, gpu=GpuRequest(1, 500), gpu_model="T4|P100"), Pod("c", 4000, 1024)
+    assert PodTypes.from_pods([free, pinned, cpu]).pinned == pytest.approx(500 / 2500)
+    assert PodTypes.from_pods([free, cpu]).pinned == 0.0 and PodTypes.from_pods([cpu]).pinned == 0.0
 
 
 def test_table_stamps_exactly_the_rows_its_mutators_change() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from policy_data import fleet, pods
 
@@ -92,11 +93,68 @@ def test_reshaped_sharing_pods_take_their_own_temperature_and_whole_gpus_earn_po
         torch.testing.assert_close(model(whole_pod, nodes), 40.0 * score + 0.5 * whole, rtol=1e-5, atol=1e-4)
 
 
+def test_pinned_release_withdraws_the_node_kind_preferences_in_a_pinned_workload_only() -> None:
+    from federated.runtime.features import NODE_FEATURES, POD_FEATURES
+    from federated.training import reshaped
+
+    fgd = PlacementScorer()
+    with torch.no_grad():
+        for p in fgd.parameters():
+            p.zero_()
+        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    nodes = torch.rand(len(NODE_FEATURES), 12)
+    score, devices, util = (nodes[NODE_FEATURES.index(k)] for k in ("fgd_score", "gpu_devices", "gpu_util"))
+    free, pinned = torch.zeros(1, len(POD_FEATURES)), torch.zeros(1, len(POD_FEATURES))
+    pinned[0, POD_FEATURES.index("workload_pinned")] = 1.0
+    model = reshaped(fgd, 2.5, 4.0, 1.0, 2.5, 0.0, 1.0)
+    with torch.no_grad():
+        torch.testing.assert_close(model(free, nodes), 40.0 * score - 4.0 * devices - util + 5.0, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(model(pinned, nodes), 40.0 * score + 5.0, rtol=1e-5, atol=1e-4)
+        # without the release the pinned workload keeps them (the weights before this spec)
+        torch.testing.assert_close(reshaped(fgd, 2.5, 4.0, 1.0)(pinned, nodes), model(free, nodes), rtol=1e-5, atol=1e-4)
+
+
+def test_heuristic_fallback_applies_the_same_release() -> None:
+    from federated.runtime.features import NODE_FEATURES, POD_FEATURES
+    from federated.runtime.scorer import HeuristicScorer
+    from federated.training import reshaped
+
+    fgd = PlacementScorer()
+    with torch.no_grad():
+        for p in fgd.parameters():
+            p.zero_()
+        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    point = (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0)
+    model, heuristic = reshaped(fgd, *point), HeuristicScorer(*point)
+    nodes = torch.rand(len(NODE_FEATURES), 12)
+    for pinned in (0.0, 0.5, 1.0):
+        for sharing in (0.0, 1.0):
+            pod = torch.zeros(1, len(POD_FEATURES))
+            pod[0, POD_FEATURES.index("workload_pinned")], pod[0, POD_FEATURES.index("gpu_sharing")] = pinned, sharing
+            with torch.no_grad():
+                got = model(pod, nodes).numpy()
+            np.testing.assert_allclose(heuristic(pod.numpy(), nodes.t().contiguous().numpy()), got, rtol=1e-5, atol=1e-3)
+
+
+def test_settings_are_kept_for_their_margin_on_the_worst_validation_list() -> None:
+    from federated.training import AS_TRAINED, most_robust
+
+    steer, release = (2.5, 4.0, 1.0, 2.5, 0.5, 0.0), (2.5, 4.0, 1.0, 2.5, 0.5, 1.0)
+    points = (AS_TRAINED, steer, release)
+    default = {AS_TRAINED: 0.951, steer: 0.956, release: 0.956}
+    assert most_robust(points, {"default": default}, {"default": 0.0}) == steer  # a tie goes to the earlier point
+    pinned = {AS_TRAINED: 0.949, steer: 0.888, release: 0.952}
+    assert most_robust(points, {"default": default, "gpuspec20": pinned}, {"default": 0.951, "gpuspec20": 0.949}) == release
+    flat = {p: 0.95 for p in points}
+    assert most_robust(points, {"default": flat}, {"default": 0.95}) == AS_TRAINED
+
+
 def test_reshape_points_parse_with_their_defaults() -> None:
     from federated.commands import _reshape
 
-    assert _reshape("2.5:3") == (2.5, 3.0, 0.0, 2.5, 0.0)  # the sharing temperature defaults to the temperature
-    assert _reshape("2.5:3:1:3.5:0.5") == (2.5, 3.0, 1.0, 3.5, 0.5)
-    for bad in ("2", "1:2:3:4:5:6", "a:b"):
+    assert _reshape("2.5:3") == (2.5, 3.0, 0.0, 2.5, 0.0, 0.0)  # the sharing temperature defaults to the temperature
+    assert _reshape("2.5:3:1:3.5:0.5") == (2.5, 3.0, 1.0, 3.5, 0.5, 0.0)
+    assert _reshape("2.5:3:1:3.5:0.5:1") == (2.5, 3.0, 1.0, 3.5, 0.5, 1.0)
+    for bad in ("2", "1:2:3:4:5:6:7", "a:b"):
         with pytest.raises(ValueError):
             _reshape(bad)
