@@ -23,7 +23,7 @@ from collections.abc import Hashable
 class BroadcastQueue:
     """Pending broadcasts keyed by subject, drained by ``take`` under a byte budget."""
 
-    __slots__ = ("_transmits", "_buckets", "_ready")
+    __slots__ = ("_transmits", "_buckets", "_ready", "_sizes")
 
     def __init__(self) -> None:
         self._transmits: dict[Hashable, int] = {}
@@ -34,6 +34,10 @@ class BroadcastQueue:
         (a simulated cluster of 10,000 queues is bound by memory reads, not by instructions)."""
         self._ready: dict[Hashable, float] = {}
         """When each unsent item may first go out."""
+        self._sizes: dict[int, int] = {}
+        """Payload size -> how many items have it: once the budget left is below the smallest,
+        ``take`` stops instead of reading every other item (a queue of records under churn
+        holds hundreds, none of which fits the last few dozen bytes of a packet)."""
 
     def __len__(self) -> int:
         return len(self._transmits)
@@ -49,6 +53,8 @@ class BroadcastQueue:
         if fresh is None:
             fresh = self._buckets[0] = {}
         fresh[subject] = payload
+        sizes = self._sizes
+        sizes[len(payload)] = sizes.get(len(payload), 0) + 1
         if ready_at > -math.inf:
             self._ready[subject] = ready_at
 
@@ -62,7 +68,8 @@ class BroadcastQueue:
         transmits = self._transmits
         if not transmits:
             return []
-        ready, buckets = self._ready, self._buckets
+        ready, buckets, sizes = self._ready, self._buckets, self._sizes
+        stop = max(16, min(sizes))
         out: list[bytes] = []
         moves: list[tuple[int, list[Hashable]]] = []
         for sent, bucket in enumerate(buckets):
@@ -78,18 +85,19 @@ class BroadcastQueue:
                     budget -= len(payload)
                     picked.append(subject)
                     out.append(payload)
-                    if budget < 16:
+                    if budget < stop:
                         break
             if picked:
                 moves.append((sent, picked))
-            if budget < 16:
+            if budget < stop:
                 break
         for sent, picked in moves:
             bucket = buckets[sent]
             assert bucket is not None
             if sent + 1 >= limit:
                 for subject in picked:
-                    del bucket[subject], transmits[subject]
+                    self._forget_size(len(bucket.pop(subject)))
+                    del transmits[subject]
             else:
                 if sent + 1 == len(buckets):
                     buckets.append(None)
@@ -109,7 +117,14 @@ class BroadcastQueue:
         if sent is not None:
             bucket = self._buckets[sent]
             assert bucket is not None
-            del bucket[subject]
+            self._forget_size(len(bucket.pop(subject)))
             if not bucket:
                 self._buckets[sent] = None
             self._ready.pop(subject, None)
+
+    def _forget_size(self, size: int) -> None:
+        left = self._sizes[size] - 1
+        if left:
+            self._sizes[size] = left
+        else:
+            del self._sizes[size]
