@@ -81,6 +81,11 @@ _QUIET_DROPS = (DropReason.REPLAYED, DropReason.UNKNOWN_SENDER)
 _INTRODUCTIONS = (Ping, Ack, Nack)
 _EXCHANGES = (DigestRequest, DigestReply, PushPull, Delta)
 _EXCHANGE_TYPES = frozenset(_EXCHANGES)
+_SETTLING = frozenset((Alive, Suspect, Dead, Record))
+"""News whose repeats ``GossipNode._settles`` can recognise."""
+SETTLED_LIMIT = 1024
+"""Settled messages a node remembers before starting over (~100 KiB): a piece of news is heard
+again within about a second of the first time, so this covers several seconds of news."""
 
 
 @dataclass(slots=True)
@@ -141,6 +146,8 @@ class GossipNode:
         self._in_stream = False
         """True while handling a stream frame: fallback pings are answered over a stream."""
         self._out: list[Effect] = []
+        self._settled: dict[int, Message] = {}
+        """Messages heard that hearing again cannot change anything, by identity (see ``_settles``)."""
         self._round_offset = round_offset
         self._round_at: float | None = None
         """When the next gossip round starts (one is scheduled only while broadcasts are queued)."""
@@ -170,6 +177,7 @@ class GossipNode:
         Our own records in the snapshot become ours again, so later publishes outbid them.
         Returns the member and record events the snapshot implies.
         """
+        self._settled.clear()  # a snapshot may set members and records back
         for name, incarnation, state in members:
             if name != self.name:
                 self._members.set(name, incarnation, state, now, self._rng)
@@ -360,8 +368,15 @@ class GossipNode:
             return
         handlers = self._handlers
         if _EXCHANGE_TYPES.isdisjoint(map(type, messages)) and self._members.get(sender) is not None:
+            settled = self._settled
             for message in messages:  # gossip from a known member: most packets, and nothing to hold back
+                if settled.get(id(message)) is message:
+                    continue
                 handlers[type(message)](self, sender, message, now)
+                if type(message) in _SETTLING and self._settles(message):
+                    if len(settled) >= SETTLED_LIMIT:
+                        settled.clear()
+                    settled[id(message)] = message
             return
         later: list[Message] = []
         # memberlist's merge rule: a death heard in a state exchange is only a suspicion,
@@ -385,6 +400,32 @@ class GossipNode:
                 self._handlers[type(message)](self, sender, message, now)
         for message in later:
             self._handlers[type(message)](self, sender, message, now)
+
+    def _settles(self, message: Message) -> bool:
+        """True if handling ``message`` again would change nothing until we forget a member or a
+        record (then ``_settled`` is cleared).
+
+        Decoding gives one object per distinct message bytes (``wire.decode``), and every member
+        hears each piece of news ~retransmit_limit times: a repeat is then skipped by identity
+        instead of handled. What handling depends on only grows: a member's incarnation (and at
+        one incarnation its state only moves on: suspect, then dead), a record's version, our own
+        incarnation. So news about a member is settled once we hold it at that incarnation or
+        later (a member we hold dead at an older one may yet come back below it: not settled),
+        a record once we hold it at that version or later (a tombstone for a record we do not
+        hold is not stored, and would apply to an older version heard later: not settled), and
+        news about ourselves once handled (a refutation outbids it). Our own records are never
+        settled (their handling republishes).
+        """
+        if type(message) is Record:
+            if message.owner == self.name:
+                return False
+            held = self._records.get(message.owner, message.key)
+            return held is not None and held[0] >= message.version
+        node = message.node  # type: ignore[union-attr]
+        if node == self.name:
+            return True
+        row = self._members.get(node)
+        return row is not None and row.incarnation >= message.incarnation  # type: ignore[union-attr]
 
     def _drop(self, src: str, exc: WireError) -> None:
         self.metrics.dropped[exc.reason] += 1
@@ -586,6 +627,7 @@ class GossipNode:
         if row is None or row.state in LIVE_STATES or self._members.down_since(name) != since:
             return
         self._members.remove(name)
+        self._settled.clear()  # news about it, or its records, may apply again
         self._broadcasts.drop((name, None))
         self._out.append(MemberEvent(name, None, row.incarnation, row.state))
         for key, (version, _) in self._records.drop_owner(name).items():
@@ -633,7 +675,8 @@ class GossipNode:
     def _pushpull_round(self, _: None, now: float) -> None:
         cfg = self.config
         self._pushpull_rounds += 1
-        self._records.reap(now - cfg.tombstone_ttl)
+        if self._records.reap(now - cfg.tombstone_ttl):
+            self._settled.clear()  # a record we held, now forgotten, may be heard anew
         lonely = self._members.live_count() == 0
         # while we know nobody, keep retrying the seeds every few probe intervals
         self._at(now + (min(cfg.pushpull_interval, 5 * cfg.probe_interval) if lonely else cfg.pushpull_interval), self._pushpull_round, None)
