@@ -81,8 +81,9 @@ class BroadcastQueue:
                     if ready[subject] > now:
                         continue
                     del ready[subject]
-                if len(payload) <= budget:
-                    budget -= len(payload)
+                size = len(payload)
+                if size <= budget:
+                    budget -= size
                     picked.append(subject)
                     out.append(payload)
                     if budget < stop:
@@ -106,7 +107,7 @@ class BroadcastQueue:
                     later = buckets[sent + 1] = {}
                 for subject in picked:
                     later[subject] = bucket.pop(subject)
-                    transmits[subject] = sent + 1
+                transmits.update(dict.fromkeys(picked, sent + 1))
             if not bucket:
                 buckets[sent] = None
         return out
