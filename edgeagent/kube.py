@@ -37,6 +37,11 @@ NODE_TTL_S = 5.0
 _PHASES = {"Pending": Phase.PENDING, "Running": Phase.RUNNING, "Succeeded": Phase.SUCCEEDED, "Failed": Phase.FAILED}
 
 
+def _recreated(current: str, claimed: str) -> bool:
+    """Whether the pod now under the claimed pod's name is another incarnation (a key without one matches any)."""
+    return kubeobjects.INCARNATION in claimed and current != claimed
+
+
 def pod_update(obj: dict[str, Any]) -> PodUpdate:
     """A pod dict as the agent sees it; raises KubeObjectError on one it cannot read."""
     pod = kubeobjects.read_pod(obj)
@@ -117,12 +122,12 @@ class KubeCluster:
 
     async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
         """A Binding names no devices: on Kubernetes the kubelet's device plugin assigns them."""
-        namespace, _, name = pod.partition("/")
+        namespace, name = kubeobjects.split_key(pod)
         client = self.k8s.client
         body = client.V1Binding(metadata=client.V1ObjectMeta(name=name, namespace=namespace),
                                 target=client.V1ObjectReference(api_version="v1", kind="Node", name=node))
         current = await self._read(namespace, name)
-        if current is None:
+        if current is None or _recreated(current.pod.uid, pod):
             return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
         if current.epoch != epoch:
             return BindResult(BindOutcome.STALE_EPOCH, current.node, current.epoch, f"pod is at epoch {current.epoch}")
@@ -154,7 +159,7 @@ class KubeCluster:
 
     async def evict(self, pod: str, epoch: int) -> EvictResult:
         """Stop the pod through the Eviction API (PodDisruptionBudgets apply), only while it is at ``epoch``."""
-        namespace, _, name = pod.partition("/")
+        namespace, name = kubeobjects.split_key(pod)
         raw = await self._read_raw(namespace, name)
         if raw is None:
             return EvictResult(EvictOutcome.GONE, f"pod {pod} does not exist")
@@ -162,6 +167,8 @@ class KubeCluster:
             current = pod_update(raw)
         except KubeObjectError as exc:
             raise ClusterUnavailable(f"pod {pod}: unreadable: {exc}") from exc
+        if _recreated(current.pod.uid, pod):
+            return EvictResult(EvictOutcome.GONE, f"pod {pod} was re-created under its name")
         if current.phase.finished:
             return EvictResult(EvictOutcome.GONE, f"pod {pod} is {current.phase.value}")
         if current.epoch != epoch:

@@ -249,17 +249,38 @@ class KubePod:
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     tolerations: tuple[Toleration, ...] = ()
     priority: int = 0
+    uid: str = ""
+    """``metadata.uid``: which incarnation of the name this is."""
 
     @property
     def key(self) -> str:
-        """``namespace/name``: the agent's pod uid."""
-        return f"{self.namespace}/{self.name}"
+        """``namespace/name~incarnation``: the agent's pod uid (see :func:`pod_key`)."""
+        return pod_key(self.namespace, self.name, self.uid)
 
     def to_pod(self, uid: str | None = None) -> Pod:
         return Pod(uid or self.key, self.requests.cpu_milli, self.requests.memory_mib,
                    gpu=GpuRequest(self.requests.gpus, MILLI if self.requests.gpus else 0),
                    node_selector=dict(self.node_selector), archs=self.archs, tolerations=self.tolerations,
                    priority=self.priority, workload=self.workload)
+
+
+INCARNATION = "~"
+"""Separates a pod's name from its incarnation in the agent's uid (never in a DNS-1123 name)."""
+
+
+def pod_key(namespace: str, name: str, uid: str = "") -> str:
+    """The agent's pod uid: ``namespace/name``, with the first 8 characters of ``metadata.uid`` after a ``~``.
+
+    A StatefulSet re-creates a pod under the same name; agents' placement claims are keyed by this uid and a
+    claim that completed is over for good, so without the incarnation the new pod would never be placed.
+    """
+    return f"{namespace}/{name}{INCARNATION}{uid[:8]}" if uid else f"{namespace}/{name}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``(namespace, name)`` of an agent's pod uid (:func:`pod_key`)."""
+    namespace, _, rest = key.partition("/")
+    return namespace, rest.partition(INCARNATION)[0]
 
 
 def epoch_of(meta: Mapping[str, Any], where: str) -> int:
@@ -291,7 +312,7 @@ def read_pod(obj: Mapping[str, Any]) -> KubePod:
         namespace, name, (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""), epoch_of(meta, where), phase,
         spec.get("nodeName") or "", spec.get("schedulerName") or "default-scheduler", _condition(status, "Ready"),
         bool(meta.get("deletionTimestamp")), effective_requests(spec, where), pod_archs(spec, where), selector,
-        tolerations(spec, where), priority,
+        tolerations(spec, where), priority, str(meta.get("uid") or ""),
     )
 
 

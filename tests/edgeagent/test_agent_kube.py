@@ -57,18 +57,19 @@ def test_watch_binding_and_fencing_against_the_api(kube: KubeDouble) -> None:
             if seen:
                 break
             await asyncio.sleep(0.05)
-        outcomes = [(await cluster.bind("default/ours", "edge-1", 2)).outcome,
-                    (await cluster.bind("default/ours", "edge-1", 2)).outcome,
-                    (await cluster.bind("default/ours", "edge-2", 2)).outcome,
-                    (await cluster.bind("default/ours", "edge-1", 1)).outcome,
-                    (await cluster.bind("default/ours", "edge-1", 3)).outcome,
+        key = seen[0].pod.uid
+        outcomes = [(await cluster.bind(key, "edge-1", 2)).outcome,
+                    (await cluster.bind(key, "edge-1", 2)).outcome,
+                    (await cluster.bind(key, "edge-2", 2)).outcome,
+                    (await cluster.bind(key, "edge-1", 1)).outcome,
+                    (await cluster.bind(key, "edge-1", 3)).outcome,
                     (await cluster.bind("default/gone", "edge-1", 2)).outcome]
         watcher.cancel()
         return seen, node, outcomes
 
     seen, node, outcomes = asyncio.run(scenario())
     assert node.capacity.cpu_milli == 4000 and node.gpus == 1 and node.arch.value == "arm64"
-    assert seen[0].pod.uid == "default/ours" and all(u.pod.uid == "default/ours" for u in seen), "only pods with our schedulerName"
+    assert all(u.pod.uid == "default/ours~u-1" for u in seen), "only pods with our schedulerName; name and incarnation"
     first = seen[0]
     assert first.phase is Phase.PENDING and first.epoch == 2 and first.pod.gpu.count == 1
     assert first.pod.cpu_milli == 2000, "the init container's 2 CPUs are the effective request"
@@ -103,3 +104,25 @@ def test_eviction_respects_disruption_budgets_and_is_fenced_and_idempotent(kube:
     assert asyncio.run(cluster.evict("default/web-1", 3)).outcome is EvictOutcome.EVICTED
     assert kube.get(PODS, "default", "web-1") is None
     assert asyncio.run(cluster.evict("default/web-1", 3)).outcome is EvictOutcome.GONE, "a retried eviction is harmless"
+
+
+def test_a_pod_recreated_under_its_name_is_a_new_pod_and_the_old_claim_cannot_bind_it(kube: KubeDouble) -> None:
+    """A StatefulSet re-creates web-0 under its name: agents' claims are keyed by the uid the watch gives, and a
+    claim that completed is over for good, so the new incarnation must carry a new uid (or it is never placed)."""
+    from edgeagent.kube import pod_update
+
+    kube.put(NODES, None, "edge-1", {"metadata": {"labels": {"kubernetes.io/arch": "arm64"}},
+                                    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}}})
+    first, second = pod("fedplane", uid="0f1e2d3c-aaaa"), pod("fedplane", uid="9a8b7c6d-bbbb")
+    kube.put(PODS, "default", "web-0", first)
+    old = pod_update(first).pod.uid
+    kube.put(PODS, "default", "web-0", second)  # deleted and re-created under its name
+    new = pod_update(second).pod.uid
+    cluster = KubeCluster("", "fedplane", timeout=5.0, api_client=kube.client())
+
+    async def binds() -> list[BindOutcome]:
+        return [(await cluster.bind(old, "edge-1", 2)).outcome, (await cluster.bind(new, "edge-1", 2)).outcome]
+
+    assert (old, new) == ("default/web-0~0f1e2d3c", "default/web-0~9a8b7c6d")
+    assert asyncio.run(binds()) == [BindOutcome.REJECTED, BindOutcome.BOUND]
+    assert asyncio.run(cluster.evict(old, 2)).outcome is EvictOutcome.GONE, "never evicts another incarnation"
