@@ -88,3 +88,15 @@ def test_full_state_bytes_counted_in_the_digest_run_equal_the_full_state_runs() 
     assert digest.counted_full_state_bytes_per_node_s is not None and full.counted_full_state_bytes_per_node_s is None
     assert abs(digest.counted_full_state_bytes_per_node_s - full.bytes_per_node_s) <= 0.01 * full.bytes_per_node_s
     assert digest.bytes_per_node_s < full.bytes_per_node_s
+
+
+def test_scenarios_in_processes_give_the_figures_of_one_process() -> None:
+    """--jobs runs each scenario in its own process from the same seed: only wall, RSS and the job count may differ."""
+    runs = []
+    for jobs in ("1", "2"):
+        result = CliRunner().invoke(bench_gossip, ["--nodes", "40", "--scenarios", "spread,loss10", "--jobs", jobs, "--json"])
+        assert result.exit_code == 0, result.output
+        runs.append(json.loads(result.output.strip().splitlines()[-1]))
+    machine = {"sim_wall_s", "peak_rss_mib", "jobs", "scenario_cpu_s"}
+    assert {k: v for k, v in runs[0].items() if k not in machine} == {k: v for k, v in runs[1].items() if k not in machine}
+    assert runs[1]["jobs"] == 2 and set(runs[1]["scenario_cpu_s"]) == {"spread_detect", "loss10"}
