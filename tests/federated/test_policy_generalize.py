@@ -109,3 +109,25 @@ def test_bad_paths_and_a_fleet_without_gpus_are_clear_errors(tmp_path: Path) -> 
     assert code == 2 and "no node has a GPU" in out
     code, out = run("bench", "generalize", "--traces", str(tmp_path), "--node-list", str(nodes))
     assert code == 2 and "no pod lists" in out
+
+
+def test_default_run_takes_every_pod_list_of_the_traces_folder(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    nodes, pods = write_case(tmp_path)
+    folder = tmp_path / "traces" / "alibaba-openb"
+    folder.mkdir(parents=True)
+    (folder / "openb_node_list_all_node.csv").write_bytes(nodes.read_bytes())
+    (folder / "openb_pod_list_mine.csv").write_bytes(pods.read_bytes())
+    (folder / "not_a_pod_list.csv").write_text("ignored\n")
+    code, out = run("bench", "generalize", "--traces", str(tmp_path / "traces"), "--fleet", "as-is", "--seeds", "1", "--json")
+    assert code == 0, out
+    assert [c["pod_list"] for c in json.loads(out[out.index("{"):])["cases"]] == ["mine"]
+
+
+def test_policy_train_refuses_a_bad_validation_list_before_training(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("name,cpu_milli\np,1\n")
+    code, out = run("policy", "train", "--validation-list", str(bad), "--out", str(tmp_path / "out"))
+    assert code == 2 and "header lacks column(s)" in out
+    assert not (tmp_path / "out").exists()
