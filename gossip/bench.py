@@ -8,10 +8,12 @@ XChaCha20-Poly1305-sealed bytes. ``commands.bench_gossip`` composes these into o
 
 from __future__ import annotations
 
+import gc
 import math
 import random
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from gossip.config import GossipConfig
@@ -29,6 +31,28 @@ RECORD_KEYS = ("resources", "load")
 _KEY = Keyring([bytes(range(32))])
 _DEAD, _SUSPECT = MemberState.DEAD, MemberState.SUSPECT
 """Listeners see every member event of every node (millions at N = 10,000): no enum lookups there."""
+
+
+@contextmanager
+def no_cycle_collection() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a scenario runs, back on after.
+
+    A simulated cluster allocates millions of objects a second (messages, events, timers)
+    and holds tens of millions: the collector's passes over them took 13-15% of a
+    10,000-node run (py-spy) and found nothing, since the nodes make no reference cycles
+    (``gc.collect()`` after an N = 5,000 run under loss: 0 unreachable). Reference counting
+    still frees everything; agents run with the collector as usual. A finished network is
+    one big cycle (its listeners close over it): collected on the way out, so scenarios run one
+    after another do not hold two.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
 
 
 def _names(n: int) -> list[str]:
