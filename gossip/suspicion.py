@@ -12,7 +12,7 @@ from gossip import timeouts
 class Suspicion:
     """Counts distinct accusers of a suspect and derives when it must be declared dead."""
 
-    __slots__ = ("started", "k", "lo", "hi", "accusers", "confirmations")
+    __slots__ = ("started", "k", "lo", "hi", "accusers", "confirmations", "_deadline")
 
     def __init__(self, accuser: str, started: float, k: int, lo: float, hi: float) -> None:
         self.started = started
@@ -23,6 +23,9 @@ class Suspicion:
         self.accusers = {accuser}
         """The first accuser does not count as a confirmation: it started the suspicion."""
         self.confirmations = 0
+        self._deadline: float | None = None
+        """Worked out once per confirmation count: a node under loss asks for it on every repeat
+        of an accusation and for every suspicion it holds whenever its watch runs."""
 
     def confirm(self, accuser: str) -> bool:
         """Record an independent accuser; True if it was new (worth re-gossiping)."""
@@ -30,10 +33,14 @@ class Suspicion:
             return False
         self.accusers.add(accuser)
         self.confirmations += 1
+        self._deadline = None
         return True
 
     def deadline(self) -> float:
         """Absolute time at which the suspect is declared dead if nobody refutes."""
-        if self.k < 1:
-            return self.started + self.lo
-        return self.started + timeouts.remaining_suspicion_time(self.confirmations, self.k, 0.0, self.lo, self.hi)
+        if self._deadline is None:
+            if self.k < 1:
+                self._deadline = self.started + self.lo
+            else:
+                self._deadline = self.started + timeouts.remaining_suspicion_time(self.confirmations, self.k, 0.0, self.lo, self.hi)
+        return self._deadline
