@@ -32,7 +32,7 @@ START: Weights = (-1.0, -1.0, -0.5, 0.0, 0.0, 0.0, 1.0)
 """Smallest-first, a mild youngest-first and a point for a pod that uses the freed room whole: the best hand-set point
 of the first exploration (federated/models/README.md)."""
 STEPS = (0.5, -0.5, 1.0, -1.0)
-HEURISTICS = ("random", "dotprod", "bestfit", "kube-default", "fgd")
+HEURISTICS = evaluating.HEURISTICS
 Windows = Sequence[tuple[Sequence[Node], evaluating.Window]]
 
 
