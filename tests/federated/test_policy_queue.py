@@ -126,3 +126,40 @@ def test_bench_variants_sit_apart_from_the_profiles_and_are_labelled() -> None:
     section = benching.dlrm_window(default_model_dir(), traces, lambda label: None, held)
     assert section["learned"]["queue"] == artifacts.load(default_model_dir()).queue.name
     assert all(v["queue"] == "oldest-first" for k, v in section.items() if isinstance(v, dict) and k != "learned")
+
+
+def write_traces(folder: Path) -> None:
+    """A tiny traces folder: four CPU nodes (x4 for DLRM), a short openb list, and a 1,000 s DLRM trace that fills them."""
+    openb = folder / "alibaba-openb"
+    openb.mkdir(parents=True)
+    (openb / "openb_node_list_all_node.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n{i},16000,65536,0,\n" for i in range(4)))
+    (openb / "openb_pod_list_default.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+        + "".join(f"p{i},2000,4096,0,0,,LS,Running,{i},{i + 100},{i}\n" for i in range(10))
+    )
+    dlrm = folder / "alibaba-dlrm"
+    dlrm.mkdir()
+    head = "instance_sn,role,app_name,cpu_request,cpu_limit,gpu_request,gpu_limit,rdma_request,rdma_limit,memory_request,memory_limit,disk_request,disk_limit,max_instance_per_node,creation_time,scheduled_time,deletion_time\n"
+    rows = [f"i{k},CN,app{k % 3},{(4, 8, 12)[k % 3]},0,0,0,0,0,{(16, 32, 48)[k % 3]},0,1,0,0,{k * 10},,{k * 10 + 150 + 40 * (k % 5)}\n" for k in range(100)]
+    (dlrm / "disaggregated_DLRM_trace.csv").write_text(head + "".join(rows))
+
+
+def test_policy_queue_chooses_an_order_on_training_windows_and_the_learned_profile_runs_it(artifact: Path, tmp_path: Path) -> None:
+    """The path a user runs: `fedplane policy queue` on a traces folder writes an artifact whose order the learned profile uses."""
+    pytest.importorskip("onnxruntime")
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+
+    write_traces(tmp_path / "traces")
+    out = tmp_path / "queued"
+    result = CliRunner().invoke(main, ["policy", "queue", "--model", str(artifact), "--out", str(out), "--budget", "3", "--traces", str(tmp_path / "traces")])
+    assert result.exit_code == 0, result.output
+    loaded = artifacts.load(out)
+    record = loaded.manifest["training"]["queue_search"]
+    assert len(record["dlrm_training_windows"]) == 3 and record["baseline"]["profile"] in evaluating.HEURISTICS
+    assert set(record["kept"]) == set(queues.QUEUE_FEATURES) and loaded.manifest["files"] == artifacts.load(artifact).manifest["files"]
+    traces = evaluating.Traces.load(str(tmp_path / "traces"))
+    with evaluating.model_override(out):
+        result_learned = evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "learned")
+    assert result_learned.queue == "learned"
