@@ -163,3 +163,10 @@ def test_policy_queue_chooses_an_order_on_training_windows_and_the_learned_profi
     with evaluating.model_override(out):
         result_learned = evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "learned")
     assert result_learned.queue == "learned"
+
+
+def test_the_shipped_artifact_carries_its_learned_queue_order() -> None:
+    """Re-exporting the shipped model must keep ``training.queue_search`` (the DLRM figures depend on it)."""
+    manifest = artifacts.load(default_model_dir()).manifest
+    assert isinstance(artifacts.queue_order(manifest), queues.LinearQueue)
+    assert manifest["training"]["queue_search"]["baseline"]["profile"] in evaluating.HEURISTICS
