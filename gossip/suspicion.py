@@ -6,7 +6,16 @@ deadline instead of arming a goroutine timer.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from gossip import timeouts
+
+
+@lru_cache(maxsize=256)
+def _timeout(confirmations: int, k: int, lo: float, hi: float) -> float:
+    """A suspicion's timeout: a handful of values per cluster size (confirmations 0..k), asked for
+    at every confirmation of every suspicion."""
+    return timeouts.remaining_suspicion_time(confirmations, k, 0.0, lo, hi)
 
 
 class Suspicion:
@@ -42,5 +51,5 @@ class Suspicion:
             if self.k < 1:
                 self._deadline = self.started + self.lo
             else:
-                self._deadline = self.started + timeouts.remaining_suspicion_time(self.confirmations, self.k, 0.0, self.lo, self.hi)
+                self._deadline = self.started + _timeout(self.confirmations, self.k, self.lo, self.hi)
         return self._deadline
