@@ -46,10 +46,12 @@ RESHAPE_KEYS = ("temperature", "small_first", "idle_first", "sharing_temperature
 AS_TRAINED: Reshape = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
 RESHAPES: tuple[Reshape, ...] = (
     AS_TRAINED, (2.0, 3.0, 1.0, 2.0, 0.0, 0.0), (2.5, 3.0, 1.0, 2.5, 0.0, 0.0), (2.5, 3.0, 1.0, 10.0 / 3.0, 0.5, 0.0),
-    (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 0.0), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0),
+    (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 0.0),
 )
 """The default grid: the teacher's scale, the last two sessions' kept points, the best of the last session's search
-on the full list, and that point with its node-kind preferences released in pinned workloads (federated/models/README.md)."""
+on the full list with its node-kind preferences released in pinned workloads, and without (federated/models/README.md).
+The default list pins nothing, so it scores the last two alike and the tie goes to the earlier, the shipped point;
+validation lists that pin models (``--validation-list``) tell them apart."""
 
 
 @dataclass(frozen=True, slots=True)
