@@ -77,8 +77,8 @@ def train(
     from federated import evaluating, generalizing, training
 
     try:
+        extra = [(generalizing.list_name(Path(p)), openb.load_pods(p)) for p in validation_lists]  # the user's own files first
         loaded = evaluating.Traces.load(traces)
-        extra = [(generalizing.list_name(Path(p)), openb.load_pods(p)) for p in validation_lists]
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     try:
