@@ -161,12 +161,17 @@ def test_policy_export_of_a_corrupt_checkpoint(tmp_path: Path) -> None:
     refused(fedplane("policy", "export", str(tmp_path / "ck"), "--out", str(tmp_path / "o")), "checkpoint.pt")
 
 
-def test_policy_eval_of_a_corrupt_model(tmp_path: Path) -> None:
+def shipped_copy(to: Path) -> Path:
+    """A copy of the shipped model artifact to spoil (skips where none is shipped)."""
     shipped = ROOT / "federated" / "models" / "default"
     if not (shipped / "manifest.json").is_file():
         pytest.skip("no shipped model artifact")
-    corrupt = tmp_path / "corrupt"
-    shutil.copytree(shipped, corrupt)
+    shutil.copytree(shipped, to)
+    return to
+
+
+def test_policy_eval_of_a_corrupt_model(tmp_path: Path) -> None:
+    corrupt = shipped_copy(tmp_path / "corrupt")
     model = next(corrupt.glob("*int8*.onnx"))
     model.write_bytes(model.read_bytes()[:1000])
     refused(fedplane("policy", "eval", "--model", str(corrupt), "--seeds", "1"), model.name)
@@ -175,11 +180,7 @@ def test_policy_eval_of_a_corrupt_model(tmp_path: Path) -> None:
 def test_policy_queue_refuses_an_artifact_with_an_unreadable_queue_order(tmp_path: Path) -> None:
     import json
 
-    shipped = ROOT / "federated" / "models" / "default"
-    if not (shipped / "manifest.json").is_file():
-        pytest.skip("no shipped model artifact")
-    bad = tmp_path / "bad"
-    shutil.copytree(shipped, bad)
+    bad = shipped_copy(tmp_path / "bad")
     manifest = json.loads((bad / "manifest.json").read_text())
     manifest["training"]["queue_search"] = {"kept": {"colour": 1.0}}
     (bad / "manifest.json").write_text(json.dumps(manifest))
