@@ -89,7 +89,7 @@ class ClusterEvidence:
     insider_down: int         # ... seen suspect/dead
     outsider_alive: int       # (fresh agent of another cluster, node of this cluster) seen alive
     outsider_down: int
-    outsiders_silent: bool = False  # agents of other clusters have reported, but none recently: no outside view now
+    outsiders_silent: bool = False  # other clusters' agents have reported views of its nodes, no fresh report has one
     nodes: tuple[NodeState, ...] = ()
     summaries: tuple[NodeSummary, ...] = ()
 
@@ -148,7 +148,9 @@ class EvidenceBook:
                 else:
                     outsider_alive += alive
                     outsider_down += not alive
-        outsiders_silent = any(c != cluster for c, _ in self.reports) and not any(r.cluster != cluster for _at, r in fresh)
+        seen_from_outside = any(r.cluster != cluster and any(c == cluster for c, _n, _s in r.peers)
+                                for _at, r in self.reports.values())
+        outsiders_silent = seen_from_outside and not (outsider_alive or outsider_down)
         return ClusterEvidence(
             cluster, now, probe.failures, now - probe.first_failure if probe.failures else 0.0, probe.last_ok >= 0,
             probe.error, len(mine), sum(1 for _at, r in fresh if r.cluster == cluster),

@@ -3,13 +3,15 @@
 Rules (first match wins), with ``probe down`` = at least ``probe_failures`` probes failed in a row:
 - probe down, insiders report since it failed, seeing peers alive -> PARTITIONED (alive, cut from us)
 - probe down for ``confirm_s``, other clusters' agents see it alive, none suspect -> PARTITIONED
-- probe down less than ``confirm_s``, other clusters' agents known but none reported lately
-                                                                   -> UNKNOWN (no outside view yet: a late report
-  is not a death; a busy host delays reports before it delays probes)
-- probe down, no vantage point sees it alive                      -> DOWN (crash, outage or total partition)
 - probe down less than ``confirm_s``, others still see it alive   -> UNKNOWN (their failure detectors
-  need that long to notice a real outage: "alive" in a gossip view is sticky until then; one
-  suspect or dead view of its nodes from elsewhere is enough to read DOWN)
+  need that long to notice a real outage: "alive" in a gossip view is sticky until then)
+- probe down less than ``confirm_s``, other clusters' agents have seen its nodes but no fresh report
+  carries a view of them                                           -> UNKNOWN (no outside view yet: a late
+  report is not a death; a busy host delays reports before it delays probes)
+- probe down less than ``confirm_s``, outside views split, most alive -> UNKNOWN (a suspicion that a live node
+  refutes within the suspicion timeout: one slow prober on a busy host is no outage)
+- probe down, otherwise                                            -> DOWN (most outside views suspect/dead,
+  or any once ``confirm_s`` passed, or none to wait for: crash, outage or total partition)
 - probe up, agents known but none fresh                            -> AGENTS_SILENT (no failover: the API answers)
 - probe up, insiders see some peers suspect/dead                   -> DEGRADED
 - probe up                                                         -> HEALTHY
@@ -82,14 +84,18 @@ def judge(ev: ClusterEvidence, t: Timings) -> Verdict:
         if ev.agents_fresh and ev.insider_alive > ev.insider_down:
             return Verdict(Health.PARTITIONED, (
                 probes, reports, f"its agents see {ev.insider_alive} peer views alive, {ev.insider_down} down: alive but cut off from us"))
+        confirming = ev.probe_failing_for < t.confirm_s
         if ev.outsider_alive and not ev.outsider_down:
             views = f"agents of other clusters see its nodes alive ({ev.outsider_alive} alive / {ev.outsider_down} down views)"
-            if ev.probe_failing_for >= t.confirm_s:
+            if not confirming:
                 return Verdict(Health.PARTITIONED, (probes, reports, views))
             return Verdict(Health.UNKNOWN, (probes, reports, views, f"confirming for {t.confirm_s:g}s: an outage would show in their views by then"))
-        if ev.outsiders_silent and ev.probe_failing_for < t.confirm_s:
-            return Verdict(Health.UNKNOWN, (probes, reports, "no recent report from other clusters' agents",
+        if confirming and ev.outsiders_silent:
+            return Verdict(Health.UNKNOWN, (probes, reports, "no recent view of its nodes from other clusters' agents",
                                             f"waiting up to {t.confirm_s:g}s for an outside view"))
+        if confirming and ev.outsider_alive >= ev.outsider_down > 0:
+            return Verdict(Health.UNKNOWN, (probes, reports, f"outside views split: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead",
+                                            f"waiting up to {t.confirm_s:g}s for the suspicion to be refuted or confirmed"))
         remote = f"remote views: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead"
         return Verdict(Health.DOWN, (probes, reports, remote, "no vantage point sees it alive: crash, outage or total partition"))
     if not ev.probed_ok and not ev.agents_known:
