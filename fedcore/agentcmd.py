@@ -6,7 +6,9 @@ The deploy files run the agent the same way (``PYTHONOPTIMIZE=2`` and compiled
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -22,6 +24,21 @@ time: ~2.6 MiB of a running agent's RSS, measured on ``fedplane bench agent`` (i
 68.0 MiB). Needs the ``.opt-2.pyc`` files in place (:func:`precompile`; the container
 image and the systemd install compile them), else every start compiles from source and
 keeps the compiler's garbage instead."""
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` for agents a fleet starts: the kernel sends SIGTERM when the starter dies.
+
+    atexit and the SIGTERM handler stop them on a normal exit, Ctrl-C or ``timeout``; this covers
+    SIGKILL (an OOM kill, ``kill -9``), where the agents, in sessions of their own, would run on.
+    Linux only (prctl); elsewhere a no-op. ``ip netns exec`` execs without forking, so it holds.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 def agent_argv(config: Path, check: bool = False) -> list[str]:

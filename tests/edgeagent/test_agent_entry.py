@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,35 @@ def test_an_invalid_configuration_is_left_to_click_untouched(tmp_path: Path) -> 
     bad = _config(tmp_path, "nodes: typo\n")
     assert entry.run_from_argv(["--config=" + str(bad), "--check"]) is False
     assert not (tmp_path / "data").exists()
+
+
+STARTER = """
+import subprocess, sys, time
+from fedcore.agentcmd import die_with_parent
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True, preexec_fn=die_with_parent)
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+def test_agents_started_for_a_fleet_stop_when_their_starter_is_killed_outright() -> None:
+    # atexit and the SIGTERM handler cannot run on SIGKILL; the agents live in sessions of their own
+    starter = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE, text=True)
+    assert starter.stdout is not None
+    child = int(starter.stdout.readline())
+    starter.kill()
+    starter.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        # the child may be a zombie reaped by init shortly: /proc says so
+        state = Path(f"/proc/{child}/stat").read_text().split(") ")[-1][:1] if Path(f"/proc/{child}/stat").exists() else "X"
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.05)
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError("the agent outlived its killed starter")
