@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from fedcore.agentcmd import LOSS_ENV, agent_argv, die_with_parent, precompile
+from fedcore.agentcmd import LOSS_ENV, agent_argv, dies_with_starter, precompile
 from fedcore.loopback import free_ports
 
 STOP_GRACE_S = 3.0
@@ -249,9 +249,8 @@ class AgentFleet:
         if self.loss:
             env[LOSS_ENV] = str(self.loss)
         agent.process = subprocess.Popen(
-            self.hosts.wrap(agent.node, agent_argv(agent.config)),
+            self.hosts.wrap(agent.node, dies_with_starter(agent_argv(agent.config))),
             stdout=agent.log, stderr=subprocess.STDOUT, env=env, cwd=agent.config.parent, start_new_session=True,
-            preexec_fn=die_with_parent,
         )
         self.spawned += 1
 

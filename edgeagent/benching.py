@@ -39,7 +39,7 @@ import numpy as np
 
 from edgeagent.clusters import ClusterUnavailable, Phase, PodUpdate
 from edgeagent.twinclient import TwinClient
-from fedcore.agentcmd import agent_argv, die_with_parent, precompile
+from fedcore.agentcmd import agent_argv, dies_with_starter, precompile
 from fedcore.loopback import free_ports
 from fedcore.pods import Pod
 from fedcore.traces import locate, openb
@@ -302,8 +302,7 @@ class _Run:
         await asyncio.to_thread(precompile, configs[0], env)
         for cfg, http in zip(configs, https):
             log = open(cfg.parent / "agent.log", "wb")
-            proc = subprocess.Popen(agent_argv(cfg), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cfg.parent,
-                                    preexec_fn=die_with_parent)
+            proc = subprocess.Popen(dies_with_starter(agent_argv(cfg)), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cfg.parent)
             self.procs.append(_Proc(cfg.parent.name, proc, http))
 
     async def wait_converged(self, timeout: float = 60.0) -> None:

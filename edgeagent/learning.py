@@ -36,7 +36,7 @@ from typing import Any
 from edgeagent.clusters import Phase, PodUpdate
 from edgeagent.memcluster import InMemoryCluster
 from edgeagent.twinharness import TwinHarness
-from fedcore.agentcmd import agent_argv, die_with_parent, precompile
+from fedcore.agentcmd import agent_argv, dies_with_starter, precompile
 from fedcore.loopback import free_ports
 from fedcore.nodes import Node
 from fedcore.pods import Pod
@@ -130,8 +130,8 @@ class LoopFleet:
         await asyncio.to_thread(precompile, configs[0][0], env)
         for path, info in configs:
             with open(path.parent / "agent.log", "wb") as log:
-                process = subprocess.Popen(agent_argv(path), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=path.parent,
-                                           preexec_fn=die_with_parent)
+                process = subprocess.Popen(dies_with_starter(agent_argv(path)), stdout=log, stderr=subprocess.STDOUT, env=env,
+                                           cwd=path.parent)
             self.agents.append(_Agent(info, process))
         rng = random.Random(s.seed)
         for r, cluster in enumerate(self.clusters):

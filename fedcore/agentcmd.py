@@ -6,9 +6,7 @@ The deploy files run the agent the same way (``PYTHONOPTIMIZE=2`` and compiled
 
 from __future__ import annotations
 
-import ctypes
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -26,19 +24,28 @@ image and the systemd install compile them), else every start compiles from sour
 keeps the compiler's garbage instead."""
 
 
-PR_SET_PDEATHSIG = 1
+LAUNCHER = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(0)  # the starter died before we asked\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
 
-def die_with_parent() -> None:
-    """``preexec_fn`` for agents a fleet starts: the kernel sends SIGTERM when the starter dies.
+def dies_with_starter(argv: list[str]) -> list[str]:
+    """``argv`` behind a launcher that asks the kernel for SIGTERM when this process dies, then execs ``argv``.
 
-    atexit and the SIGTERM handler stop them on a normal exit, Ctrl-C or ``timeout``; this covers
-    SIGKILL (an OOM kill, ``kill -9``), where the agents, in sessions of their own, would run on.
-    Linux only (prctl); elsewhere a no-op. ``ip netns exec`` execs without forking, so it holds.
+    For agents a fleet starts (demo, drills, benches): atexit and the SIGTERM handler stop them on a
+    normal exit, Ctrl-C or ``timeout``; this covers SIGKILL (an OOM kill, ``kill -9``), where the
+    agents, in sessions of their own, would run on. The request outlives exec, so the agent itself
+    imports nothing for it; not a ``preexec_fn``, which forces a plain fork, and gRPC's fork handlers
+    in a starter that runs gRPC broke its agents' event engine. Linux only (prctl); elsewhere ``argv``.
+    ``ip netns exec`` execs without forking, so it may wrap the result.
     """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-S", "-c", LAUNCHER, str(os.getpid()), *argv]
 
 
 def agent_argv(config: Path, check: bool = False) -> list[str]:

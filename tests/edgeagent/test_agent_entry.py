@@ -97,8 +97,8 @@ def test_an_invalid_configuration_is_left_to_click_untouched(tmp_path: Path) -> 
 
 STARTER = """
 import subprocess, sys, time
-from fedcore.agentcmd import die_with_parent
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True, preexec_fn=die_with_parent)
+from fedcore.agentcmd import dies_with_starter
+child = subprocess.Popen(dies_with_starter([sys.executable, "-c", "import time; time.sleep(60)"]), start_new_session=True)
 print(child.pid, flush=True)
 time.sleep(60)
 """
