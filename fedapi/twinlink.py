@@ -159,7 +159,8 @@ class LinkChannel:
 
         call = await self._open(Kind.CALL, method, request, deliver)
         try:
-            outcome = await asyncio.wait_for(reply, timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: on 3.11 it can swallow a cancel that races a reply
+                outcome = await reply
         except TimeoutError:
             self._cancel(call)
             raise LinkError("DEADLINE_EXCEEDED", f"{method}: no answer in {timeout:g}s") from None
@@ -207,10 +208,11 @@ class LinkChannel:
         async with self._connecting:
             if self._writer is None or self._writer.is_closing():
                 try:
-                    reader, self._writer = await asyncio.wait_for(
-                        asyncio.open_connection(self.host, self.port, ssl=self.tls,
-                                                server_hostname=self.host if self.tls is not None else None),
-                        CONNECT_TIMEOUT)
+                    # Not wait_for: on 3.11 a cancel that lands as the connect fails is lost (the connect's
+                    # error is raised instead), and a caller's retry loop then never stops (an agent hung on SIGTERM).
+                    async with asyncio.timeout(CONNECT_TIMEOUT):
+                        reader, self._writer = await asyncio.open_connection(
+                            self.host, self.port, ssl=self.tls, server_hostname=self.host if self.tls is not None else None)
                 except TimeoutError:
                     raise LinkError("UNAVAILABLE", f"cannot connect to {self.host}:{self.port}: no answer in "
                                                    f"{CONNECT_TIMEOUT:g}s") from None

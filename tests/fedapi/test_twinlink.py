@@ -186,3 +186,33 @@ async def test_a_lost_server_fails_calls_and_the_channel_reconnects() -> None:
 def test_bad_address() -> None:
     with pytest.raises(ValueError, match="host:port"):
         LinkChannel("nowhere")
+
+
+@pytest.mark.asyncio
+async def test_a_cancel_that_lands_as_the_connect_fails_stops_a_retrying_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent's report loop retries a refused link; SIGTERM cancels it. On 3.11 ``wait_for`` returned the
+    connect's error in place of a cancel that landed in the same loop turn, and the loop went on for good."""
+    caller: asyncio.Task[None] | None = None
+
+    async def refused(*_args: object, **_kwargs: object) -> None:
+        assert caller is not None
+        asyncio.get_running_loop().call_soon(caller.cancel)  # the cancel lands as the connect fails
+        raise ConnectionRefusedError(111, "refused")
+
+    monkeypatch.setattr(asyncio, "open_connection", refused)
+    channel = LinkChannel("127.0.0.1:1")
+    attempts = 0
+
+    async def retrying() -> None:
+        nonlocal attempts
+        while attempts < 50:
+            attempts += 1
+            try:
+                await channel.call("BindPod", {"cluster": "c0"}, 1.0)
+            except LinkError:
+                await asyncio.sleep(0.001)
+
+    caller = asyncio.get_running_loop().create_task(retrying())
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert attempts == 1
