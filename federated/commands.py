@@ -45,14 +45,14 @@ def policy() -> None:
     """The learned placement policy: train, export to int8 ONNX, evaluate, explain."""
 
 
-def _reshape(point: str) -> tuple[float, float, float, float, float, float]:
-    """``T:W[:U[:TS[:H[:R]]]]`` -> (temperature, small-first, idle-first, sharing temperature (default T), whole-first,
-    pinned release); ValueError otherwise."""
+def _reshape(point: str) -> tuple[float, float, float, float, float, float, float]:
+    """``T:W[:U[:TS[:H[:R[:C]]]]]`` -> (temperature, small-first, idle-first, sharing temperature (default T), whole-first,
+    pinned release, CPU packing); ValueError otherwise."""
     values = [float(x) for x in point.split(":")]
-    if not 2 <= len(values) <= 6:
+    if not 2 <= len(values) <= 7:
         raise ValueError(point)
-    t, w, u, ts, h, r = values + [0.0, values[0], 0.0, 0.0][len(values) - 2 :]
-    return (t, w, u, ts, h, r)
+    t, w, u, ts, h, r, c = values + [0.0, values[0], 0.0, 0.0, 0.0][len(values) - 2 :]
+    return (t, w, u, ts, h, r, c)
 
 
 @policy.command()
@@ -62,7 +62,7 @@ def _reshape(point: str) -> tuple[float, float, float, float, float, float]:
 @click.option("--dlrm-window", default=0.4, show_default=True, type=click.FloatRange(0.0, 1.0), help="Share of DLRM's training part replayed with the kube-default teacher.")
 @click.option("--epochs", default=8, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--rl-steps", default=0, show_default=True, type=click.IntRange(0, 10_000_000), help="PPO steps on the twin (0 = none; PPO never beat its imitation start).")
-@click.option("--reshapes", default=None, help="TEMPERATURE:SMALL_FIRST[:IDLE_FIRST[:SHARING_TEMPERATURE[:WHOLE_FIRST[:PINNED_RELEASE]]]] points judged on whole validation episodes, comma-separated ('' skips the search; default: the built-in grid).")
+@click.option("--reshapes", default=None, help="TEMPERATURE:SMALL_FIRST[:IDLE_FIRST[:SHARING_TEMPERATURE[:WHOLE_FIRST[:PINNED_RELEASE[:CPU_PACK]]]]] points judged on whole validation episodes, comma-separated ('' skips the search; default: the built-in grid).")
 @click.option("--validation-list", "validation_lists", multiple=True, type=click.Path(dir_okay=False), help="More openb pod lists the settings search judges every point on (its margin over each list's best heuristic, worst list first); repeat for more.")
 @click.option("--queue-budget", default=40, show_default=True, type=click.IntRange(0, 1000), help="Pending-queue orders judged on the DLRM training windows (0 skips; needs --dlrm-window > 0).")
 @traces_option
@@ -84,8 +84,8 @@ def train(
     try:
         grid = training.RESHAPES if reshapes is None else tuple(_reshape(point) for point in reshapes.split(",") if point.strip())
     except ValueError:
-        fail(f"--reshapes must be comma-separated TEMPERATURE:SMALL_FIRST[:IDLE_FIRST[:SHARING_TEMPERATURE[:WHOLE_FIRST[:PINNED_RELEASE]]]] points, got {reshapes!r}")
-    if any(t <= 0 or ts <= 0 for t, _, _, ts, _, _ in grid):
+        fail(f"--reshapes must be comma-separated TEMPERATURE:SMALL_FIRST[:IDLE_FIRST[:SHARING_TEMPERATURE[:WHOLE_FIRST[:PINNED_RELEASE[:CPU_PACK]]]]] points, got {reshapes!r}")
+    if any(t <= 0 or ts <= 0 for t, _, _, ts, _, _, _ in grid):
         fail("--reshapes: temperatures must be positive")
     config = training.TrainConfig(seed, openb_episodes, dlrm_window, epochs, rl_steps, reshapes=grid, queue_budget=queue_budget)
     model, record = training.train(loaded, config, extra)

@@ -83,7 +83,7 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
         return None
 
     def _observe(self, pod: Pod, rows: np.ndarray) -> np.ndarray:
-        pod_x = pod_features(pod, self.builder.types.pinned)
+        pod_x = pod_features(pod, self.builder.types.pinned, self.builder.types.cpu_pressure)
         node_x = self.builder(pod, self.table, rows)
         scores = np.floor(np.clip(self.score(pod_x, node_x), 0.0, 100.0))
         order = np.lexsort((self.scheduler.tie_rank[rows], -scores))[: self.k]

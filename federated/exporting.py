@@ -43,10 +43,11 @@ def to_onnx(model: PlacementScorer, path: Path) -> None:
 
 
 def compact(path: Path) -> None:
-    """Rename internal tensors to short ids and drop shape annotations and doc strings.
+    """Rename internal tensors to short ids and drop node names, shape annotations and doc strings.
 
     Exporter and quantizer names ("/context/context.2/MatMul_output_0_quantized") are a large
     share of a small model's file; both files get the same treatment, so sizes stay comparable.
+    Node names are optional in ONNX (tensors name the edges) and onnxruntime names nodes itself.
     """
     proto = onnx.load(str(path))
     graph = proto.graph
@@ -61,8 +62,8 @@ def compact(path: Path) -> None:
     for tensor in graph.initializer:
         tensor.name = short(tensor.name)
         tensor.doc_string = ""
-    for i, node in enumerate(graph.node):
-        node.name = f"n{i}"
+    for node in graph.node:
+        node.name = ""
         node.doc_string = ""
         node.input[:] = [short(x) for x in node.input]
         node.output[:] = [short(x) for x in node.output]

@@ -40,18 +40,21 @@ from federated.model import PlacementScorer
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 
 
-Reshape = tuple[float, float, float, float, float, float]
-"""(temperature, small-first, idle-first, sharing temperature, whole-first, pinned release): see :func:`reshaped`."""
-RESHAPE_KEYS = ("temperature", "small_first", "idle_first", "sharing_temperature", "whole_first", "pinned_release")
-AS_TRAINED: Reshape = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
+Reshape = tuple[float, float, float, float, float, float, float]
+"""(temperature, small-first, idle-first, sharing temperature, whole-first, pinned release, CPU packing): see :func:`reshaped`."""
+RESHAPE_KEYS = ("temperature", "small_first", "idle_first", "sharing_temperature", "whole_first", "pinned_release", "cpu_pack")
+AS_TRAINED: Reshape = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
+CPU_PACK = 5.0
+"""The CPU packing of the shipped point, chosen on CPU-bound validation fleets (federated/models/README.md)."""
 RESHAPES: tuple[Reshape, ...] = (
-    AS_TRAINED, (2.0, 3.0, 1.0, 2.0, 0.0, 0.0), (2.5, 3.0, 1.0, 2.5, 0.0, 0.0), (2.5, 3.0, 1.0, 10.0 / 3.0, 0.5, 0.0),
-    (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 0.0),
+    AS_TRAINED, (2.0, 3.0, 1.0, 2.0, 0.0, 0.0, 0.0), (2.5, 3.0, 1.0, 2.5, 0.0, 0.0, 0.0), (2.5, 3.0, 1.0, 10.0 / 3.0, 0.5, 0.0, 0.0),
+    (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0, CPU_PACK), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0, 0.0), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 0.0, 0.0),
 )
 """The default grid: the teacher's scale, the last two sessions' kept points, the best of the last session's search
-on the full list with its node-kind preferences released in pinned workloads, and without (federated/models/README.md).
-The default list pins nothing, so it scores the last two alike and the tie goes to the earlier, the shipped point;
-validation lists that pin models (``--validation-list``) tell them apart."""
+on the full list with its node-kind preferences released in pinned workloads and CPU packed in CPU-bound ones, and
+without either (federated/models/README.md). The default list pins nothing and is not CPU-bound, so it scores the last
+three alike and the tie goes to the earlier, the shipped point; validation lists that pin models
+(``--validation-list``) tell them apart."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +80,17 @@ class TrainConfig:
 
 def reshaped(
     model: PlacementScorer, temperature: float, small_first: float, idle_first: float = 0.0,
-    sharing_temperature: float | None = None, whole_first: float = 0.0, pinned_release: float = 0.0,
+    sharing_temperature: float | None = None, whole_first: float = 0.0, pinned_release: float = 0.0, cpu_pack: float = 0.0,
 ) -> PlacementScorer:
     """A copy of ``model`` with scores divided by ``temperature``, plus ``small_first`` points for the smallest nodes,
     ``idle_first`` points for nodes with none of their GPU in use and ``whole_first`` points per eight whole GPUs
     the node keeps free after the placement; GPU-sharing pods' fragmentation score is divided by
     ``sharing_temperature`` instead (default: ``temperature``). In a workload that pins GPU models
     (pod feature ``workload_pinned`` at 1), ``pinned_release`` of the small-first and idle-first points
-    is withdrawn: they steer pods that name no model onto the nodes pinned pods need.
+    is withdrawn: they steer pods that name no model onto the nodes pinned pods need. In a workload whose
+    CPU is about all the fleet has (pod feature ``workload_cpu_bound`` at 1), ``cpu_pack`` points per unit
+    of the node's CPU share taken after placement (minus ``cpu_free_after``) fill CPU-busy nodes first:
+    CPU then decides how much GPU is used, and FGD's GPU-only view strands GPUs behind spent CPU.
 
     The preferences are linear in one feature each (``gpu_devices``: 0 points on an 8-GPU node;
     ``gpu_util``: 0 points on a node whose GPU is all in use; ``whole_gpus_after``): they decide ties
@@ -106,13 +112,14 @@ def reshaped(
         pinned = 1 + POD_FEATURES.index("workload_pinned")
         out.wide[pinned, NODE_FEATURES.index("gpu_devices")] += small_first * pinned_release
         out.wide[pinned, NODE_FEATURES.index("gpu_util")] += idle_first * pinned_release
+        out.wide[1 + POD_FEATURES.index("workload_cpu_bound"), NODE_FEATURES.index("cpu_free_after")] -= cpu_pack
         out.head.bias += small_first + idle_first
     return out
 
 
 def reshape_label(shape: Reshape) -> str:
-    t, w, u, ts, h, r = shape
-    return f"T={t:g},small_first={w:g},idle_first={u:g},sharing_T={ts:.4g},whole_first={h:g},pinned_release={r:g}"
+    t, w, u, ts, h, r, c = shape
+    return f"T={t:g},small_first={w:g},idle_first={u:g},sharing_T={ts:.4g},whole_first={h:g},pinned_release={r:g},cpu_pack={c:g}"
 
 
 def for_services(model: PlacementScorer, pack: float, reserve: float) -> PlacementScorer:
@@ -214,7 +221,7 @@ def train(
                     for name, _ in lists
                 }
             if best != AS_TRAINED:
-                model, kept = reshaped(model, *best), f"{kept}, temperature {best[0]:g}, small-first {best[1]:g}, idle-first {best[2]:g}, sharing temperature {best[3]:.4g}, whole-first {best[4]:g}, pinned release {best[5]:g}"
+                model, kept = reshaped(model, *best), f"{kept}, temperature {best[0]:g}, small-first {best[1]:g}, idle-first {best[2]:g}, sharing temperature {best[3]:.4g}, whole-first {best[4]:g}, pinned release {best[5]:g}, CPU packing {best[6]:g}"
         if config.service_reshapes and config.dlrm_window > 0:
             task = bar.add_task("episode-level search of service packing and slot reservation (DLRM training windows)", total=len(config.service_reshapes))
             windows = services.training_windows(traces.dlrm_nodes, traces.dlrm)

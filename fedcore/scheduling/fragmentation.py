@@ -15,11 +15,12 @@ The FGD score plugin reads the same quantity from a per-fleet cache (:mod:`fedco
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from fedcore.nodes import Node
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
@@ -41,6 +42,9 @@ class PodTypes:
     need a node with that much left on both, which the GPU-only fragmentation above cannot see.
     ``pinned`` is the share of the workload's GPU request (milli-GPU) made by pods that name GPU
     models (openb's ``gpu_spec``): only nodes of those models can take them, which no shape says.
+    ``cpu_pressure`` is the workload's CPU request per requested GPU against the fleet's CPU per GPU
+    (0 when no fleet is given): near 1 or above, the CPU that arrives with the GPU request is all the
+    fleet has, and CPU, not GPU shape, decides how much GPU can be used.
     """
 
     cpu: np.ndarray
@@ -49,10 +53,12 @@ class PodTypes:
     weight: np.ndarray
     slots: np.ndarray = field(default_factory=_no_slots)
     pinned: float = 0.0
+    cpu_pressure: float = 0.0
 
     @classmethod
-    def from_pods(cls, pods: Iterable[Pod], coverage: float = 0.95) -> PodTypes:
-        """Types by decreasing frequency until ``coverage`` of the pods is covered, weights renormalised."""
+    def from_pods(cls, pods: Iterable[Pod], coverage: float = 0.95, fleet: Iterable[Node] = ()) -> PodTypes:
+        """Types by decreasing frequency until ``coverage`` of the pods is covered, weights renormalised;
+        ``fleet`` (the nodes the workload runs on) gives ``cpu_pressure``."""
         pods = list(pods)
         counts = Counter((p.cpu_milli, p.gpu.milli_each, p.gpu.count) for p in pods)
         total = sum(counts.values())
@@ -71,7 +77,17 @@ class PodTypes:
         slots = np.array([shape for shape, _ in cpu_only.most_common(SLOT_SHAPES)], dtype=np.int64).reshape(-1, 2)
         gpu = sum(p.gpu.total_milli for p in pods)
         pinned = sum(p.gpu.total_milli for p in pods if p.gpu_model) / gpu if gpu else 0.0
-        return cls(arr[:, 0], arr[:, 1], arr[:, 2], weight / weight.sum(), slots, pinned)
+        return cls(arr[:, 0], arr[:, 1], arr[:, 2], weight / weight.sum(), slots, pinned, cpu_pressure(pods, fleet))
+
+
+def cpu_pressure(pods: Sequence[Pod], fleet: Iterable[Node]) -> float:
+    """CPU per GPU of ``pods``' request over CPU per GPU of ``fleet``'s GPU nodes; 0 without GPUs on either side."""
+    gpu_nodes = [n for n in fleet if n.gpus]
+    gpu = sum(p.gpu.total_milli for p in pods)
+    fleet_gpu = sum(n.gpus for n in gpu_nodes) * MILLI
+    if not gpu or not fleet_gpu:
+        return 0.0
+    return (sum(p.cpu_milli for p in pods) / gpu) / (sum(n.cpu_milli for n in gpu_nodes) / fleet_gpu)
 
 
 class Fragmentation:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
+from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.scheduling.filters import default_filters
 from fedcore.scheduling.fragmentation import PodTypes
@@ -22,10 +23,12 @@ from fedcore.scheduling.scores import BalancedAllocation, BestFit, DotProduct, L
 
 @dataclass(frozen=True, slots=True)
 class ProfileContext:
-    """What a profile may learn from before a run: its seed and the workload it will see (for typical pod types)."""
+    """What a profile may learn from before a run: its seed, the workload it will see (for typical pod types) and the
+    fleet it runs on (empty when unknown)."""
 
     seed: int = 0
     workload: Sequence[Pod] = ()
+    fleet: Sequence[Node] = ()
 
 
 ProfileFactory = Callable[[ProfileContext], Profile]

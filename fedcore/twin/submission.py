@@ -132,7 +132,7 @@ def run(
     table = NodeTable(fleet)
     cluster_gpu = int(table.gpu_count.sum()) * 1000
     order = workload(pods, seed, cluster_gpu)
-    ctx = profiles.ProfileContext(seed, pods)
+    ctx = profiles.ProfileContext(seed, pods, fleet)
     made = profiles.make(profile, ctx) if isinstance(profile, str) else profile(ctx)
     scheduler = Scheduler(made, table, seed, by_name=True)
     start = time.perf_counter()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def sha256(path: Path) -> str:
 def types_to_json(types: PodTypes) -> dict[str, Any]:
     return {
         "cpu": types.cpu.tolist(), "milli": types.milli.tolist(), "count": types.count.tolist(), "weight": types.weight.tolist(),
-        "slots": types.slots.tolist(), "pinned": types.pinned,
+        "slots": types.slots.tolist(), "pinned": types.pinned, "cpu_pressure": types.cpu_pressure,
     }
 
 
@@ -75,7 +76,10 @@ def types_from_json(data: dict[str, Any]) -> PodTypes:
     pinned = float(data.get("pinned", 0.0))
     if not 0.0 <= pinned <= 1.0:
         raise ValueError(f"pinned must be a share in [0, 1], got {pinned!r}")
-    return PodTypes(ints["cpu"], ints["milli"], ints["count"], np.asarray(data["weight"], dtype=np.float64), slots, pinned)
+    pressure = float(data.get("cpu_pressure", 0.0))
+    if not 0.0 <= pressure < math.inf:
+        raise ValueError(f"cpu_pressure must be a finite ratio >= 0, got {pressure!r}")
+    return PodTypes(ints["cpu"], ints["milli"], ints["count"], np.asarray(data["weight"], dtype=np.float64), slots, pinned, pressure)
 
 
 def queue_order(manifest: dict[str, Any]) -> QueueSortPlugin:

@@ -83,10 +83,10 @@ def make_profile(ctx: ProfileContext, model: str | Path | None = None, precision
     """The learned profile with an explicit model directory and precision (the profile's options).
 
     ``model`` defaults to ``$FEDPLANE_MODEL``, else the shipped artifact; ``precision`` to
-    ``$FEDPLANE_MODEL_PRECISION``, else int8. Typical pod types come from the run's workload when given.
+    ``$FEDPLANE_MODEL_PRECISION``, else int8. Typical pod types come from the run's workload when given (its CPU pressure from the run's fleet).
     """
     model_dir = Path(model) if model is not None else configured_model_dir()
-    types = PodTypes.from_pods(ctx.workload) if ctx.workload else None
+    types = PodTypes.from_pods(ctx.workload, fleet=ctx.fleet) if ctx.workload else None
     return profile_for(PolicyRuntime(model_dir, precision or os.environ.get("FEDPLANE_MODEL_PRECISION", "int8"), types), ctx.workload)
 
 

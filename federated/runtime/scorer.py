@@ -35,6 +35,8 @@ GPU_UTIL = NODE_FEATURES.index("gpu_util")
 WHOLE_AFTER = NODE_FEATURES.index("whole_gpus_after")
 SHARING = POD_FEATURES.index("gpu_sharing")
 PINNED = POD_FEATURES.index("workload_pinned")
+CPU_BOUND = POD_FEATURES.index("workload_cpu_bound")
+CPU_FREE_AFTER = NODE_FEATURES.index("cpu_free_after")
 
 
 class Scorer(Protocol):
@@ -50,16 +52,16 @@ class HeuristicScorer:
 
     On a model's scale when given its artifact: training ends by dividing the imitated scores by a
     temperature (GPU-sharing pods' by their own) and adding small-node, idle-node and whole-GPU
-    preferences, the first two withdrawn by ``pinned_release`` in a workload that pins GPU models
-    (``reshape_search`` in the manifest), and the fallback applies the same numbers, so its claims
-    compare with its ONNX peers'.
+    preferences, the first two withdrawn by ``pinned_release`` in a workload that pins GPU models,
+    and ``cpu_pack`` points for packing CPU in a CPU-bound workload (``reshape_search`` in the manifest),
+    and the fallback applies the same numbers, so its claims compare with its ONNX peers'.
     """
 
     version = HEURISTIC
 
     def __init__(
         self, temperature: float = 1.0, small_first: float = 0.0, idle_first: float = 0.0,
-        sharing_temperature: float | None = None, whole_first: float = 0.0, pinned_release: float = 0.0,
+        sharing_temperature: float | None = None, whole_first: float = 0.0, pinned_release: float = 0.0, cpu_pack: float = 0.0,
     ) -> None:
         self.temperature = temperature
         self.small_first = small_first
@@ -67,6 +69,7 @@ class HeuristicScorer:
         self.sharing_temperature = temperature if sharing_temperature is None else sharing_temperature
         self.whole_first = whole_first
         self.pinned_release = pinned_release
+        self.cpu_pack = cpu_pack
 
     @classmethod
     def on_scale_of(cls, artifact: artifacts.Artifact) -> HeuristicScorer:
@@ -75,7 +78,7 @@ class HeuristicScorer:
         return cls(
             temperature, float(kept.get("small_first", 0.0)), float(kept.get("idle_first", 0.0)),
             float(kept.get("sharing_temperature", temperature)), float(kept.get("whole_first", 0.0)),
-            float(kept.get("pinned_release", 0.0)),
+            float(kept.get("pinned_release", 0.0)), float(kept.get("cpu_pack", 0.0)),
         )
 
     def __call__(self, pod_x: np.ndarray, node_x: np.ndarray) -> np.ndarray:
@@ -84,6 +87,9 @@ class HeuristicScorer:
         fgd = 100.0 * node_x[:, FGD_SCORE].astype(np.float64) / temperature
         fgd += self.small_first * (1.0 - steer * node_x[:, GPU_DEVICES].astype(np.float64))
         fgd += self.whole_first * node_x[:, WHOLE_AFTER].astype(np.float64)
+        pack = self.cpu_pack * float(pod_x[0, CPU_BOUND])
+        if pack:
+            fgd -= pack * node_x[:, CPU_FREE_AFTER].astype(np.float64)
         return fgd + self.idle_first * (1.0 - steer * node_x[:, GPU_UTIL].astype(np.float64))
 
 
@@ -195,7 +201,7 @@ class PolicyRuntime:
 
     def inputs(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The model's two inputs for ``pod`` over ``rows`` (advances the load-trend state: once per decision)."""
-        return pod_features(pod, self.features.types.pinned), self.features(pod, table, rows)
+        return pod_features(pod, self.features.types.pinned, self.features.types.cpu_pressure), self.features(pod, table, rows)
 
     def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Scores for ``pod`` on each of ``rows``.

@@ -63,15 +63,18 @@ def test_manifest_and_sizes(exported: tuple[PlacementScorer, Path]) -> None:
     loaded = artifacts.load(path)
     files = loaded.manifest["files"]
     assert files[artifacts.INT8]["bytes"] <= 0.3 * files[artifacts.FP32]["bytes"]
-    assert loaded.manifest["feature_spec"] == "fedplane-features/4"
+    assert loaded.manifest["feature_spec"] == "fedplane-features/5"
     assert len(loaded.version) == 12
 
 
-@pytest.mark.parametrize("pinned", ["abc", 2.0, -0.1, float("nan"), [0.1], None])
-def test_manifest_with_an_unreadable_pinned_share_is_refused(tmp_path: Path, pinned: object) -> None:
+@pytest.mark.parametrize(("key", "value"), [
+    *(("pinned", v) for v in ("abc", 2.0, -0.1, float("nan"), [0.1], None)),
+    *(("cpu_pressure", v) for v in ("abc", -0.1, float("nan"), float("inf"), [1.0], None)),
+])
+def test_manifest_with_an_unreadable_workload_share_is_refused(tmp_path: Path, key: str, value: object) -> None:
     dst = copy_artifact(scorer.default_model_dir(), tmp_path / "a")
     manifest = json.loads((dst / artifacts.MANIFEST).read_text())
-    manifest["pod_types"]["pinned"] = pinned
+    manifest["pod_types"][key] = value
     (dst / artifacts.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(artifacts.ArtifactError, match="pod_types unreadable"):
         artifacts.load(dst)

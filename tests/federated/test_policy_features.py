@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from policy_data import fleet, pods
 
+from fedcore.nodes import Node
 from fedcore.nodetable import NodeTable, Placement
 from fedcore.pods import Pod
 from fedcore.resources import GpuRequest
@@ -118,14 +119,28 @@ def test_pod_features_and_spec_are_stable() -> None:
     pod = pods(1, 0)[0]
     x = pod_features(pod)
     assert x.shape == (1, len(POD_FEATURES)) and x.dtype == np.float32
-    assert SPEC_VERSION == "fedplane-features/4"
+    assert SPEC_VERSION == "fedplane-features/5"
     assert len(set(NODE_FEATURES)) == len(NODE_FEATURES) == 25
-    assert POD_FEATURES[-1] == "workload_pinned" and x[0, -1] == 0.0
+    assert POD_FEATURES[-2:] == ("workload_pinned", "workload_cpu_bound") and x[0, -1] == x[0, -2] == 0.0
 
 
 @pytest.mark.parametrize(("pinned", "feature"), [(0.0, 0.0), (0.01, 0.5), (0.02, 1.0), (0.35, 1.0)])
 def test_workload_pinned_saturates_at_two_percent_of_the_gpu_request(pinned: float, feature: float) -> None:
     assert pod_features(pods(1, 0)[0], pinned)[0, POD_FEATURES.index("workload_pinned")] == pytest.approx(feature)
+
+
+@pytest.mark.parametrize(("pressure", "feature"), [(0.0, 0.0), (0.81, 0.0), (0.95, 0.0), (0.975, 0.5), (1.0, 1.0), (1.4, 1.0)])
+def test_workload_cpu_bound_ramps_from_095_to_1_of_the_fleets_cpu_per_gpu(pressure: float, feature: float) -> None:
+    assert pod_features(pods(1, 0)[0], 0.0, pressure)[0, POD_FEATURES.index("workload_cpu_bound")] == pytest.approx(feature)
+
+
+def test_pod_types_measure_the_workloads_cpu_per_gpu_against_the_fleets() -> None:
+    gpu, cpu = Pod("a", 8000, 1024, gpu=GpuRequest(2, 1000)), Pod("c", 4000, 1024)
+    fleet = [Node("g", 16_000, 65_536, gpus=2), Node("h", 48_000, 65_536, gpus=6), Node("cpu-only", 96_000, 65_536)]
+    # 12 cores per 2 GPUs asked, 64 cores per 8 GPUs offered (the CPU-only node is not GPU capacity)
+    assert PodTypes.from_pods([gpu, cpu], fleet=fleet).cpu_pressure == pytest.approx(6.0 / 8.0)
+    assert PodTypes.from_pods([gpu, cpu]).cpu_pressure == 0.0  # no fleet: unknown, neutral
+    assert PodTypes.from_pods([cpu], fleet=fleet).cpu_pressure == 0.0
 
 
 def test_pod_types_measure_the_pinned_share_of_the_gpu_request() -> None:

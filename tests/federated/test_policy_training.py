@@ -114,6 +114,25 @@ def test_pinned_release_withdraws_the_node_kind_preferences_in_a_pinned_workload
         torch.testing.assert_close(reshaped(fgd, 2.5, 4.0, 1.0)(pinned, nodes), model(free, nodes), rtol=1e-5, atol=1e-4)
 
 
+def test_cpu_packing_adds_points_for_cpu_taken_in_a_cpu_bound_workload_only() -> None:
+    from federated.runtime.features import NODE_FEATURES, POD_FEATURES
+    from federated.training import reshaped
+
+    fgd = PlacementScorer()
+    with torch.no_grad():
+        for p in fgd.parameters():
+            p.zero_()
+        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    nodes = torch.rand(len(NODE_FEATURES), 12)
+    score, free = nodes[NODE_FEATURES.index("fgd_score")], nodes[NODE_FEATURES.index("cpu_free_after")]
+    unbound, bound = torch.zeros(1, len(POD_FEATURES)), torch.zeros(1, len(POD_FEATURES))
+    bound[0, POD_FEATURES.index("workload_cpu_bound")] = 1.0
+    model = reshaped(fgd, 2.5, 0.0, 0.0, 2.5, 0.0, 0.0, 5.0)
+    with torch.no_grad():
+        torch.testing.assert_close(model(unbound, nodes), 40.0 * score, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(model(bound, nodes), 40.0 * score - 5.0 * free, rtol=1e-5, atol=1e-4)
+
+
 def test_heuristic_fallback_applies_the_same_release() -> None:
     from federated.runtime.features import NODE_FEATURES, POD_FEATURES
     from federated.runtime.scorer import HeuristicScorer
@@ -124,13 +143,14 @@ def test_heuristic_fallback_applies_the_same_release() -> None:
         for p in fgd.parameters():
             p.zero_()
         fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
-    point = (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0)
+    point = (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0, 5.0)
     model, heuristic = reshaped(fgd, *point), HeuristicScorer(*point)
     nodes = torch.rand(len(NODE_FEATURES), 12)
-    for pinned in (0.0, 0.5, 1.0):
+    for pinned, cpu_bound in ((0.0, 0.0), (0.5, 0.0), (1.0, 0.0), (0.0, 0.5), (0.0, 1.0), (1.0, 1.0)):
         for sharing in (0.0, 1.0):
             pod = torch.zeros(1, len(POD_FEATURES))
             pod[0, POD_FEATURES.index("workload_pinned")], pod[0, POD_FEATURES.index("gpu_sharing")] = pinned, sharing
+            pod[0, POD_FEATURES.index("workload_cpu_bound")] = cpu_bound
             with torch.no_grad():
                 got = model(pod, nodes).numpy()
             np.testing.assert_allclose(heuristic(pod.numpy(), nodes.t().contiguous().numpy()), got, rtol=1e-5, atol=1e-3)
@@ -139,7 +159,7 @@ def test_heuristic_fallback_applies_the_same_release() -> None:
 def test_settings_are_kept_for_their_margin_on_the_worst_validation_list() -> None:
     from federated.training import AS_TRAINED, most_robust
 
-    steer, release = (2.5, 4.0, 1.0, 2.5, 0.5, 0.0), (2.5, 4.0, 1.0, 2.5, 0.5, 1.0)
+    steer, release = (2.5, 4.0, 1.0, 2.5, 0.5, 0.0, 0.0), (2.5, 4.0, 1.0, 2.5, 0.5, 1.0, 0.0)
     points = (AS_TRAINED, steer, release)
     default = {AS_TRAINED: 0.951, steer: 0.956, release: 0.956}
     assert most_robust(points, {"default": default}, {"default": 0.0}) == steer  # a tie goes to the earlier point
@@ -152,9 +172,10 @@ def test_settings_are_kept_for_their_margin_on_the_worst_validation_list() -> No
 def test_reshape_points_parse_with_their_defaults() -> None:
     from federated.commands import _reshape
 
-    assert _reshape("2.5:3") == (2.5, 3.0, 0.0, 2.5, 0.0, 0.0)  # the sharing temperature defaults to the temperature
-    assert _reshape("2.5:3:1:3.5:0.5") == (2.5, 3.0, 1.0, 3.5, 0.5, 0.0)
-    assert _reshape("2.5:3:1:3.5:0.5:1") == (2.5, 3.0, 1.0, 3.5, 0.5, 1.0)
-    for bad in ("2", "1:2:3:4:5:6:7", "a:b"):
+    assert _reshape("2.5:3") == (2.5, 3.0, 0.0, 2.5, 0.0, 0.0, 0.0)  # the sharing temperature defaults to the temperature
+    assert _reshape("2.5:3:1:3.5:0.5") == (2.5, 3.0, 1.0, 3.5, 0.5, 0.0, 0.0)
+    assert _reshape("2.5:3:1:3.5:0.5:1") == (2.5, 3.0, 1.0, 3.5, 0.5, 1.0, 0.0)
+    assert _reshape("2.5:3:1:3.5:0.5:1:20") == (2.5, 3.0, 1.0, 3.5, 0.5, 1.0, 20.0)
+    for bad in ("2", "1:2:3:4:5:6:7:8", "a:b"):
         with pytest.raises(ValueError):
             _reshape(bad)
