@@ -112,6 +112,7 @@ class RunResult:
     refused_binds: int = 0  # second binds of a (pod, epoch) the fence refused (nothing ran twice)
     scenario: str = ""
     verdict: str = ""  # the first verdict the control plane gave a victim after the fault ("" = none)
+    verdict_reasons: str = ""  # ... and its evidence, as the control plane journaled it
     healthy_evicted: int = 0  # pods unbound by a node-not-ready report on a node that never failed
     stranded: int = 0  # pods still pending STRANDED_AFTER_S after the heal
     rejoin_s: float | None = None  # agent-crash with real agents: restart -> every restarted agent reporting healthy
@@ -236,7 +237,7 @@ class Drill:
         t0 = self.clock()
         affected_w = {w for c in victims for w in desired if self.twins[c].snapshot(w)}
         detect = recovery = None
-        verdict = ""
+        verdict = reasons = ""
         stale_max = 0
         timeline: list[tuple[float, float]] = []
         while self.clock() - t0 < self.config.deadline_s:
@@ -244,7 +245,7 @@ class Drill:
             if self.running is not None and self.running.loop.done():
                 await self._crash_and_restart()
             if detect is None:
-                detect, verdict = await self._detected(stub, victims, t0)
+                detect, verdict, reasons = await self._detected(stub, victims, t0)
             share = self._ready_elsewhere(affected_w, desired, victims)
             timeline.append((now, share))
             self.samples.append((now, self.ready_per_cluster()))
@@ -280,7 +281,7 @@ class Drill:
         failed_nodes = {n.name for c in victims for n in self.twins[c].table.nodes} if self.scenario in ("cluster-outage", "control-plane-crash") else set()
         evicted = sum(n for t in self.twins.values() for node, n in t.safety.released.items() if node not in failed_nodes)
         return RunResult(detect, recovery, lost, duplicated, stale_max, failovers, point, timeline, refused, self.scenario, verdict,
-                         evicted, stranded, rejoin, journal_ok)
+                         reasons, evicted, stranded, rejoin, journal_ok)
 
     def _plane(self) -> ControlPlane:
         assert self.running is not None
@@ -304,17 +305,17 @@ class Drill:
         self.source.kill_agents(victim)
         return [victim]
 
-    async def _detected(self, stub: controlplane_pb2_grpc.ControlPlaneStub, victims: list[str], t0: float) -> tuple[float | None, str]:
-        """Seconds from the fault to the first verdict on a victim, and that verdict, from the journaled decisions
-        (they survive crashes)."""
+    async def _detected(self, stub: controlplane_pb2_grpc.ControlPlaneStub, victims: list[str], t0: float) -> tuple[float | None, str, str]:
+        """Seconds from the fault to the first verdict on a victim, that verdict and its reasons, from the journaled
+        decisions (they survive crashes)."""
         want = {"verdict:agents-silent"} if self.scenario == "agent-crash" else {"verdict:down", "verdict:partitioned"}
         try:
             found = await stub.ListDecisions(cp.ListDecisionsRequest(limit=200), timeout=1.0)
         except grpc.aio.AioRpcError:  # the control plane may be down (crash scenario): not known yet
-            return None, ""
-        seen = sorted((d.at_ms / 1000 - t0, d.kind.removeprefix("verdict:")) for d in found.decisions
-                      if d.kind in want and d.source in victims and d.at_ms / 1000 >= t0 - 0.001)
-        return seen[0] if seen else (None, "")
+            return None, "", ""
+        seen = sorted((d.at_ms / 1000 - t0, d.kind.removeprefix("verdict:"), "; ".join(r.message for r in d.reasons))
+                      for d in found.decisions if d.kind in want and d.source in victims and d.at_ms / 1000 >= t0 - 0.001)
+        return seen[0] if seen else (None, "", "")
 
     async def _agent_ids(self, stub: controlplane_pb2_grpc.ControlPlaneStub, clusters: list[str]) -> dict[str, str]:
         """Node -> the agent id the control plane last heard from, for ``clusters``."""
@@ -441,6 +442,7 @@ def summarise(scenario: str, results: list[RunResult], config: DrillConfig, evid
         "pods_lost": sum(r.lost for r in results),
         "pods_duplicated": sum(r.duplicated for r in results),
         "verdicts": [r.verdict or "none" for r in results],
+        "verdict_reasons": [r.verdict_reasons for r in results],
         "detect_s_p50": round(stats.percentile(detects, 50), 3),
         "success": round(sum(r.success for r in results) / len(results), 4),
         "lost": sum(r.lost for r in results),

@@ -5,13 +5,13 @@ Rules (first match wins), with ``probe down`` = at least ``probe_failures`` prob
 - probe down for ``confirm_s``, other clusters' agents see it alive, none suspect -> PARTITIONED
 - probe down less than ``confirm_s``, others still see it alive   -> UNKNOWN (their failure detectors
   need that long to notice a real outage: "alive" in a gossip view is sticky until then)
-- probe down less than ``confirm_s``, other clusters' agents have seen its nodes but no fresh report
+- probe down less than ``settle_s``, other clusters' agents have seen its nodes but no fresh report
   carries a view of them                                           -> UNKNOWN (no outside view yet: a late
   report is not a death; a busy host delays reports before it delays probes)
-- probe down less than ``confirm_s``, outside views split, most alive -> UNKNOWN (a suspicion that a live node
+- probe down less than ``settle_s``, outside views split, most alive -> UNKNOWN (a suspicion that a live node
   refutes within the suspicion timeout: one slow prober on a busy host is no outage)
 - probe down, otherwise                                            -> DOWN (most outside views suspect/dead,
-  or any once ``confirm_s`` passed, or none to wait for: crash, outage or total partition)
+  or still split or absent after ``settle_s``, or none to wait for: crash, outage or total partition)
 - probe up, agents known but none fresh                            -> AGENTS_SILENT (no failover: the API answers)
 - probe up, insiders see some peers suspect/dead                   -> DEGRADED
 - probe up                                                         -> HEALTHY
@@ -53,6 +53,10 @@ class Timings:
     confirm_s: float = 2.0
     """Seconds the probe must have failed while other clusters' agents still see the cluster alive before that
     reads PARTITIONED (about a gossip probe round plus a suspicion broadcast and a report at LAN timings)."""
+    settle_s: float = 4.0
+    """Seconds the probe may fail while outside views stay split (some suspect, most alive) or absent before that
+    reads DOWN: a live node refutes a suspicion, and a late report arrives, well within it. An outage settles
+    sooner: its suspicion spreads to most views within a few gossip rounds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,12 +94,13 @@ def judge(ev: ClusterEvidence, t: Timings) -> Verdict:
             if not confirming:
                 return Verdict(Health.PARTITIONED, (probes, reports, views))
             return Verdict(Health.UNKNOWN, (probes, reports, views, f"confirming for {t.confirm_s:g}s: an outage would show in their views by then"))
-        if confirming and ev.outsiders_silent:
+        settling = ev.probe_failing_for < t.settle_s
+        if settling and ev.outsiders_silent:
             return Verdict(Health.UNKNOWN, (probes, reports, "no recent view of its nodes from other clusters' agents",
-                                            f"waiting up to {t.confirm_s:g}s for an outside view"))
-        if confirming and ev.outsider_alive >= ev.outsider_down > 0:
+                                            f"waiting up to {t.settle_s:g}s for an outside view"))
+        if settling and ev.outsider_alive >= ev.outsider_down > 0:
             return Verdict(Health.UNKNOWN, (probes, reports, f"outside views split: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead",
-                                            f"waiting up to {t.confirm_s:g}s for the suspicion to be refuted or confirmed"))
+                                            f"waiting up to {t.settle_s:g}s for the suspicion to be refuted or confirmed"))
         remote = f"remote views: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead"
         return Verdict(Health.DOWN, (probes, reports, remote, "no vantage point sees it alive: crash, outage or total partition"))
     if not ev.probed_ok and not ev.agents_known:

@@ -55,7 +55,7 @@ def test_verdict_table(probe_ok: bool, insiders: PeerState | None, outsiders: Pe
     assert verdict.health.failed == (health in (Health.DOWN, Health.PARTITIONED))
 
 
-@pytest.mark.parametrize("failing_for, health", [(0.4, Health.UNKNOWN), (T.confirm_s, Health.DOWN)])
+@pytest.mark.parametrize("failing_for, health", [(0.4, Health.UNKNOWN), (T.confirm_s, Health.UNKNOWN), (T.settle_s, Health.DOWN)])
 def test_silent_outsiders_are_waited_for_not_read_as_down(failing_for: float, health: Health) -> None:
     book = book_with(False, None, None, failing_for=failing_for)
     book.add_report(report("b", "b-n0", 99, {("a", "a-n0"): PeerState.ALIVE}), 10.0 - 3 * T.fresh_s)  # known, not fresh
@@ -80,15 +80,17 @@ def split_views(failing_for: float, suspects: int) -> EvidenceBook:
     return book
 
 
-def test_one_suspect_view_from_elsewhere_reads_down_once_confirm_s_passed_however_many_still_see_it_alive() -> None:
-    assert judge(split_views(T.confirm_s, 1).about("a", 10.0), T).health is Health.DOWN, "an outage is being noticed"
+def test_one_suspect_view_from_elsewhere_reads_down_once_settle_s_passed_however_many_still_see_it_alive() -> None:
+    assert judge(split_views(T.settle_s, 1).about("a", 10.0), T).health is Health.DOWN, "an outage is being noticed"
 
 
+@pytest.mark.parametrize("failing_for", [0.4, T.confirm_s])
 @pytest.mark.parametrize("suspects, health", [(1, Health.UNKNOWN), (2, Health.UNKNOWN), (3, Health.DOWN)])
-def test_before_confirm_s_a_minority_of_suspect_views_is_waited_on_and_a_majority_reads_down(suspects: int, health: Health) -> None:
+def test_before_settle_s_a_minority_of_suspect_views_is_waited_on_and_a_majority_reads_down(
+        failing_for: float, suspects: int, health: Health) -> None:
     # one slow prober on a busy host suspects a node of a partitioned region its peers still see alive: the node
     # refutes within the suspicion timeout, so reading DOWN at once would misname a partition (CI, netns drill)
-    verdict = judge(split_views(0.4, suspects).about("a", 10.0), T)
+    verdict = judge(split_views(failing_for, suspects).about("a", 10.0), T)
     assert verdict.health is health, verdict.reasons
 
 
