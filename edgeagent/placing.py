@@ -102,6 +102,8 @@ class _Pending:
     """Held back for better-ranked peers until ``fallback_after``, or until too few of them are sure to rank above us."""
     ahead: set[str] = field(default_factory=set)
     """Deferred: the peers that ranked above us and have not changed since (they still do)."""
+    waiting_for_room: bool = False
+    """It did not fit our node when we last considered it: it waits for room, in the queue order."""
 
     def new_epoch(self, epoch: int, now: float) -> None:
         """The back end fences the pod at another epoch now: a new race, due at once."""
@@ -428,11 +430,16 @@ class Placer:
         """``due`` with the pods we may claim now (unclaimed, due) in the scorer's queue order against our node as it is.
 
         The twin's learned profile gives a freed node to the waiting pods in this order; an agent
-        claims for its own node in the same order, from the same features of its own row. Every
-        other pod keeps its place; equal priorities keep arrival order.
+        claims for its own node in the same order, from the same features of its own row, among the
+        pods that once found no room here (as the twin retries only pods waiting for room). Every
+        other pod keeps its place, and a new arrival is tried in arrival order as on the twin: applied
+        to every due pod, the order decided no placement where all fit, only who waited (``bench
+        agent``'s decision p99 read 410-435 ms against 210 ms in arrival order); equal priorities keep
+        arrival order.
         """
         queue = self.scorer.queue
-        slots = [k for k, (_, p) in enumerate(due) if p.claimed_at is None and not p.binding and p.due <= now]
+        slots = [k for k, (_, p) in enumerate(due)
+                 if p.waiting_for_room and p.claimed_at is None and not p.binding and p.due <= now]
         if isinstance(queue, OldestFirst) or len(slots) < 2:
             return due
         pods = [due[k][1] for k in slots]
@@ -492,6 +499,7 @@ class Placer:
         if winner is not None and winner.epoch == epoch and winner.node != self.node.name and closed and now < fallback:
             return  # the race is over and its winner is binding: a claim now would only be refused at the fence
         if not p.pod.request.fits_in(replica.free()) or not self._fits(p.pod):  # the cheap test first
+            p.waiting_for_room = True
             self._unmislead(p.pod, now)
             return
         p.deferred = False

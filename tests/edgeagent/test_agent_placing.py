@@ -462,7 +462,7 @@ def test_a_pod_that_ran_elsewhere_and_finished_keeps_its_epoch_so_the_runner_can
 
 @pytest.mark.parametrize("order, first", [("oldest-first", "p0001"), ("smallest-first", "p0002")])
 def test_an_agent_claims_pending_pods_in_its_scorer_queue_order(order: str, first: str) -> None:
-    """Two due pods, room for one: the queue order (the model artifact's, as on the twin) decides which is claimed."""
+    """Two pods waiting for room, then room for one: the queue order (the model artifact's, as on the twin) decides which is claimed."""
     from edgeagent.clusters import PodUpdate
     from edgeagent.effects import Bind
     from edgeagent.ledger import Ledger
@@ -475,11 +475,39 @@ def test_an_agent_claims_pending_pods_in_its_scorer_queue_order(order: str, firs
 
     node = nodes(1)[0]  # 16 cores
     placer = Placer(node, Ledger(node.name, node.name, node.capacity), Ordered(), PlacementSection(), 0.0)
-    placer.pod_update(PodUpdate(pod(1, cpu=14000), 1, Phase.PENDING), 0.0)
-    placer.pod_update(PodUpdate(pod(2, cpu=4000), 1, Phase.PENDING), 0.0)
+    placer.pod_update(PodUpdate(pod(9, cpu=13000), 1, Phase.PENDING), 0.0)
     placer.tick(0.0)
-    binds = [e.pod for e in placer.tick(0.2) if isinstance(e, Bind)]
+    assert [e.pod for e in placer.tick(0.2) if isinstance(e, Bind)] == ["p0009"]
+    placer.bind_done("p0009", BindResult(BindOutcome.BOUND, node.name, 1), 0.21)
+    placer.pod_update(PodUpdate(pod(9, cpu=13000), 1, Phase.RUNNING, node.name), 0.22)
+    placer.pod_update(PodUpdate(pod(1, cpu=14000), 1, Phase.PENDING), 0.3)  # no room for either: both wait for it
+    placer.pod_update(PodUpdate(pod(2, cpu=4000), 1, Phase.PENDING), 0.3)
+    placer.tick(0.3)
+    placer.pod_update(PodUpdate(pod(9, cpu=13000), 1, Phase.SUCCEEDED, node.name), 0.4)  # room for one of them
+    placer.tick(0.5)
+    binds = [e.pod for e in placer.tick(1.0) if isinstance(e, Bind)]
     assert binds == [first]
+
+
+def test_with_room_for_every_due_pod_an_agent_claims_in_arrival_order_whatever_its_queue_order() -> None:
+    """The order decides no placement then, only who waits: arrival order waits least (bench agent's p99)."""
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Bind, Publish
+    from edgeagent.ledger import Ledger
+    from edgeagent.placing import Placer
+    from edgeagent.scoring import HeuristicScorer
+    from fedcore.scheduling import queues
+
+    class Ordered(HeuristicScorer):
+        queue = queues.named("smallest-first")
+
+    node = nodes(1)[0]  # 16 cores
+    placer = Placer(node, Ledger(node.name, node.name, node.capacity), Ordered(), PlacementSection(), 0.0)
+    placer.pod_update(PodUpdate(pod(1, cpu=6000), 1, Phase.PENDING), 0.0)
+    placer.pod_update(PodUpdate(pod(2, cpu=4000), 1, Phase.PENDING), 0.0)
+    claims = [e.key for e in placer.tick(0.0) if isinstance(e, Publish) and e.key.startswith("c/")]
+    assert claims == ["c/p0001", "c/p0002"]
+    assert [e.pod for e in placer.tick(0.2) if isinstance(e, Bind)] == ["p0001", "p0002"]
 
 
 def test_the_report_counts_as_allocated_only_pods_bound_here_not_claims_still_racing() -> None:
