@@ -72,16 +72,24 @@ def test_reshaped_scores_are_tempered_plus_small_and_idle_node_preferences() -> 
     assert reshaped(model, 1.0, 0.0) is not model  # a copy: the trained weights stay as they were
 
 
+def fgd_only() -> PlacementScorer:
+    """FGD's imitation: 100 points per unit of its score, nothing else (the start every reshaping is tested from)."""
+    from federated.runtime.features import NODE_FEATURES
+
+    fgd = PlacementScorer()
+    with torch.no_grad():
+        for p in fgd.parameters():
+            p.zero_()
+        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    return fgd
+
+
 def test_reshaped_sharing_pods_take_their_own_temperature_and_whole_gpus_earn_points() -> None:
     from federated.runtime.features import NODE_FEATURES, POD_FEATURES
     from federated.training import reshaped
 
     torch.manual_seed(0)
-    fgd = PlacementScorer()  # FGD's imitation: 100 points per unit of its score, nothing else
-    with torch.no_grad():
-        for p in fgd.parameters():
-            p.zero_()
-        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    fgd = fgd_only()
     nodes = torch.rand(len(NODE_FEATURES), 12)
     score = nodes[NODE_FEATURES.index("fgd_score")]
     whole = nodes[NODE_FEATURES.index("whole_gpus_after")]
@@ -97,11 +105,7 @@ def test_pinned_release_withdraws_the_node_kind_preferences_in_a_pinned_workload
     from federated.runtime.features import NODE_FEATURES, POD_FEATURES
     from federated.training import reshaped
 
-    fgd = PlacementScorer()
-    with torch.no_grad():
-        for p in fgd.parameters():
-            p.zero_()
-        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    fgd = fgd_only()
     nodes = torch.rand(len(NODE_FEATURES), 12)
     score, devices, util = (nodes[NODE_FEATURES.index(k)] for k in ("fgd_score", "gpu_devices", "gpu_util"))
     free, pinned = torch.zeros(1, len(POD_FEATURES)), torch.zeros(1, len(POD_FEATURES))
@@ -118,11 +122,7 @@ def test_cpu_packing_adds_points_for_cpu_taken_in_a_cpu_bound_workload_only() ->
     from federated.runtime.features import NODE_FEATURES, POD_FEATURES
     from federated.training import reshaped
 
-    fgd = PlacementScorer()
-    with torch.no_grad():
-        for p in fgd.parameters():
-            p.zero_()
-        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    fgd = fgd_only()
     nodes = torch.rand(len(NODE_FEATURES), 12)
     score, free = nodes[NODE_FEATURES.index("fgd_score")], nodes[NODE_FEATURES.index("cpu_free_after")]
     unbound, bound = torch.zeros(1, len(POD_FEATURES)), torch.zeros(1, len(POD_FEATURES))
@@ -138,11 +138,7 @@ def test_heuristic_fallback_applies_the_same_release() -> None:
     from federated.runtime.scorer import HeuristicScorer
     from federated.training import reshaped
 
-    fgd = PlacementScorer()
-    with torch.no_grad():
-        for p in fgd.parameters():
-            p.zero_()
-        fgd.wide[0, NODE_FEATURES.index("fgd_score")] = 100.0
+    fgd = fgd_only()
     point = (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0, 5.0)
     model, heuristic = reshaped(fgd, *point), HeuristicScorer(*point)
     nodes = torch.rand(len(NODE_FEATURES), 12)
