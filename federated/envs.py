@@ -25,7 +25,7 @@ from fedcore.scheduling.fragmentation import PodTypes
 from fedcore.scheduling.framework import Profile, Scheduler
 from fedcore.twin import submission
 from federated.rewards import AdaptiveReward
-from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder, pod_features
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder
 
 ScoreFn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(pod features (1, P), node features (N, F)) -> scores (N,): the policy being trained, in numpy."""
@@ -83,7 +83,7 @@ class PlacementEnv(gym.Env[np.ndarray, np.int64]):
         return None
 
     def _observe(self, pod: Pod, rows: np.ndarray) -> np.ndarray:
-        pod_x = pod_features(pod, self.builder.types.pinned, self.builder.types.cpu_pressure)
+        pod_x = self.builder.pod(pod)
         node_x = self.builder(pod, self.table, rows)
         scores = np.floor(np.clip(self.score(pod_x, node_x), 0.0, 100.0))
         order = np.lexsort((self.scheduler.tie_rank[rows], -scores))[: self.k]

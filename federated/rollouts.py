@@ -26,7 +26,7 @@ from fedcore.scheduling.framework import Profile, ScorePlugin, Scheduler
 from fedcore.traces.dlrm import Instance
 from fedcore.twin import submission
 from federated import evaluating
-from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder, pod_features
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +69,7 @@ class Recorder:
             # What decides is the teacher's integer score: one plugin's raw score has exactly that floor; a
             # sum of plugins is its integer sum, imitated half a point up so the model's floor is not on a boundary.
             target = scores[0][1] if len(scores) == 1 else ints + 0.5
-            self.rows.append(self._sample(pod_features(pod, self.builder.types.pinned, self.builder.types.cpu_pressure)[0], node_x, target, ints == ints.max()))
+            self.rows.append(self._sample(self.builder.pod(pod)[0], node_x, target, ints == ints.max()))
         return np.zeros(rows.size)
 
     def _sample(self, pod_x: np.ndarray, node_x: np.ndarray, target: np.ndarray, top: np.ndarray) -> tuple[np.ndarray, ...]:

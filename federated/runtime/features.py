@@ -225,6 +225,10 @@ class FeatureBuilder:
         self._nodes: _NodeCache | None = None
         self._request = np.empty((3, 1), dtype=np.float32)  # the pod's CPU, memory and GPU request column, filled per call
 
+    def pod(self, pod: Pod) -> np.ndarray:
+        """The pod's input in this builder's workload (its pinned share and CPU pressure): see :func:`pod_features`."""
+        return pod_features(pod, self.types.pinned, self.types.cpu_pressure)
+
     def follow(self, table: NodeTable) -> _NodeCache:
         """Catch the node-only columns up with the table's changes (the load trend advances here); returns their cache.
 

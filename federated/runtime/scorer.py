@@ -25,7 +25,7 @@ from fedcore.pods import Pod
 from fedcore.scheduling.fragmentation import PodTypes
 from fedcore.scheduling.framework import OldestFirst, QueueSortPlugin
 from federated.runtime import artifacts
-from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder, pod_features
+from federated.runtime.features import NODE_FEATURES, POD_FEATURES, FeatureBuilder
 from federated.runtime.shapescores import ShapeScores
 
 HEURISTIC = "heuristic-fgd"
@@ -201,7 +201,7 @@ class PolicyRuntime:
 
     def inputs(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The model's two inputs for ``pod`` over ``rows`` (advances the load-trend state: once per decision)."""
-        return pod_features(pod, self.features.types.pinned, self.features.types.cpu_pressure), self.features(pod, table, rows)
+        return self.features.pod(pod), self.features(pod, table, rows)
 
     def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
         """Scores for ``pod`` on each of ``rows``.
