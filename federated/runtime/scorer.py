@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -194,6 +195,14 @@ class PolicyRuntime:
         self._kept.clear()
         self._assessed.clear()
         return scorer.version
+
+    def set_cpu_pressure(self, cpu_pressure: float) -> None:
+        """Score as for a workload of this CPU pressure from now on (``PodTypes.cpu_pressure``; an edge agent learns it
+        from its control plane, the artifact's manifest knowing no fleet). Cheap: the model and the fragment caches
+        stay; only the scores kept per pod shape go, as they hold the old pod input."""
+        self.features.types = replace(self.features.types, cpu_pressure=cpu_pressure)
+        self._kept.clear()
+        self._assessed.clear()
 
     def prepare(self, table: NodeTable, pods: Sequence[Pod]) -> None:
         """Warm the per-fleet caches for the workload's GPU request shapes, so first decisions are not slow."""

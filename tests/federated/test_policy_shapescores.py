@@ -121,3 +121,26 @@ def test_scores_stay_exact_when_few_shapes_are_kept(monkeypatch: pytest.MonkeyPa
         expected = fresh.scorer(*fresh.inputs(pod, table, everything))
         assert np.array_equal(bits(kept.scores(pod, table, everything)), bits(expected)), (step, pod)
         assert len(kept._kept._shapes) <= 2  # noqa: SLF001
+
+
+def test_an_agent_told_a_new_cpu_pressure_scores_as_the_fleet_wide_scorer_of_that_pressure() -> None:
+    """The control plane's workload context reaches a running agent: what it kept per shape under the old pressure
+    is not reused, and its scores and inputs are bit for bit those of a runtime built with the new one."""
+    from edgeagent.policy import LearnedScorer
+
+    nodes = fleet(6, seed=7)
+    agents = [(LearnedScorer(shipped()), NodeTable([node])) for node in nodes]
+    stream = pods(60, 7)
+    for pod in stream[:30]:
+        for agent, own in agents:
+            agent.assess(pod, own)  # warm every shape under pressure 0
+    for pressure in (1.02, 0.97, 0.0):
+        fleet_wide, table = shipped(pressure), NodeTable(nodes)
+        for agent, _ in agents:
+            agent.runtime.set_cpu_pressure(pressure)
+        for pod in stream:
+            scores = fleet_wide.scores(pod, table, np.arange(len(table)))
+            for row, (agent, own) in enumerate(agents):
+                got = agent.assess(pod, own)
+                assert bits(np.array([got.score]))[0] == bits(scores[row : row + 1])[0], (pressure, pod, row)
+                assert got.pod_x is not None and got.pod_x[-1] == fleet_wide.features.pod(pod)[0, -1]
