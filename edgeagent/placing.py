@@ -435,7 +435,8 @@ class Placer:
         other pod keeps its place, and a new arrival is tried in arrival order as on the twin: applied
         to every due pod, the order decided no placement where all fit, only who waited (``bench
         agent``'s decision p99 read 410-435 ms against 210 ms in arrival order); equal priorities keep
-        arrival order.
+        arrival order. A learned order ranks only pods that waited ``LEARNED_AFTER_S`` (the queue's
+        rule, the twin's too): younger ones wait on claims, not on departures.
         """
         queue = self.scorer.queue
         slots = [k for k, (_, p) in enumerate(due)

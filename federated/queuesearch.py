@@ -61,7 +61,7 @@ def replay_order(model_dir: Path, windows: Windows) -> Callable[[Weights], tuple
     """Judge a weight vector: the learned profile (int8, the artifact's scores) with that queue order on every window."""
 
     def replay(weights: Weights) -> tuple[int, float]:
-        order = LinearQueue("learned", weights)
+        order = LinearQueue.learned(weights)
         with evaluating.model_override(model_dir, "int8"):
             return judge([evaluating.dlrm_holdout(fleet, (), "learned", held=w, queue=order) for fleet, w in windows])
 
@@ -121,7 +121,7 @@ def record(best: Weights, seen: dict[Weights, tuple[int, float]], baseline_name:
 def with_queue(model_dir: Path, out: Path, queue_record: dict[str, Any]) -> dict[str, Any]:
     """Copy the artifact at ``model_dir`` to ``out`` with ``training.queue_search`` set; the model files are unchanged."""
     artifact = artifacts.load(model_dir)
-    LinearQueue.of("learned", queue_record["kept"])  # refuse a bad record before writing anything
+    LinearQueue.learned(queue_record["kept"])  # refuse a bad record before writing anything
     out.mkdir(parents=True, exist_ok=True)
     if model_dir.resolve() != out.resolve():
         for extra in model_dir.iterdir():

@@ -90,7 +90,7 @@ def queue_order(manifest: dict[str, Any]) -> QueueSortPlugin:
     if not isinstance(kept, dict) or not all(isinstance(v, (int, float)) for v in kept.values()):
         raise ArtifactError(f"manifest training.queue_search.kept must map queue features to numbers, got {kept!r}")
     try:
-        return LinearQueue.of("learned", kept)
+        return LinearQueue.learned(kept)
     except ValueError as exc:
         raise ArtifactError(f"manifest training.queue_search.kept: {exc}") from None
 

@@ -9,6 +9,7 @@ import pytest
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.resources import GpuRequest
+from fedcore.scheduling.queues import LEARNED_AFTER_S
 
 from crdt.claims import Status
 from edgeagent.clusters import BindOutcome, BindResult, Phase
@@ -486,6 +487,38 @@ def test_an_agent_claims_pending_pods_in_its_scorer_queue_order(order: str, firs
     placer.pod_update(PodUpdate(pod(9, cpu=13000), 1, Phase.SUCCEEDED, node.name), 0.4)  # room for one of them
     placer.tick(0.5)
     binds = [e.pod for e in placer.tick(1.0) if isinstance(e, Bind)]
+    assert binds == [first]
+
+
+@pytest.mark.parametrize("room_after, first", [(0.1, "p0001"), (1.0 + LEARNED_AFTER_S, "p0002")])
+def test_a_learned_queue_order_ranks_only_pods_that_waited_long_for_room(room_after: float, first: str) -> None:
+    """Young waiting pods are served in arrival order (they wait on the claim protocol); old ones in the learned order."""
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Bind
+    from edgeagent.ledger import Ledger
+    from edgeagent.placing import Placer
+    from edgeagent.scoring import HeuristicScorer
+    from fedcore.scheduling import queues
+
+    class Learned(HeuristicScorer):
+        queue = queues.LinearQueue.learned({"cpu_fill": -1.0})  # smallest first among the pods it ranks
+
+    node = nodes(1)[0]  # 16 cores
+    placer = Placer(node, Ledger(node.name, node.name, node.capacity), Learned(), PlacementSection(), 0.0)
+    placer.pod_update(PodUpdate(pod(9, cpu=13000), 1, Phase.PENDING), 0.0)
+    placer.tick(0.0)
+    placer.tick(0.2)
+    placer.bind_done("p0009", BindResult(BindOutcome.BOUND, node.name, 1), 0.21)
+    placer.pod_update(PodUpdate(pod(9, cpu=13000), 1, Phase.RUNNING, node.name), 0.22)
+    placer.pod_update(PodUpdate(pod(1, cpu=14000), 1, Phase.PENDING), 0.3)  # no room for either
+    placer.pod_update(PodUpdate(pod(2, cpu=4000), 1, Phase.PENDING), 0.3)
+    now = 0.3
+    while now < 0.3 + room_after:  # both keep waiting, retried as the agent retries them
+        placer.tick(now)
+        now = min(placer.next_deadline(), 0.3 + room_after)
+    placer.pod_update(PodUpdate(pod(9, cpu=13000), 1, Phase.SUCCEEDED, node.name), now)  # room for one of them
+    placer.tick(now + 0.1)
+    binds = [e.pod for e in placer.tick(now + 1.0) if isinstance(e, Bind)]
     assert binds == [first]
 
 

@@ -46,6 +46,18 @@ def test_named_orders_are_fixed_points_of_the_linear_form() -> None:
     assert queues.LinearQueue.of("x", {"gpu": 2.0}).as_dict()["gpu"] == 2.0
 
 
+def test_a_learned_order_ranks_only_pods_that_waited_long_enough_the_young_keep_arrival_order_behind() -> None:
+    table = NodeTable([Node("a", 8000, 16384)])
+    order = queues.LinearQueue.learned({"cpu_fill": -1.0})  # smallest first, among the pods it ranks
+    after = queues.LEARNED_AFTER_S
+    old_big, old_small, young_small, young_tiny = after + 30.0, after + 20.0, after - 1.0, 0.5
+    w = waiting([4000, 1000, 500, 250], [1024] * 4, [old_big, old_small, young_small, young_tiny])
+    assert np.argsort(-order.priority(w, table, 0), kind="stable").tolist() == [1, 0, 2, 3]
+    young = waiting([4000, 250], [1024] * 2, [after - 1.0, 0.0])
+    assert not order.priority(young, table, 0).any()  # none ranked: arrival order
+    assert order.as_dict() == queues.LinearQueue.learned((-1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)).as_dict()
+
+
 def test_pending_queue_orders_the_pods_that_fit_by_priority_ties_oldest_first() -> None:
     table = NodeTable([Node("a", 8000, 16384)])
     pending = PendingQueue()

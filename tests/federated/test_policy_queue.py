@@ -55,7 +55,7 @@ def test_the_learned_profile_retries_in_the_artifact_order_and_follows_a_swap(ar
     set_queue(artifact, {"cpu_fill": -1.0})
     profile = plugin.make_profile(ProfileContext(0, [Pod("w", 1000, 1024)]), artifact)
     table = NodeTable([Node("a", 8000, 16384)])
-    w = Waiting(np.array([4000, 1000]), np.array([1024, 1024]), np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64), np.array([5.0, 1.0]))
+    w = Waiting(np.array([4000, 1000]), np.array([1024, 1024]), np.zeros(2, dtype=np.int64), np.zeros(2, dtype=np.int64), np.array([50.0, 10.0]))
     assert profile.queue.priority(w, table, 0).tolist() == [-0.5, -0.125]
     other = tmp_path / "other"
     shutil.copytree(artifact, other)
