@@ -233,7 +233,8 @@ def clusters(
 @click.option("--nodes", "show_nodes", is_flag=True, help="List the clusters' nodes (as their APIs list them) instead of their agents.")
 @client_options
 def agents(cluster: str, show_nodes: bool, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
-    """Each cluster's agents as they report themselves (state, quorum and health, gossip view, load, model), or its nodes."""
+    """Each cluster's agents as they report themselves (state, quorum and health, gossip view, load, model, the workload
+    context they score with), or its nodes."""
     found = call(target, tls_files(tls_cert, tls_key, tls_ca), "ListAgents", cp.ListAgentsRequest(cluster=cluster))
     if show_nodes:
         emit(as_json, found, "nodes", lambda d: [
@@ -246,7 +247,7 @@ def agents(cluster: str, show_nodes: bool, target: str, as_json: bool, tls_cert:
          "state": a.get("state", ""), "last_report_s": round(a.get("last_report_s", 0.0), 1),
          "peers a/s/d": f"{a.get('peers_alive', 0)}/{a.get('peers_suspect', 0)}/{a.get('peers_dead', 0)}",
          "remote_alive": a.get("remote_alive", 0), "load": round(a.get("load", 0.0), 2), "pods": a.get("pods", 0),
-         "model": a.get("model_version", ""), "why": a.get("health_reason", "")[:70]}
+         "model": a.get("model_version", ""), "cpu_pressure": _cpu_pressure(a), "why": a.get("health_reason", "")[:70]}
         for c in d.get("clusters", []) for a in c.get("agents", [])
     ])
 
@@ -258,9 +259,15 @@ def _cluster_row(c: dict[str, Any]) -> dict[str, Any]:
         "placer": c["spec"].get("placer") or "agents",
         "health": verdict.get("health", "").removeprefix("HEALTH_").lower(),
         "load": round(c.get("load", 0.0), 3), "forecast": round(c.get("load_forecast", 0.0), 3),
-        "nodes": c.get("nodes", 0), "agents": c.get("agents_reporting", 0), "taints": " ".join(c.get("taints", [])),
-        "evidence": "; ".join(r["message"] for r in verdict.get("reasons", []))[:90],
+        "nodes": c.get("nodes", 0), "agents": c.get("agents_reporting", 0), "cpu_pressure": _cpu_pressure(c),
+        "taints": " ".join(c.get("taints", [])), "evidence": "; ".join(r["message"] for r in verdict.get("reasons", []))[:90],
     }
+
+
+def _cpu_pressure(d: dict[str, Any]) -> float | str:
+    """The workload context's CPU pressure (sent to a cluster's agents, or one agent's own), "-" where there is none."""
+    context = d.get("context")
+    return round(float(context.get("cpu_pressure", 0.0)), 2) if context else "-"
 
 
 def _toleration(spec: str) -> common_pb2.Toleration:

@@ -7,6 +7,7 @@ the service returns as INVALID_ARGUMENT.
 from __future__ import annotations
 
 from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
+from fedapi.workloadcontext import NONE, WorkloadContext
 from controlplane.evidence import AgentReport, AgentRow, NodeSummary, PeerState
 from controlplane.journal import Migration, MigrationState
 from controlplane.registry import BackendKind, ClusterSpec, Placement, Placer
@@ -72,7 +73,21 @@ def cluster_status(row: ClusterRow) -> cp.ClusterStatus:
         verdict=cp.Verdict(health=HEALTH[row.verdict.health], reasons=reasons(row.verdict.reasons, row.verdict.health.value), since_ms=int(row.since * 1000)),
         capacity=resources(row.capacity), allocated=resources(row.used), load=row.load, load_forecast=row.forecast,
         taints=[f"{t.key}={t.value}:{t.effect.value}" for t in row.verdict.taints], nodes=row.nodes, agents_reporting=row.agents,
+        context=workload_context(row.context),
     )
+
+
+def workload_context(c: WorkloadContext) -> cp.WorkloadContext | None:
+    """The message of a context; None (the field left absent) for no context, as an older control plane sends."""
+    return cp.WorkloadContext(cpu_pressure=c.cpu_pressure, version=c.version) if c.known else None
+
+
+def from_workload_context(m: cp.WorkloadContext) -> WorkloadContext:
+    """Raises ValueError naming the bad value (NaN, negative, huge)."""
+    try:
+        return WorkloadContext(m.cpu_pressure, m.version)
+    except ValueError as exc:
+        raise ValueError(f"workload context: {exc}") from None
 
 
 def agent_report(m: cp.AgentReport) -> AgentReport:
@@ -82,7 +97,8 @@ def agent_report(m: cp.AgentReport) -> AgentReport:
     summary = NodeSummary(s.node or m.node, from_resources(s.capacity), from_resources(s.allocated), s.pods, s.ready,
                           s.load, s.model_version)
     peers = tuple((p.cluster or m.cluster, p.node, PEER.get(p.state, PeerState.SUSPECT)) for p in m.peers)
-    return AgentReport(m.cluster, m.node, m.agent_id, m.sequence, summary, peers, m.healthy, m.health_reason)
+    context = from_workload_context(m.context) if m.HasField("context") else NONE
+    return AgentReport(m.cluster, m.node, m.agent_id, m.sequence, summary, peers, m.healthy, m.health_reason, context)
 
 
 def cluster_agents(cluster: str, health: Health, nodes: list[NodeState], agents: list[AgentRow]) -> cp.ClusterAgents:
@@ -96,6 +112,7 @@ def cluster_agents(cluster: str, health: Health, nodes: list[NodeState], agents:
             peers_alive=a.peers(PeerState.ALIVE), peers_suspect=a.peers(PeerState.SUSPECT),
             peers_dead=a.peers(PeerState.DEAD) + a.peers(PeerState.LEFT), remote_alive=a.peers(PeerState.ALIVE, own=False),
             load=a.report.summary.load, model_version=a.report.summary.model_version, pods=a.report.summary.pods,
+            context=workload_context(a.report.context),
         ) for a in agents],
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from fedapi.workloadcontext import NONE, WorkloadContext
 from fedcore.backends.model import NodeState
 from fedcore.resources import Resources
 
@@ -42,6 +43,8 @@ class AgentReport:
     peers: tuple[tuple[str, str, PeerState], ...]  # (cluster, node, state)
     healthy: bool = True
     health_reason: str = ""
+    context: WorkloadContext = NONE
+    """The workload context the agent says it scores with."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,9 @@ from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
+from controlplane.workloadcontext import ContextBook, cluster_pressure
 from controlplane.workloads import Workload
+from fedapi.workloadcontext import WorkloadContext
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
 from fedcore.backends.model import NodeState, Phase, ready_capacity
@@ -83,6 +85,7 @@ class ClusterRow:
     forecast: float
     nodes: int
     agents: int
+    context: WorkloadContext
 
 
 class ControlPlane:
@@ -99,6 +102,8 @@ class ControlPlane:
         self.verdicts: dict[str, tuple[Verdict, float]] = {}
         self.forecasts: dict[str, LoadForecast] = {}
         self.loads: dict[str, Load] = {}
+        self.contexts = ContextBook()
+        """Each cluster's workload context, sent to its agents with every report's ack."""
         self.planner = Planner(Topology(), planner)
         self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration)
         self.lock = threading.RLock()
@@ -143,6 +148,7 @@ class ControlPlane:
             self.verdicts.clear()
             self.loads.clear()
             self.forecasts.clear()
+            self.contexts = ContextBook()
             self.evidence = EvidenceBook(self.timings.fresh_s)
 
     # -- API operations --------------------------------------------------------------------------
@@ -330,7 +336,7 @@ class ControlPlane:
                 cap = ready_capacity(list(ev.nodes))
                 load = self.loads.get(spec.name, Load(0.0, 0.0))
                 rows.append(ClusterRow(spec, verdict, since, cap, self._used().get(spec.name, Resources()), load.now, load.forecast,
-                                       len(ev.nodes), ev.agents_fresh))
+                                       len(ev.nodes), ev.agents_fresh, self.contexts.get(spec.name)))
             return rows
 
     def agents(self, cluster: str = "") -> list[tuple[str, Health, list[NodeState], list[AgentRow]]]:
@@ -353,6 +359,7 @@ class ControlPlane:
             for spec in specs:
                 self._judge(spec.name, now)
             self._measure_loads(now)
+            self._update_contexts(specs, now)
             plans, notes = self.planner.plan(
                 now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(), self.loads,
                 {w.name: w for w in self.registry.workloads()}, self.registry.placements(), self.journal.active(),
@@ -420,6 +427,14 @@ class ControlPlane:
                 t = w.template
                 used[p.cluster] = used.get(p.cluster, Resources()) + Resources(t.cpu_milli * p.replicas, t.memory_mib * p.replicas, 0, t.gpus * 1000 * p.replicas)
         return used
+
+    def _update_contexts(self, specs: Sequence[ClusterSpec], now: float) -> None:
+        workloads = {w.name: w for w in self.registry.workloads()}
+        placements = self.registry.placements()
+        for spec in specs:
+            reports = [row.report for row in self.evidence.agents(spec.name, now)]
+            context = self.contexts.update(spec.name, cluster_pressure(spec.name, workloads, placements, reports), now)
+            self.metrics.cpu_pressure.labels(spec.name).set(context.cpu_pressure)
 
     def _measure_loads(self, now: float) -> None:
         used = self._used()

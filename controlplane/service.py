@@ -57,7 +57,7 @@ async def _run(ctx: grpc.aio.ServicerContext, fn: Callable[..., T], *args: Any) 
 
 
 async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: Any) -> cp.AgentAck:
-    """One agent's report into the evidence book, over gRPC or the twin link."""
+    """One agent's report into the evidence book, over gRPC or the twin link; the ack carries its cluster's workload context."""
     try:
         report = convert.agent_report(request)
     except ValueError as exc:
@@ -67,6 +67,7 @@ async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: An
         accepted=accepted, server_time_ms=int(plane.clock() * 1000),
         report_interval_ms=int(plane.timings.report_interval_s * 1000),
         reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
+        context=convert.workload_context(plane.contexts.get(report.cluster)),
     )
 
 

@@ -38,6 +38,7 @@ from edgeagent.placing import Placer
 from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.serving import StatusServer
+from edgeagent.workloadcontext import ContextKeeper
 from gossip.config import GossipConfig, split_addr
 from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring
@@ -153,6 +154,8 @@ class Agent:
         """Stable for this process's life; a restart is a new agent to the control plane."""
         self.reports_sent = 0
         self.report_error: str | None = None
+        self.context = ContextKeeper()
+        """The workload context from the control plane's acks, applied to every scorer (kept while it is away)."""
         self._stop = asyncio.Event()
         self._closing = False
         self._queue: list[Effect] = []
@@ -439,7 +442,7 @@ class Agent:
                 wan = self.wan.members() if self.wan is not None else {}
                 lan = {name: view for name, view in self.gossip_.members().items() if name != self.gossip_.name}
                 message = reporting.report(self.placer_, self.config.cluster, self.agent_id, self.reports_sent,
-                                           lan, wan, self._wan_ids(), self._health())
+                                           lan, wan, self._wan_ids(), self._health(), self.context.current)
                 try:
                     ack = await channel.call("ReportAgent", message, self.config.backend.timeout)
                 except twinlink.LinkError as exc:
@@ -454,6 +457,8 @@ class Agent:
                     await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
                     continue
                 self.report_error = None
+                if self.context.receive(ack.get("context")):
+                    self.placer_.scorer.set_cpu_pressure(self.context.current.cpu_pressure)
                 if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
                     self.backend_error = None  # the link answers again
                 asked = ack.get("report_interval_ms")
@@ -542,7 +547,7 @@ class Agent:
         placer = self.placer_
         self.metrics = AgentMetrics(
             placer, lambda: sum(1 for m in self.gossip_.members().values() if m.state is MemberState.ALIVE) - 1,
-            lambda: self.backend_error is None, lambda: self._journal.size() if self._journal else 0)
+            lambda: self.backend_error is None, lambda: self._journal.size() if self._journal else 0, self.context)
         if not self.config.http.bind:
             return
         host, port = split_addr(self.config.http.bind)
@@ -574,6 +579,8 @@ class Agent:
     def _swap_model(self, models: ModelWatcher) -> None:
         scorer = models.scan()
         if scorer is not None:
+            if self.context.current.known:  # a new model scores for the same workload as the one it replaces
+                scorer.set_cpu_pressure(self.context.current.cpu_pressure)
             self._apply(self.placer_.set_scorer(scorer))
             residency.drop_cold_code()  # the session's set-up code: ~12 MiB no decision runs again
 

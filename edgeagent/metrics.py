@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from edgeagent.placing import Placer
+from edgeagent.workloadcontext import ContextKeeper
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DECISION_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -44,8 +45,9 @@ class AgentMetrics:
     """What /metrics serves: the core's counters, a few gauges, decision latency and the process."""
 
     def __init__(self, placer: Placer, peers_alive: Callable[[], int], backend_up: Callable[[], bool],
-                 journal_bytes: Callable[[], int]) -> None:
+                 journal_bytes: Callable[[], int], context: ContextKeeper | None = None) -> None:
         self.placer = placer
+        self.context = context or ContextKeeper()
         self.peers_alive = peers_alive
         self.backend_up = backend_up
         self.journal_bytes = journal_bytes
@@ -69,6 +71,7 @@ class AgentMetrics:
             ("replaced_pods", c.replaced, "Pods of dead peers this agent re-placed"),
             ("completed_pods", c.completed, "Pods that completed on this node"),
             ("bad_records", c.bad_records, "Malformed gossip records dropped"),
+            ("workload_context_refused", self.context.refused, "Workload contexts from the control plane refused as malformed"),
         ):
             family(f"fedplane_agent_{name}", "counter", doc, [f"fedplane_agent_{name}_total {value}"])
         for name, value, doc in (
@@ -77,6 +80,10 @@ class AgentMetrics:
             ("peers_alive", self.peers_alive(), "Live gossip peers"),
             ("backend_up", int(self.backend_up()), "1 when the cluster API answers"),
             ("journal_bytes", self.journal_bytes(), "Size of the claims journal"),
+            ("workload_cpu_pressure", _number(self.context.current.cpu_pressure),
+             "The workload context the policy scores with: the cluster's CPU per requested GPU over its GPU nodes' CPU per GPU"),
+            ("workload_context_version", self.context.current.version,
+             "When the control plane adopted that context (its clock, ms); 0 = none received"),
         ):
             family(f"fedplane_agent_{name}", "gauge", doc, [f"fedplane_agent_{name} {value}"])
         scorer = self.placer.scorer

@@ -91,6 +91,9 @@ class LearnedScorer:
         _, now = self.runtime.features.drops.drop(NOTHING, table, OWN_ROW)
         return float(now[0])
 
+    def set_cpu_pressure(self, cpu_pressure: float) -> None:
+        self.runtime.set_cpu_pressure(cpu_pressure)
+
 
 class CanaryScorer:
     """The current model with a candidate on trial for the ``weight`` share of decisions (by pod uid).
@@ -137,6 +140,11 @@ class CanaryScorer:
 
     def fragmentation(self, table: NodeTable) -> float:
         return self._last.fragmentation(table)
+
+    def set_cpu_pressure(self, cpu_pressure: float) -> None:
+        """Both models score for the same workload: the trial compares models, not contexts."""
+        self.current.set_cpu_pressure(cpu_pressure)
+        self.candidate.set_cpu_pressure(cpu_pressure)
 
 
 def _natural(name: str) -> list[object]:

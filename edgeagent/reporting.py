@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fedapi.twinlink import Wire
+from fedapi.workloadcontext import NONE, WorkloadContext
 from fedcore.resources import Resources
 from gossip.members import MemberState, MemberView
 
@@ -28,9 +29,11 @@ def identity(cluster: str, node: str) -> str:
 
 def report(
     placer: Placer, cluster: str, agent_id: str, sequence: int, lan: Mapping[str, MemberView],
-    wan: Mapping[str, MemberView], wan_ids: Mapping[str, str], health: str | None,
+    wan: Mapping[str, MemberView], wan_ids: Mapping[str, str], health: str | None, context: WorkloadContext = NONE,
 ) -> Wire:
-    """The report: our node's summary, our cluster's peers by node name, other clusters' members by ``cluster/node``.
+    """The report: our node's summary, our cluster's peers by node name, other clusters' members by ``cluster/node``,
+    and the workload context we score with — only once we have one: a control plane that predates the field
+    refuses a report carrying it, and it never sends one.
 
     ``lan`` are our cluster's other gossip members by member name (the placer knows their nodes once their
     state record arrived; until then the member name stands in); ``wan`` the federation pool's
@@ -47,7 +50,7 @@ def report(
         if peer_cluster and peer_node and peer_cluster != cluster:
             peers.append({"node": peer_node, "cluster": peer_cluster, "state": PEER_STATES[view.state],
                           "incarnation": view.incarnation})
-    return {
+    message: Wire = {
         "cluster": cluster, "node": node.name, "agent_id": agent_id, "sequence": sequence,
         "summary": {
             "node": node.name, "arch": node.arch.value, "ready": True, "pods": len(placer.running),
@@ -57,6 +60,9 @@ def report(
         },
         "peers": peers, "healthy": health is None, "health_reason": health or "",
     }
+    if context.known:
+        message["context"] = context.to_wire()
+    return message
 
 
 def bound_here(placer: Placer) -> Resources:

@@ -64,6 +64,10 @@ class Scorer(Protocol):
         """Expected GPU fragmentation of our node as it stands (milli-GPU; 0 where the scorer has no pod types)."""
         ...
 
+    def set_cpu_pressure(self, cpu_pressure: float) -> None:
+        """Score as for a workload of this CPU pressure on its fleet (the control plane's workload context)."""
+        ...
+
     @property
     def queue(self) -> QueueSortPlugin:
         """Which pending pod to claim next when several are due (the model artifact's order; oldest first without one)."""
@@ -118,6 +122,9 @@ class HeuristicScorer:
 
     def fragmentation(self, table: NodeTable) -> float:
         return 0.0
+
+    def set_cpu_pressure(self, cpu_pressure: float) -> None:
+        """Best fit reads no workload context."""
 
     def score(self, pod: Pod, table: NodeTable) -> float:
         free = np.array([[table.cpu_free[0], table.mem_free[0], 0, table.gpu_free_total()[0]]], dtype=np.float64)

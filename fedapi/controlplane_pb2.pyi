@@ -120,7 +120,7 @@ class Verdict(_message.Message):
     def __init__(self, health: _Optional[_Union[Health, str]] = ..., reasons: _Optional[_Iterable[_Union[_common_pb2.Reason, _Mapping]]] = ..., since_ms: _Optional[int] = ...) -> None: ...
 
 class ClusterStatus(_message.Message):
-    __slots__ = ("spec", "verdict", "capacity", "allocated", "load", "load_forecast", "taints", "nodes", "agents_reporting")
+    __slots__ = ("spec", "verdict", "capacity", "allocated", "load", "load_forecast", "taints", "nodes", "agents_reporting", "context")
     SPEC_FIELD_NUMBER: _ClassVar[int]
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +130,7 @@ class ClusterStatus(_message.Message):
     TAINTS_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]
     AGENTS_REPORTING_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     spec: ClusterSpec
     verdict: Verdict
     capacity: _common_pb2.ResourceVector
@@ -139,7 +140,8 @@ class ClusterStatus(_message.Message):
     taints: _containers.RepeatedScalarFieldContainer[str]
     nodes: int
     agents_reporting: int
-    def __init__(self, spec: _Optional[_Union[ClusterSpec, _Mapping]] = ..., verdict: _Optional[_Union[Verdict, _Mapping]] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., load: _Optional[float] = ..., load_forecast: _Optional[float] = ..., taints: _Optional[_Iterable[str]] = ..., nodes: _Optional[int] = ..., agents_reporting: _Optional[int] = ...) -> None: ...
+    context: WorkloadContext
+    def __init__(self, spec: _Optional[_Union[ClusterSpec, _Mapping]] = ..., verdict: _Optional[_Union[Verdict, _Mapping]] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., load: _Optional[float] = ..., load_forecast: _Optional[float] = ..., taints: _Optional[_Iterable[str]] = ..., nodes: _Optional[int] = ..., agents_reporting: _Optional[int] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ...) -> None: ...
 
 class ListClustersRequest(_message.Message):
     __slots__ = ()
@@ -184,7 +186,7 @@ class NodeSummary(_message.Message):
     def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., pods: _Optional[int] = ..., arch: _Optional[str] = ..., ready: _Optional[bool] = ..., model_version: _Optional[str] = ..., load: _Optional[float] = ...) -> None: ...
 
 class AgentReport(_message.Message):
-    __slots__ = ("cluster", "node", "agent_id", "sequence", "summary", "peers", "healthy", "health_reason")
+    __slots__ = ("cluster", "node", "agent_id", "sequence", "summary", "peers", "healthy", "health_reason", "context")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -193,6 +195,7 @@ class AgentReport(_message.Message):
     PEERS_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     node: str
     agent_id: str
@@ -201,19 +204,30 @@ class AgentReport(_message.Message):
     peers: _containers.RepeatedCompositeFieldContainer[PeerView]
     healthy: bool
     health_reason: str
-    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ...) -> None: ...
+    context: WorkloadContext
+    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ...) -> None: ...
+
+class WorkloadContext(_message.Message):
+    __slots__ = ("cpu_pressure", "version")
+    CPU_PRESSURE_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    cpu_pressure: float
+    version: int
+    def __init__(self, cpu_pressure: _Optional[float] = ..., version: _Optional[int] = ...) -> None: ...
 
 class AgentAck(_message.Message):
-    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason")
+    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     REPORT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     server_time_ms: int
     report_interval_ms: int
     reason: str
-    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
+    context: WorkloadContext
+    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ...) -> None: ...
 
 class PodTemplate(_message.Message):
     __slots__ = ("cpu_milli", "memory_mib", "gpus", "gpu_model", "archs", "tolerations", "node_selector", "priority", "image")
@@ -434,7 +448,7 @@ class NodeListing(_message.Message):
     def __init__(self, name: _Optional[str] = ..., ready: _Optional[bool] = ..., agent_id: _Optional[str] = ...) -> None: ...
 
 class AgentListing(_message.Message):
-    __slots__ = ("node", "agent_id", "state", "last_report_s", "healthy", "health_reason", "peers_alive", "peers_suspect", "peers_dead", "remote_alive", "load", "model_version", "pods")
+    __slots__ = ("node", "agent_id", "state", "last_report_s", "healthy", "health_reason", "peers_alive", "peers_suspect", "peers_dead", "remote_alive", "load", "model_version", "pods", "context")
     NODE_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -448,6 +462,7 @@ class AgentListing(_message.Message):
     LOAD_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     PODS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
     node: str
     agent_id: str
     state: str
@@ -461,7 +476,8 @@ class AgentListing(_message.Message):
     load: float
     model_version: str
     pods: int
-    def __init__(self, node: _Optional[str] = ..., agent_id: _Optional[str] = ..., state: _Optional[str] = ..., last_report_s: _Optional[float] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ..., peers_alive: _Optional[int] = ..., peers_suspect: _Optional[int] = ..., peers_dead: _Optional[int] = ..., remote_alive: _Optional[int] = ..., load: _Optional[float] = ..., model_version: _Optional[str] = ..., pods: _Optional[int] = ...) -> None: ...
+    context: WorkloadContext
+    def __init__(self, node: _Optional[str] = ..., agent_id: _Optional[str] = ..., state: _Optional[str] = ..., last_report_s: _Optional[float] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ..., peers_alive: _Optional[int] = ..., peers_suspect: _Optional[int] = ..., peers_dead: _Optional[int] = ..., remote_alive: _Optional[int] = ..., load: _Optional[float] = ..., model_version: _Optional[str] = ..., pods: _Optional[int] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ...) -> None: ...
 
 class ClusterAgents(_message.Message):
     __slots__ = ("cluster", "health", "nodes", "agents")

@@ -1,0 +1,220 @@
+"""Each cluster's workload context: computed from what the registry placed there and the GPU nodes its agents
+report, held steady against flicker, sent with every agent's ack, and refused when an agent reports garbage."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import pytest
+
+from controlplane import service
+from controlplane.evidence import AgentReport, NodeSummary
+from controlplane.registry import ClusterSpec, Placement, PlacementState
+from controlplane.runtime import Backends, ControlPlane
+from controlplane.workloadcontext import HYSTERESIS, ContextBook, cluster_pressure
+from controlplane.workloads import Policy, Template, Workload
+from fedapi import controlplane_pb2 as cp
+from fedapi.workloadcontext import NONE, WorkloadContext
+from fedcore.nodes import Node
+from fedcore.resources import Resources
+from fedcore.scheduling.fragmentation import cpu_pressure
+
+
+def gpu_node_report(cluster: str, node: str, cpu_milli: int = 32000, gpus: int = 4, sequence: int = 1) -> AgentReport:
+    summary = NodeSummary(node, Resources(cpu_milli, 131072, 0, gpus * 1000), Resources())
+    return AgentReport(cluster, node, f"agent-{node}", sequence, summary, ())
+
+
+def fleet(reports: list[AgentReport], cluster: str) -> list[Node]:
+    return [Node(r.node, r.summary.capacity.cpu_milli, r.summary.capacity.memory_mib, gpus=r.summary.capacity.gpu_milli // 1000)
+            for r in reports if r.cluster == cluster]
+
+
+def job(name: str, cpu_milli: int, gpus: int, replicas: int) -> Workload:
+    return Workload(name, replicas, Template(cpu_milli, 4096, gpus))
+
+
+def test_pressure_is_the_placed_workload_on_the_reported_gpu_fleet() -> None:
+    reports = [gpu_node_report("c0", f"n{i}") for i in range(3)] + [gpu_node_report("c0", "cpu", 64000, 0),
+                                                                    gpu_node_report("c1", "far", 8000, 8)]
+    workloads = {w.name: w for w in (job("train", 8000, 1, 6), job("web", 2000, 0, 4), job("small", 2000, 1, 2))}
+    placements = [Placement("train", "c0", 6, 1), Placement("web", "c0", 4, 1), Placement("small", "c1", 2, 1),
+                  Placement("small", "c0", 5, 1, PlacementState.STALE)]
+    got = cluster_pressure("c0", workloads, placements, reports)
+    # The one definition: CPU per requested GPU (CPU-only pods count in the CPU) over the GPU nodes' CPU per GPU.
+    assert got == pytest.approx((6 * 8000 + 4 * 2000) / 6 / (32000 / 4))
+    assert got == cpu_pressure([workloads["train"].pod(0)] * 6 + [workloads["web"].pod(0)] * 4, fleet(reports, "c0"))
+    assert cluster_pressure("c1", workloads, placements, reports) == pytest.approx((2000 / 1) / (8000 / 8))
+    assert cluster_pressure("c2", workloads, placements, reports) is None, "no agent reported: no fleet known"
+    assert cluster_pressure("c0", workloads, [], reports) == 0.0, "no GPU workload: the policy's default"
+
+
+def test_the_sent_value_is_rounded_and_does_not_flicker() -> None:
+    book = ContextBook()
+    assert book.get("c0") is NONE
+    assert book.update("c0", None, 1.0) is NONE, "no fleet known yet: nothing to send"
+    first = book.update("c0", 0.996, 2.0)
+    assert first == WorkloadContext(1.0, 2000)
+    for t, p in enumerate((1.004, 0.994, 1.0 + HYSTERESIS * 0.99, 1.0 - HYSTERESIS * 0.99, 1.01)):
+        assert book.update("c0", p, 3.0 + t) is first, p
+    assert book.update("c0", None, 9.0) is first, "agents silent: the value stays"
+    moved = book.update("c0", 0.97, 10.0)
+    assert moved == WorkloadContext(0.97, 10000) and book.get("c0") is moved
+    assert book.update("c0", 0.0, 10.0).version == 10001, "versions only grow, even within one millisecond"
+    assert book.update("c1", 0.25, 11.0).cpu_pressure == 0.25 and book.get("c0").cpu_pressure == 0.0
+
+
+def test_the_plane_sends_each_cluster_its_context_and_refuses_a_garbage_one(tmp_path: Path) -> None:
+    now = [100.0]
+    plane = ControlPlane(tmp_path / "cp.db", Backends(lambda: now[0]), lambda: now[0])
+    plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=2, twin_cpu_milli=32000, twin_gpus=4))
+    plane.register_cluster(ClusterSpec("c1", "r0", twin_nodes=2, twin_cpu_milli=32000, twin_gpus=4))
+
+    def ack(cluster: str, node: str, sequence: int, context: cp.WorkloadContext | None = None) -> cp.AgentAck:
+        summary = cp.NodeSummary(node=node, ready=True)
+        summary.capacity.cpu_milli, summary.capacity.memory_mib, summary.capacity.gpu_milli = 32000, 131072, 4000
+        request = cp.AgentReport(cluster=cluster, node=node, agent_id=f"a-{node}", sequence=sequence, summary=summary,
+                                 context=context)
+        return asyncio.run(service.report_agent(plane, request, _Refuse()))
+
+    try:
+        assert not ack("c0", "c0-n0", 1).HasField("context"), "nothing computed yet: the field is absent, as from an older plane"
+        ack("c1", "c1-n0", 1)
+        plane.tick(now[0])
+        train = Workload("train", 2, Template(8000, 4096, 1), Policy(clusters=("c1",)))  # 8 cores per GPU, as the nodes
+        assert plane.submit(train, dry_run=False).ok
+        plane.tick(now[0])
+        here, other = "c1", "c0"
+        got = ack(here, f"{here}-n0", 2)
+        assert got.context == cp.WorkloadContext(cpu_pressure=1.0, version=100001), "0 at the first tick, then the workload's"
+        assert ack(other, f"{other}-n0", 2).context == cp.WorkloadContext(cpu_pressure=0.0, version=100000)
+        assert {r.spec.name: r.context.cpu_pressure for r in plane.clusters()} == {here: 1.0, other: 0.0}
+        with pytest.raises(_Refused, match="workload context: cpu_pressure nan"):
+            ack(here, f"{here}-n0", 3, cp.WorkloadContext(cpu_pressure=math.nan, version=5))
+        ack(here, f"{here}-n0", 4, cp.WorkloadContext(cpu_pressure=1.0, version=100001))
+        (row,) = [a for _, _, _, agents in plane.agents(here) for a in agents]
+        assert row.report.context == WorkloadContext(1.0, 100001), "the agent's own word on what it scores with"
+    finally:
+        plane.close()
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Refuse:
+    async def abort(self, code: object, details: str = "") -> None:
+        raise _Refused(details)
+
+
+@pytest.mark.integration
+def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_cluster(tmp_path: Path) -> None:
+    """The path a user runs: a control plane serving its API and twin link, three agent daemons with the shipped
+    policy. A normal GPU workload gives them its pressure (0.25: the policy's CPU-bound input stays 0, today's
+    behaviour); once a CPU-bound one replaces it, every agent scores with 1.0, the value the twin computes for that
+    workload on that fleet, and says so on /metrics and in ListAgents."""
+    import json
+    import time
+    import urllib.request
+
+    from click.testing import CliRunner
+
+    from controlplane import server
+    from controlplane.verdicts import Timings
+    from edgeagent import config
+    from edgeagent.daemon import Agent
+    from edgeagent.policy import LearnedScorer
+    from fedapi import client, controlplane_pb2_grpc
+    from fedapi.workloadcontext import quantize
+    from fedcore.backends.twin import Binder
+    from fedcore.loopback import free_ports
+    from fedcore.pods import Pod
+    from fedcore.resources import GpuRequest
+    from federated.runtime.scorer import default_model_dir
+    from fedplane.cli import main
+
+    if not (default_model_dir() / "manifest.json").is_file():
+        pytest.skip("federated ships no default policy artifact in this checkout")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "v1").symlink_to(default_model_dir())
+    names = ["c0-n0", "c0-n1", "c0-n2"]
+    gossip = dict(zip(names, free_ports(len(names)), strict=True))
+    fast = Timings(probe_interval_s=0.1, report_interval_s=0.2, fresh_s=1.0, probe_failures=3)
+
+    async def scenario() -> None:
+        plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic, 0.1, Binder.EXTERNAL), time.monotonic, fast)
+        plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=3, twin_cpu_milli=32000, twin_memory_mib=131072, twin_gpus=4))
+        running = await server.start(plane)
+        agents = [Agent(config.parse({
+            "node": n, "cluster": "c0", "data_dir": str(tmp_path / n), "log_level": "warning",
+            "gossip": {"bind": f"127.0.0.1:{gossip[n]}", "seeds": [f"127.0.0.1:{gossip[m]}" for m in names if m != n],
+                       "probe_interval": 0.2},
+            "backend": {"kind": "twin", "address": f"127.0.0.1:{running.link_port}", "timeout": 1.0},
+            "probe": {"kind": "twin"}, "models": {"dir": str(tmp_path / "models")},
+            "http": {"bind": "127.0.0.1:0"}, "report": {"interval": 0.2},
+        }), handle_signals=False) for n in names]
+        tasks = [asyncio.create_task(a.run()) for a in agents]
+        channel = client.connect_aio(f"127.0.0.1:{running.port}")
+        stub = controlplane_pb2_grpc.ControlPlaneStub(channel)  # type: ignore[no-untyped-call]
+
+        async def listed(pressure: float) -> bool:
+            (c,) = (await stub.ListAgents(cp.ListAgentsRequest(cluster="c0"))).clusters
+            return len(c.agents) == 3 and all(a.context.version and a.context.cpu_pressure == pressure for a in c.agents)
+
+        async def until(pressure: float) -> None:
+            deadline = time.monotonic() + 15
+            while not await listed(pressure):
+                assert time.monotonic() < deadline, f"agents never reported scoring with cpu_pressure {pressure}"
+                await asyncio.sleep(0.1)
+
+        def cpu_bound_input(agent: Agent, pod: Pod) -> float:
+            scorer = agent.placer_.scorer
+            assert isinstance(scorer, LearnedScorer), "the agents run the shipped policy"
+            pod_x = scorer.assess(pod, agent.placer_.table).pod_x
+            assert pod_x is not None
+            return float(pod_x[-1])
+
+        def scraped(agent: Agent) -> float:
+            with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=2) as reply:
+                line = next(x for x in reply.read().decode().splitlines() if x.startswith("fedplane_agent_workload_cpu_pressure "))
+            return float(line.split()[1])
+
+        def submit(name: str, cpu_milli: int) -> cp.SubmitWorkloadRequest:
+            return cp.SubmitWorkloadRequest(workload=cp.WorkloadSpec(
+                name=name, replicas=4, pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=8192, gpus=1)))
+
+        try:
+            await stub.SubmitWorkload(submit("infer", 2000))  # 2 cores per GPU on nodes of 8 per GPU
+            await until(0.25)
+            probe = Pod("probe", 8000, 8192, gpu=GpuRequest(1, 1000))
+            assert [a.context.current.cpu_pressure for a in agents] == [0.25] * 3
+            assert [await asyncio.to_thread(scraped, a) for a in agents] == [0.25] * 3
+            assert all(cpu_bound_input(a, probe) == 0.0 for a in agents), "a normal workload leaves the policy as it was"
+
+            await stub.DeleteWorkload(cp.DeleteWorkloadRequest(workload="infer"))
+            await stub.SubmitWorkload(submit("train", 8000))  # 8 cores per GPU: all the CPU the GPU nodes have
+            await until(1.0)
+            train = plane.registry.workload("train")
+            assert train is not None
+            twin_view = cpu_pressure([train.pod(i) for i in range(4)], plane.backends.twins()["c0"].table.nodes)
+            assert quantize(twin_view) == 1.0, "the value the twin's profile computes for this workload on this fleet"
+            assert [await asyncio.to_thread(scraped, a) for a in agents] == [1.0] * 3
+            assert {a.context.current for a in agents} == {plane.contexts.get("c0")}, "one value, one version"
+            assert all(cpu_bound_input(a, probe) == 1.0 for a in agents)
+
+            target = f"127.0.0.1:{running.port}"
+            out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", target, "--json"])
+            assert [a["context"]["cpu_pressure"] for a in json.loads(out.stdout)["clusters"][0]["agents"]] == [1.0] * 3
+            out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "clusters", "--target", target, "--json"])
+            assert json.loads(out.stdout)["clusters"][0]["context"]["cpu_pressure"] == 1.0
+        finally:
+            for a in agents:
+                a.stop()
+            await asyncio.gather(*tasks)
+            await channel.close()
+            await running.stop(0)
+            plane.close()
+
+    asyncio.run(scenario())

@@ -1,0 +1,70 @@
+"""An agent's workload context: taken from its control plane's acks, kept while it is away, refused when malformed
+(one clear log line, counted, the previous value kept), exported on /metrics and reported back."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from edgeagent import reporting
+from edgeagent.config import PlacementSection
+from edgeagent.ledger import Ledger
+from edgeagent.metrics import AgentMetrics
+from edgeagent.placing import Placer
+from edgeagent.scoring import HeuristicScorer
+from edgeagent.workloadcontext import ContextKeeper
+from fedapi.workloadcontext import NONE, WorkloadContext
+from fedcore.nodes import Node
+
+
+def test_the_first_context_and_each_new_value_are_taken_and_silence_keeps_the_last() -> None:
+    keeper = ContextKeeper()
+    assert not keeper.receive(None), "an older control plane sends none: the artifact's own value stays"
+    assert not keeper.receive({"cpu_pressure": 0.0, "version": 0}), "one that computed none yet"
+    assert keeper.current is NONE
+    assert keeper.receive({"cpu_pressure": 0.0, "version": 5}), "a first context is applied even at 0: it overrides the artifact's"
+    assert not keeper.receive({"cpu_pressure": 0.0, "version": 5})
+    assert not keeper.receive({"cpu_pressure": 0.0, "version": 9}), "a new version of the same value: nothing to redo"
+    assert keeper.current == WorkloadContext(0.0, 9)
+    assert keeper.receive({"cpu_pressure": 1.0, "version": 12})
+    assert not keeper.receive(None) and keeper.current == WorkloadContext(1.0, 12), "the control plane is away: keep placing as we were"
+
+
+@pytest.mark.parametrize("garbage", [
+    {"cpu_pressure": math.nan, "version": 20}, {"cpu_pressure": -1.0, "version": 20}, {"cpu_pressure": 1e12, "version": 20},
+    {"cpu_pressure": "high", "version": 20}, {"cpu_pressure": 1.0, "version": "new"}, [1.0], "1.0",
+])
+def test_a_malformed_context_is_refused_clearly_and_the_previous_value_kept(garbage: object,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    keeper = ContextKeeper()
+    keeper.receive({"cpu_pressure": 0.5, "version": 10})
+    with caplog.at_level(logging.WARNING, logger="edgeagent.workloadcontext"):
+        for _ in range(3):
+            assert not keeper.receive(garbage)
+    assert keeper.current == WorkloadContext(0.5, 10) and keeper.refused == 3
+    (line,) = [r.getMessage() for r in caplog.records]  # one line per distinct reason, not one per ack
+    assert "refused the workload context" in line and "keeping cpu_pressure 0.5" in line and "Traceback" not in caplog.text
+
+
+def test_metrics_and_the_report_carry_the_context_only_once_there_is_one() -> None:
+    node = Node("n0", 32000, 131072, gpus=4)
+    placer = Placer(node, Ledger("n0", "n0", node.capacity), HeuristicScorer(), PlacementSection(), 0.0)
+    keeper = ContextKeeper()
+    metrics = AgentMetrics(placer, lambda: 0, lambda: True, lambda: 0, keeper)
+
+    def samples() -> dict[str, float]:
+        return {s.name: s.value for f in text_string_to_metric_families(metrics.render().decode()) for s in f.samples}
+
+    message = reporting.report(placer, "c0", "a1", 1, {}, {}, {}, None, keeper.current)
+    assert "context" not in message, "a control plane that predates the field refuses a report carrying it"
+    assert samples()["fedplane_agent_workload_cpu_pressure"] == 0.0 and samples()["fedplane_agent_workload_context_version"] == 0
+    keeper.receive({"cpu_pressure": 0.97, "version": 1234})
+    keeper.receive({"cpu_pressure": math.inf, "version": 1235})
+    got = samples()
+    assert got["fedplane_agent_workload_cpu_pressure"] == 0.97 and got["fedplane_agent_workload_context_version"] == 1234
+    assert got["fedplane_agent_workload_context_refused_total"] == 1
+    message = reporting.report(placer, "c0", "a1", 2, {}, {}, {}, None, keeper.current)
+    assert message["context"] == {"cpu_pressure": 0.97, "version": 1234}
