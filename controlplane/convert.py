@@ -94,6 +94,9 @@ def agent_report(m: cp.AgentReport) -> AgentReport:
     if not m.cluster or not m.node or not m.agent_id:
         raise ValueError("an agent report needs cluster, node and agent_id")
     s = m.summary
+    for name, v in (("capacity", s.capacity), ("allocated", s.allocated)):
+        if min(v.cpu_milli, v.memory_mib, v.disk_mib, v.gpu_milli) < 0:
+            raise ValueError(f"agent {m.agent_id}: its node's {name} must be non-negative")
     summary = NodeSummary(s.node or m.node, from_resources(s.capacity), from_resources(s.allocated), s.pods, s.ready,
                           s.load, s.model_version)
     peers = tuple((p.cluster or m.cluster, p.node, PEER.get(p.state, PeerState.SUSPECT)) for p in m.peers)

@@ -104,6 +104,9 @@ class ControlPlane:
         self.loads: dict[str, Load] = {}
         self.contexts = ContextBook()
         """Each cluster's workload context, sent to its agents with every report's ack."""
+        self._contexts_from = 0.0
+        """No context is computed before this (a leader's start plus ``fresh_s``): its evidence starts empty, and a
+        fleet read from the first agents to report would send a value the rest of the fleet moves again."""
         self.planner = Planner(Topology(), planner)
         self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration)
         self.lock = threading.RLock()
@@ -130,6 +133,7 @@ class ControlPlane:
             for spec in specs:
                 if spec.name not in known:
                     self.register_cluster(spec)
+            self._contexts_from = now + self.timings.fresh_s
             repaired = self.restore(now)
             for spec in self.registry.clusters():  # judge every cluster once now: a new leader places submits at once
                 self._probe(spec.name, now)
@@ -429,6 +433,8 @@ class ControlPlane:
         return used
 
     def _update_contexts(self, specs: Sequence[ClusterSpec], now: float) -> None:
+        if now < self._contexts_from:
+            return
         workloads = {w.name: w for w in self.registry.workloads()}
         placements = self.registry.placements()
         for spec in specs:

@@ -29,8 +29,9 @@ class WorkloadContext:
     def __post_init__(self) -> None:
         if isinstance(self.cpu_pressure, bool) or not isinstance(self.cpu_pressure, (int, float)):
             raise ValueError(f"cpu_pressure must be a number, got {self.cpu_pressure!r:.40}")
-        if not math.isfinite(self.cpu_pressure) or not 0.0 <= self.cpu_pressure <= MAX_CPU_PRESSURE:
+        if not 0.0 <= self.cpu_pressure <= MAX_CPU_PRESSURE:  # exact for any int; false for NaN
             raise ValueError(f"cpu_pressure {self.cpu_pressure!r:.40} is outside [0, {MAX_CPU_PRESSURE:g}]")
+        object.__setattr__(self, "cpu_pressure", float(self.cpu_pressure))  # msgpack carries a whole float as an int
         if isinstance(self.version, bool) or not isinstance(self.version, int) or not 0 <= self.version < 2**63:
             raise ValueError(f"version must be an integer in [0, 2^63), got {self.version!r:.40}")
 
@@ -57,9 +58,7 @@ def from_wire(value: object) -> WorkloadContext:
     unknown = set(value) - {"cpu_pressure", "version"}
     if unknown:
         raise ValueError(f"unknown WorkloadContext field(s) {sorted(map(str, unknown))!r:.80}")
-    pressure, version = value.get("cpu_pressure", 0.0), value.get("version", 0)
-    return WorkloadContext(float(pressure) if isinstance(pressure, int) and not isinstance(pressure, bool) else pressure,
-                           version)
+    return WorkloadContext(value.get("cpu_pressure", 0.0), value.get("version", 0))
 
 
 def quantize(cpu_pressure: float) -> float:

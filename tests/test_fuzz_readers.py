@@ -19,7 +19,7 @@ from crdt.errors import InvalidDelta
 from edgeagent import config as agent_config
 from edgeagent import twinwire
 from edgeagent.clusters import ClusterUnavailable
-from fedapi import twinlink
+from fedapi import twinlink, workloadcontext
 from fedcore.traces import TraceError, dlrm, openb
 from federated.runtime import artifacts
 from gossip import wire as gossip_wire
@@ -165,6 +165,23 @@ def test_twin_link_frames_and_messages(header: bytes, body: bytes) -> None:
             read(message)
         except ClusterUnavailable:
             pass
+
+
+WIRE_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=4), st.binary(max_size=4),
+                        st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@FUZZ
+@given(st.one_of(WIRE_VALUES, st.dictionaries(st.sampled_from(["cpu_pressure", "version", "x"]), WIRE_VALUES, max_size=3)))
+@example({"cpu_pressure": 10**400, "version": 1})
+@example({"cpu_pressure": 1.0, "version": 2**70})
+def test_workload_contexts_from_the_control_plane(value: object) -> None:
+    """What an agent reads from an ack's ``context``: a context within bounds, or ValueError."""
+    try:
+        context = workloadcontext.from_wire(value)
+    except ValueError:
+        return
+    assert 0.0 <= context.cpu_pressure <= workloadcontext.MAX_CPU_PRESSURE and 0 <= context.version < 2**63
 
 
 @FUZZ

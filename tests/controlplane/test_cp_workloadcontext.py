@@ -86,16 +86,23 @@ def test_the_plane_sends_each_cluster_its_context_and_refuses_a_garbage_one(tmp_
         train = Workload("train", 2, Template(8000, 4096, 1), Policy(clusters=("c1",)))  # 8 cores per GPU, as the nodes
         assert plane.submit(train, dry_run=False).ok
         plane.tick(now[0])
+        assert not ack("c0", "c0-n0", 2).HasField("context"), "a new leader waits until every live agent has reported"
+        now[0] += plane.timings.fresh_s
+        plane.tick(now[0])
         here, other = "c1", "c0"
-        got = ack(here, f"{here}-n0", 2)
-        assert got.context == cp.WorkloadContext(cpu_pressure=1.0, version=100001), "0 at the first tick, then the workload's"
-        assert ack(other, f"{other}-n0", 2).context == cp.WorkloadContext(cpu_pressure=0.0, version=100000)
+        got = ack(here, f"{here}-n0", 3)
+        assert got.context == cp.WorkloadContext(cpu_pressure=1.0, version=101000)
+        assert ack(other, f"{other}-n0", 3).context == cp.WorkloadContext(cpu_pressure=0.0, version=101000)
         assert {r.spec.name: r.context.cpu_pressure for r in plane.clusters()} == {here: 1.0, other: 0.0}
         with pytest.raises(_Refused, match="workload context: cpu_pressure nan"):
-            ack(here, f"{here}-n0", 3, cp.WorkloadContext(cpu_pressure=math.nan, version=5))
-        ack(here, f"{here}-n0", 4, cp.WorkloadContext(cpu_pressure=1.0, version=100001))
+            ack(here, f"{here}-n0", 4, cp.WorkloadContext(cpu_pressure=math.nan, version=5))
+        bad = cp.AgentReport(cluster=here, node=f"{here}-n1", agent_id="a-bad", sequence=1)
+        bad.summary.capacity.cpu_milli = -1  # a fleet read from it would stop every tick
+        with pytest.raises(_Refused, match="capacity must be non-negative"):
+            asyncio.run(service.report_agent(plane, bad, _Refuse()))
+        ack(here, f"{here}-n0", 5, cp.WorkloadContext(cpu_pressure=1.0, version=101000))
         (row,) = [a for _, _, _, agents in plane.agents(here) for a in agents]
-        assert row.report.context == WorkloadContext(1.0, 100001), "the agent's own word on what it scores with"
+        assert row.report.context == WorkloadContext(1.0, 101000), "the agent's own word on what it scores with"
     finally:
         plane.close()
 
