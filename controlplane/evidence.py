@@ -101,6 +101,9 @@ class EvidenceBook:
     def __init__(self, fresh_s: float) -> None:
         self.fresh_s = fresh_s
         self.reports: dict[tuple[str, str], tuple[float, AgentReport]] = {}
+        self.views: dict[tuple[str, str], dict[str, tuple[int, int]]] = {}
+        """Per report's (cluster, node): its peers per peer cluster as (alive, not alive), counted once on arrival:
+        every tick judges every cluster, and a report can carry thousands of peers."""
         self.sequences: dict[str, int] = {}
         self.probes: dict[str, _Probe] = {}
 
@@ -110,6 +113,11 @@ class EvidenceBook:
             return False
         self.sequences[report.agent_id] = report.sequence
         self.reports[(report.cluster, report.node)] = (now, report)
+        views: dict[str, tuple[int, int]] = {}
+        for peer_cluster, _node, state in report.peers:
+            alive, down = views.get(peer_cluster, (0, 0))
+            views[peer_cluster] = (alive + 1, down) if state is PeerState.ALIVE else (alive, down + 1)
+        self.views[(report.cluster, report.node)] = views
         return True
 
     def add_probe(self, cluster: str, now: float, nodes: list[NodeState] | None, error: str = "") -> None:
@@ -139,20 +147,12 @@ class EvidenceBook:
         insider_alive = insider_down = outsider_alive = outsider_down = 0
         failing_since = probe.first_failure if probe.failures else float("-inf")
         for at, r in fresh:
-            for peer_cluster, _node, state in r.peers:
-                if peer_cluster != cluster:
-                    continue
-                alive = state is PeerState.ALIVE
-                if r.cluster == cluster:
-                    if at <= failing_since:
-                        continue  # sent before the API stopped answering: no proof of life since
-                    insider_alive += alive
-                    insider_down += not alive
-                else:
-                    outsider_alive += alive
-                    outsider_down += not alive
-        seen_from_outside = any(r.cluster != cluster and any(c == cluster for c, _n, _s in r.peers)
-                                for _at, r in self.reports.values())
+            alive, down = self.views[(r.cluster, r.node)].get(cluster, (0, 0))
+            if r.cluster != cluster:
+                outsider_alive, outsider_down = outsider_alive + alive, outsider_down + down
+            elif at > failing_since:  # one sent before the API stopped answering is no proof of life since
+                insider_alive, insider_down = insider_alive + alive, insider_down + down
+        seen_from_outside = any(c != cluster and cluster in views for (c, _n), views in self.views.items())
         outsiders_silent = seen_from_outside and not (outsider_alive or outsider_down)
         return ClusterEvidence(
             cluster, now, probe.failures, now - probe.first_failure if probe.failures else 0.0, probe.last_ok >= 0,
