@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
-from controlplane.workloadcontext import ContextBook, cluster_pressure
+from controlplane.workloadcontext import ContextBook, cluster_pressures
 from controlplane.workloads import Workload
 from fedapi.workloadcontext import WorkloadContext
 from fedcore.backends import errors
@@ -363,10 +363,11 @@ class ControlPlane:
             for spec in specs:
                 self._judge(spec.name, now)
             self._measure_loads(now)
-            self._update_contexts(specs, now)
+            workloads, placements = {w.name: w for w in self.registry.workloads()}, self.registry.placements()
+            self._update_contexts(specs, workloads, placements, now)
             plans, notes = self.planner.plan(
                 now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(), self.loads,
-                {w.name: w for w in self.registry.workloads()}, self.registry.placements(), self.journal.active(),
+                workloads, placements, self.journal.active(),
                 self.registry.homes(), {c: since for c, (v, since) in self.verdicts.items() if v.health is Health.HEALTHY},
             )
             for note in notes:
@@ -432,14 +433,14 @@ class ControlPlane:
                 used[p.cluster] = used.get(p.cluster, Resources()) + Resources(t.cpu_milli * p.replicas, t.memory_mib * p.replicas, 0, t.gpus * 1000 * p.replicas)
         return used
 
-    def _update_contexts(self, specs: Sequence[ClusterSpec], now: float) -> None:
+    def _update_contexts(self, specs: Sequence[ClusterSpec], workloads: Mapping[str, Workload], placements: Sequence[Placement],
+                         now: float) -> None:
         if now < self._contexts_from:
             return
-        workloads = {w.name: w for w in self.registry.workloads()}
-        placements = self.registry.placements()
+        reports = [row.report for spec in specs for row in self.evidence.agents(spec.name, now)]
+        pressures = cluster_pressures(workloads, placements, reports)
         for spec in specs:
-            reports = [row.report for row in self.evidence.agents(spec.name, now)]
-            context = self.contexts.update(spec.name, cluster_pressure(spec.name, workloads, placements, reports), now)
+            context = self.contexts.update(spec.name, pressures.get(spec.name), now)
             self.metrics.cpu_pressure.labels(spec.name).set(context.cpu_pressure)
 
     def _measure_loads(self, now: float) -> None:

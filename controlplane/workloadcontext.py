@@ -11,7 +11,7 @@ control plane computes it per cluster, the way the twin does, and sends it with 
 * the fleet is the GPU nodes the cluster's agents report (the newest report of every agent that
   ever reported: a silent node still stands, and the value should not move when one report is late).
 
-Sans-IO: :func:`cluster_pressure` is a pure function of those two; :class:`ContextBook` holds per
+Sans-IO: :func:`cluster_pressures` is a pure function of those two; :class:`ContextBook` holds per
 cluster the value agents are sent, rounded (:func:`fedapi.workloadcontext.quantize`) and moved only
 when the computed pressure leaves a band around it (hysteresis), so all agents of a cluster score
 with one stable value rather than one that flickers as replicas come and go.
@@ -35,21 +35,23 @@ HYSTERESIS = 0.015
 pressure sitting on a rounding boundary (0.995 vs 1.005 as one replica comes and goes) does not flip the agents."""
 
 
-def cluster_pressure(cluster: str, workloads: Mapping[str, Workload], placements: Iterable[Placement],
-                     reports: Iterable[AgentReport]) -> float | None:
-    """The CPU pressure of ``cluster``'s placed workloads on the GPU nodes its agents report; None without a report.
+def cluster_pressures(workloads: Mapping[str, Workload], placements: Iterable[Placement],
+                      reports: Iterable[AgentReport]) -> dict[str, float]:
+    """Per cluster some agent reported for: the CPU pressure of its placed workloads on the GPU nodes its agents report.
 
     Stale placements (replicas failed away from a cluster, removed once it answers) are not its workload."""
-    fleet = [Node(r.node, r.summary.capacity.cpu_milli, r.summary.capacity.memory_mib,
-                  gpus=r.summary.capacity.gpu_milli // MILLI) for r in reports if r.cluster == cluster]
-    if not fleet:
-        return None
-    pods: list[Pod] = []
+    fleets: dict[str, list[Node]] = {}
+    for r in reports:
+        capacity = r.summary.capacity
+        fleets.setdefault(r.cluster, []).append(Node(r.node, capacity.cpu_milli, capacity.memory_mib, gpus=capacity.gpu_milli // MILLI))
+    pods: dict[str, list[Pod]] = {cluster: [] for cluster in fleets}
+    templates: dict[str, Pod] = {}
     for p in placements:
         w = workloads.get(p.workload)
-        if w is not None and p.cluster == cluster and p.state is PlacementState.PLACED:
-            pods.extend([w.pod(0)] * p.replicas)  # one Pod object, referenced once per replica
-    return cpu_pressure(pods, fleet)
+        if w is not None and p.cluster in pods and p.state is PlacementState.PLACED:
+            pod = templates.get(w.name) or templates.setdefault(w.name, w.pod(0))
+            pods[p.cluster].extend([pod] * p.replicas)  # one Pod object per workload, referenced once per replica
+    return {cluster: cpu_pressure(pods[cluster], fleet) for cluster, fleet in fleets.items()}
 
 
 class ContextBook:

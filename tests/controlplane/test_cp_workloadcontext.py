@@ -13,7 +13,7 @@ from controlplane import service
 from controlplane.evidence import AgentReport, NodeSummary
 from controlplane.registry import ClusterSpec, Placement, PlacementState
 from controlplane.runtime import Backends, ControlPlane
-from controlplane.workloadcontext import HYSTERESIS, ContextBook, cluster_pressure
+from controlplane.workloadcontext import HYSTERESIS, ContextBook, cluster_pressures
 from controlplane.workloads import Policy, Template, Workload
 from fedapi import controlplane_pb2 as cp
 from fedapi.workloadcontext import NONE, WorkloadContext
@@ -42,13 +42,14 @@ def test_pressure_is_the_placed_workload_on_the_reported_gpu_fleet() -> None:
     workloads = {w.name: w for w in (job("train", 8000, 1, 6), job("web", 2000, 0, 4), job("small", 2000, 1, 2))}
     placements = [Placement("train", "c0", 6, 1), Placement("web", "c0", 4, 1), Placement("small", "c1", 2, 1),
                   Placement("small", "c0", 5, 1, PlacementState.STALE)]
-    got = cluster_pressure("c0", workloads, placements, reports)
+    pressures = cluster_pressures(workloads, placements, reports)
+    got = pressures["c0"]
     # The one definition: CPU per requested GPU (CPU-only pods count in the CPU) over the GPU nodes' CPU per GPU.
     assert got == pytest.approx((6 * 8000 + 4 * 2000) / 6 / (32000 / 4))
     assert got == cpu_pressure([workloads["train"].pod(0)] * 6 + [workloads["web"].pod(0)] * 4, fleet(reports, "c0"))
-    assert cluster_pressure("c1", workloads, placements, reports) == pytest.approx((2000 / 1) / (8000 / 8))
-    assert cluster_pressure("c2", workloads, placements, reports) is None, "no agent reported: no fleet known"
-    assert cluster_pressure("c0", workloads, [], reports) == 0.0, "no GPU workload: the policy's default"
+    assert pressures["c1"] == pytest.approx((2000 / 1) / (8000 / 8))
+    assert "c2" not in pressures, "no agent reported: no fleet known"
+    assert cluster_pressures(workloads, [], reports)["c0"] == 0.0, "no GPU workload: the policy's default"
 
 
 def test_the_sent_value_is_rounded_and_does_not_flicker() -> None:
