@@ -52,6 +52,8 @@ log = logging.getLogger("edgeagent")
 
 JOURNAL = "claims.journal"
 NODE_FILE = "node.msgpack"
+CONTEXT_FILE = "context.msgpack"
+"""The last workload context from the control plane: an agent restarted while it is away scores as its peers still do."""
 MAX_BINDS_IN_FLIGHT = 32
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
 """glibc's mallopt parameter numbers."""
@@ -190,6 +192,7 @@ class Agent:
         ledger = Ledger.replay(self.name, node.name, node.capacity, (op for batch in self._journal.read() for op in batch))
         self.placer = Placer(node, ledger, HeuristicScorer(lambda: self.placer_.load), self.config.placement, loop.time())
         models = ModelWatcher(self.config.models_path)
+        self._restore_context()
         self._swap_model(models)
         gossip = self._make_gossip()
         await gossip.start()
@@ -457,8 +460,7 @@ class Agent:
                     await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
                     continue
                 self.report_error = None
-                if self.context.receive(ack.get("context")):
-                    self.placer_.scorer.set_cpu_pressure(self.context.current.cpu_pressure)
+                self._take_context(ack.get("context"))
                 if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
                     self.backend_error = None  # the link answers again
                 asked = ack.get("report_interval_ms")
@@ -469,6 +471,28 @@ class Agent:
         finally:
             if not shared:
                 await channel.close()
+
+    def _take_context(self, value: object) -> None:
+        """An ack's workload context: a new value goes to the scorer at once and to disk (for a restart while away)."""
+        if not self.context.receive(value):
+            return
+        self.placer_.scorer.set_cpu_pressure(self.context.current.cpu_pressure)
+        try:
+            atomic_write(self.data / CONTEXT_FILE, twinlink.encode(self.context.current.to_wire()))
+        except OSError as exc:
+            log.warning("could not save the workload context (a restart would wait for the control plane's): %s", exc)
+
+    def _restore_context(self) -> None:
+        """The context saved before a restart; the model loaded next takes it (:meth:`_swap_model`)."""
+        saved = self.data / CONTEXT_FILE
+        try:
+            value = twinlink.decode(saved.read_bytes())
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            log.warning("the saved workload context %s is unreadable (%s): waiting for the control plane's", saved, exc)
+            return
+        self.context.receive(value, str(saved))
 
     def _sample_awareness(self, now: float) -> None:
         """Feed our Lifeguard health score to the placer when it moved (an idle, healthy agent stays asleep)."""

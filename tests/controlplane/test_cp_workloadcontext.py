@@ -155,14 +155,18 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
         plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic, 0.1, Binder.EXTERNAL), time.monotonic, fast)
         plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=3, twin_cpu_milli=32000, twin_memory_mib=131072, twin_gpus=4))
         running = await server.start(plane)
-        agents = [Agent(config.parse({
-            "node": n, "cluster": "c0", "data_dir": str(tmp_path / n), "log_level": "warning",
-            "gossip": {"bind": f"127.0.0.1:{gossip[n]}", "seeds": [f"127.0.0.1:{gossip[m]}" for m in names if m != n],
-                       "probe_interval": 0.2},
-            "backend": {"kind": "twin", "address": f"127.0.0.1:{running.link_port}", "timeout": 1.0},
-            "probe": {"kind": "twin"}, "models": {"dir": str(tmp_path / "models")},
-            "http": {"bind": "127.0.0.1:0"}, "report": {"interval": 0.2},
-        }), handle_signals=False) for n in names]
+
+        def agent(n: str) -> Agent:
+            return Agent(config.parse({
+                "node": n, "cluster": "c0", "data_dir": str(tmp_path / n), "log_level": "warning",
+                "gossip": {"bind": f"127.0.0.1:{gossip[n]}", "seeds": [f"127.0.0.1:{gossip[m]}" for m in names if m != n],
+                           "probe_interval": 0.2},
+                "backend": {"kind": "twin", "address": f"127.0.0.1:{running.link_port}", "timeout": 1.0},
+                "probe": {"kind": "twin"}, "models": {"dir": str(tmp_path / "models")},
+                "http": {"bind": "127.0.0.1:0"}, "report": {"interval": 0.2},
+            }), handle_signals=False)
+
+        agents = [agent(n) for n in names]
         tasks = [asyncio.create_task(a.run()) for a in agents]
         channel = client.connect_aio(f"127.0.0.1:{running.port}")
         stub = controlplane_pb2_grpc.ControlPlaneStub(channel)  # type: ignore[no-untyped-call]
@@ -217,6 +221,19 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
             assert [a["context"]["cpu_pressure"] for a in json.loads(out.stdout)["clusters"][0]["agents"]] == [1.0] * 3
             out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "clusters", "--target", target, "--json"])
             assert json.loads(out.stdout)["clusters"][0]["context"]["cpu_pressure"] == 1.0
+
+            plane.backends.twins()["c0"].partition()  # the control plane is away: its acks stop
+            agents[0].stop()
+            await tasks[0]
+            agents[0] = agent(names[0])  # restarted meanwhile: it resumes with the saved context, as its peers keep theirs
+            tasks[0] = asyncio.create_task(agents[0].run())
+            deadline = time.monotonic() + 10
+            while agents[0].metrics is None:
+                assert time.monotonic() < deadline, "the restarted agent never came up"
+                await asyncio.sleep(0.05)
+            assert agents[0].context.current == plane.contexts.get("c0") and cpu_bound_input(agents[0], probe) == 1.0
+            assert [a.context.current.cpu_pressure for a in agents[1:]] == [1.0, 1.0]
+            plane.backends.twins()["c0"].heal()
         finally:
             for a in agents:
                 a.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -16,6 +17,7 @@ from edgeagent.metrics import AgentMetrics
 from edgeagent.placing import Placer
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.workloadcontext import ContextKeeper
+from fedapi import twinlink
 from fedapi.workloadcontext import NONE, WorkloadContext
 from fedcore.nodes import Node
 
@@ -68,3 +70,23 @@ def test_metrics_and_the_report_carry_the_context_only_once_there_is_one() -> No
     assert got["fedplane_agent_workload_context_refused_total"] == 1
     message = reporting.report(placer, "c0", "a1", 2, {}, {}, {}, None, keeper.current)
     assert message["context"] == {"cpu_pressure": 0.97, "version": 1234}
+
+
+@pytest.mark.parametrize(("saved", "resumed", "warning"), [
+    (twinlink.encode({"cpu_pressure": 0.98, "version": 3}), WorkloadContext(0.98, 3), ""),
+    (b"\xc1garbage", NONE, "is unreadable"),
+    (twinlink.encode({"cpu_pressure": math.nan, "version": 3}), NONE, "refused the workload context"),
+])
+def test_a_restarted_agent_resumes_with_its_saved_context_and_refuses_a_damaged_one(
+        saved: bytes, resumed: WorkloadContext, warning: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from edgeagent import config
+    from edgeagent.daemon import CONTEXT_FILE, Agent
+
+    settings = config.parse({"node": "a0", "cluster": "c0", "data_dir": str(tmp_path), "log_level": "warning",
+                             "backend": {"kind": "twin", "address": "127.0.0.1:9"}})
+    (tmp_path / CONTEXT_FILE).write_bytes(saved)
+    agent = Agent(settings, cluster=object(), handle_signals=False)  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING):
+        agent._restore_context()  # noqa: SLF001 (the start-up step, without the rest of run())
+    assert agent.context.current == resumed and "Traceback" not in caplog.text
+    assert [warning in r.getMessage() for r in caplog.records] == ([True] if warning else [])
