@@ -40,7 +40,7 @@ class WorkloadContext:
         return self.version > 0
 
     def to_wire(self) -> dict[str, Any]:
-        return {"cpu_pressure": float(self.cpu_pressure), "version": self.version}
+        return {"cpu_pressure": self.cpu_pressure, "version": self.version}
 
 
 NONE = WorkloadContext()
@@ -50,14 +50,12 @@ NONE = WorkloadContext()
 def from_wire(value: object) -> WorkloadContext:
     """The context in a twin-link map (``AgentAck.context``); None (an older control plane) is :data:`NONE`.
 
-    Raises ValueError naming what is wrong: a non-map, missing or extra fields, a NaN, negative or huge value."""
+    Fields this agent does not know are ignored, as protobuf does: a newer control plane may append some.
+    Raises ValueError naming what is wrong: a non-map, a NaN, negative or huge pressure, a bad version."""
     if value is None:
         return NONE
     if not isinstance(value, dict):
         raise ValueError(f"expected a WorkloadContext map, got {type(value).__name__}")  # noqa: TRY004 (ValueError is the decode contract)
-    unknown = set(value) - {"cpu_pressure", "version"}
-    if unknown:
-        raise ValueError(f"unknown WorkloadContext field(s) {sorted(map(str, unknown))!r:.80}")
     return WorkloadContext(value.get("cpu_pressure", 0.0), value.get("version", 0))
 
 
