@@ -43,11 +43,12 @@ def to_onnx(model: PlacementScorer, path: Path) -> None:
 
 
 def compact(path: Path) -> None:
-    """Rename internal tensors to short ids and drop node names, shape annotations and doc strings.
+    """Rename internal tensors to short ids and drop node names, shape annotations, doc strings and the producer.
 
     Exporter and quantizer names ("/context/context.2/MatMul_output_0_quantized") are a large
     share of a small model's file; both files get the same treatment, so sizes stay comparable.
-    Node names are optional in ONNX (tensors name the edges) and onnxruntime names nodes itself.
+    Node names and the producer's name and version are optional in ONNX (tensors name the edges,
+    onnxruntime names nodes itself); the graph's name is required, so it becomes one letter.
     """
     proto = onnx.load(str(path))
     graph = proto.graph
@@ -68,7 +69,8 @@ def compact(path: Path) -> None:
         node.input[:] = [short(x) for x in node.input]
         node.output[:] = [short(x) for x in node.output]
     del graph.value_info[:]
-    proto.doc_string = ""
+    graph.name = "g"
+    proto.doc_string = proto.producer_name = proto.producer_version = ""
     onnx.checker.check_model(proto, full_check=True)
     onnx.save(proto, str(path))
 

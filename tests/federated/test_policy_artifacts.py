@@ -67,6 +67,17 @@ def test_manifest_and_sizes(exported: tuple[PlacementScorer, Path]) -> None:
     assert len(loaded.version) == 12
 
 
+def test_exported_files_carry_no_names_onnx_does_not_require(exported: tuple[PlacementScorer, Path]) -> None:
+    """Every byte counts against the size goal (int8 <= 0.3 x fp32): no producer, no node names, a one-letter graph name."""
+    onnx = pytest.importorskip("onnx")
+    _, path = exported
+    for name in (artifacts.FP32, artifacts.INT8):
+        proto = onnx.load(str(path / name))
+        assert (proto.producer_name, proto.producer_version, proto.graph.name) == ("", "", "g")
+        assert not any(node.name for node in proto.graph.node)
+        onnx.checker.check_model(proto, full_check=True)
+
+
 @pytest.mark.parametrize(("key", "value"), [
     *(("pinned", v) for v in ("abc", 2.0, -0.1, float("nan"), [0.1], None)),
     *(("cpu_pressure", v) for v in ("abc", -0.1, float("nan"), float("inf"), [1.0], None)),
