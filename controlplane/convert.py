@@ -79,11 +79,16 @@ def cluster_status(row: ClusterRow) -> cp.ClusterStatus:
 
 def workload_context(c: WorkloadContext) -> cp.WorkloadContext | None:
     """The message of a context; None (the field left absent) for no context, as an older control plane sends."""
-    return cp.WorkloadContext(cpu_pressure=c.cpu_pressure, version=c.version) if c.known else None
+    if not c.known:
+        return None
+    profile = cp.PodTypes(**c.profile.to_wire()) if c.profile is not None else None
+    return cp.WorkloadContext(cpu_pressure=c.cpu_pressure, version=c.version, profile=profile)
 
 
 def from_workload_context(m: cp.WorkloadContext) -> WorkloadContext:
-    """Raises ValueError naming the bad value (NaN, negative, huge)."""
+    """An agent's word on what it scores with (its version names the profile, which a report does not carry).
+
+    Raises ValueError naming the bad value (NaN, negative, huge)."""
     try:
         return WorkloadContext(m.cpu_pressure, m.version)
     except ValueError as exc:

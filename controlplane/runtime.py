@@ -27,7 +27,7 @@ from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
-from controlplane.workloadcontext import ContextBook, cluster_pressures
+from controlplane.workloadcontext import ContextBook, cluster_profiles
 from controlplane.workloads import Workload
 from fedapi.workloadcontext import WorkloadContext
 from fedcore.backends import errors
@@ -438,9 +438,9 @@ class ControlPlane:
         if now < self._contexts_from:
             return
         reports = [row.report for spec in specs for row in self.evidence.agents(spec.name, now)]
-        pressures = cluster_pressures(workloads, placements, reports)
+        observed = cluster_profiles(workloads, placements, reports)
         for spec in specs:
-            context = self.contexts.update(spec.name, pressures.get(spec.name), now)
+            context = self.contexts.update(spec.name, observed[spec.name], now) if spec.name in observed else self.contexts.get(spec.name)
             self.metrics.cpu_pressure.labels(spec.name).set(context.cpu_pressure)
 
     def _measure_loads(self, now: float) -> None:

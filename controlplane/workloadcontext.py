@@ -1,9 +1,10 @@
-"""Each cluster's workload context: what its agents' learned policy must know of the workload on the fleet.
+"""Each cluster's workload context: the workload profile its agents' learned policy scores against.
 
-The policy's pod input ``workload_cpu_bound`` reads the workload's CPU pressure on its fleet
-(:func:`fedcore.scheduling.fragmentation.cpu_pressure`: CPU per requested GPU over the fleet's CPU
-per GPU). The twin computes it from the whole workload and fleet; an agent sees one node. So the
-control plane computes it per cluster, the way the twin does, and sends it with every ``AgentAck``:
+The policy's features read a workload profile (``PodTypes``: the typical pod shapes FGD's expected
+fragmentation is computed against, the common CPU-only slots, the pinned share of GPU request, and
+the CPU pressure of the workload on its fleet). The twin builds it from the run's workload and fleet
+(``PodTypes.from_pods(workload, fleet=fleet)``); an agent sees one node. So the control plane makes
+that same call per cluster and sends the result with every ``AgentAck``:
 
 * the workload is what the registry has placed on the cluster now (each workload's pod template,
   once per replica): the one home of what a cluster is asked to run, so submits, migrations,
@@ -11,10 +12,17 @@ control plane computes it per cluster, the way the twin does, and sends it with 
 * the fleet is the GPU nodes the cluster's agents report (the newest report of every agent that
   ever reported: a silent node still stands, and the value should not move when one report is late).
 
-Sans-IO: :func:`cluster_pressures` is a pure function of those two; :class:`ContextBook` holds per
-cluster the value agents are sent, rounded (:func:`fedapi.workloadcontext.quantize`) and moved only
-when the computed pressure leaves a band around it (hysteresis), so all agents of a cluster score
-with one stable value rather than one that flickers as replicas come and go.
+Sans-IO: :func:`cluster_profiles` is a pure function of those two; :class:`ContextBook` holds per
+cluster what agents are sent, and moves it only when the workload does, so all agents of a cluster
+score with one stable context rather than one that flickers as replicas come and go:
+
+* the CPU pressure is rounded (:func:`fedapi.workloadcontext.quantize`) and moves only when the
+  computed value leaves a band of :data:`HYSTERESIS` around the sent one;
+* the profile is quantized (:meth:`fedapi.workloadcontext.Profile.quantized`: shape weights to 0.01,
+  pinned share to 0.001) and moves when that quantized form differs (another shape set, a weight
+  or slot that moved); a placed workload without GPU request has none (agents keep their artifact's).
+
+Either move adopts a new version (the clock in ms), which agents report back (``ListAgents``).
 """
 
 from __future__ import annotations
@@ -24,22 +32,22 @@ from collections.abc import Iterable, Mapping
 from controlplane.evidence import AgentReport
 from controlplane.registry import Placement, PlacementState
 from controlplane.workloads import Workload
-from fedapi.workloadcontext import NONE, WorkloadContext, quantize
+from fedapi.workloadcontext import NONE, Profile, WorkloadContext, quantize
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
-from fedcore.scheduling.fragmentation import cpu_pressure
+from fedcore.scheduling.fragmentation import PodTypes
 
 HYSTERESIS = 0.015
 """The sent value moves only when the computed pressure is farther than this from it: 1.5 rounding steps, so a
 pressure sitting on a rounding boundary (0.995 vs 1.005 as one replica comes and goes) does not flip the agents."""
 
 
-def cluster_pressures(workloads: Mapping[str, Workload], placements: Iterable[Placement],
-                      reports: Iterable[AgentReport]) -> dict[str, float]:
-    """Per cluster some agent reported for: the CPU pressure of its placed workloads on the GPU nodes its agents report.
-
-    Stale placements (replicas failed away from a cluster, removed once it answers) are not its workload."""
+def cluster_profiles(workloads: Mapping[str, Workload], placements: Iterable[Placement],
+                     reports: Iterable[AgentReport]) -> dict[str, PodTypes | None]:
+    """Per cluster some agent reported for: ``PodTypes.from_pods`` of its placed workloads on the nodes its agents
+    report (None: nothing placed). Stale placements (replicas failed away from a cluster, removed once it answers)
+    are not its workload."""
     fleets: dict[str, list[Node]] = {}
     for r in reports:
         capacity = r.summary.capacity
@@ -51,7 +59,7 @@ def cluster_pressures(workloads: Mapping[str, Workload], placements: Iterable[Pl
         if w is not None and p.cluster in pods and p.state is PlacementState.PLACED:
             pod = templates.get(w.name) or templates.setdefault(w.name, w.pod(0))
             pods[p.cluster].extend([pod] * p.replicas)  # one Pod object per workload, referenced once per replica
-    return {cluster: cpu_pressure(pods[cluster], fleet) for cluster, fleet in fleets.items()}
+    return {cluster: PodTypes.from_pods(pods[cluster], fleet=fleet) if pods[cluster] else None for cluster, fleet in fleets.items()}
 
 
 class ContextBook:
@@ -65,14 +73,18 @@ class ContextBook:
         """What ``cluster``'s agents are sent (:data:`~fedapi.workloadcontext.NONE` until a value was computed)."""
         return self._sent.get(cluster, NONE)
 
-    def update(self, cluster: str, pressure: float | None, now: float) -> WorkloadContext:
-        """Take a computed pressure (None: no fleet known, keep what is sent); returns what is sent from now on."""
+    def update(self, cluster: str, types: PodTypes | None, now: float) -> WorkloadContext:
+        """Take a computed profile (None: no workload placed, CPU pressure 0 and the artifact's shapes); returns what
+        is sent from now on."""
         sent = self._sent.get(cluster, NONE)
-        if pressure is None or (sent.known and abs(pressure - sent.cpu_pressure) <= self.hysteresis):
+        pressure = types.cpu_pressure if types is not None else 0.0
+        if not sent.known or abs(pressure - sent.cpu_pressure) > self.hysteresis:
+            pressure = quantize(pressure)
+        else:
+            pressure = sent.cpu_pressure
+        profile = Profile.quantized(types) if types is not None else None
+        if sent.known and pressure == sent.cpu_pressure and profile == sent.profile:
             return sent
-        value = quantize(pressure)
-        if sent.known and value == sent.cpu_pressure:
-            return sent
-        adopted = WorkloadContext(value, max(int(now * 1000), sent.version + 1, 1))
+        adopted = WorkloadContext(pressure, max(int(now * 1000), sent.version + 1, 1), profile)
         self._sent[cluster] = adopted
         return adopted

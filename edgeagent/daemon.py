@@ -476,7 +476,7 @@ class Agent:
         """An ack's workload context: a new value goes to the scorer at once and to disk (for a restart while away)."""
         if not self.context.receive(value):
             return
-        self.placer_.scorer.set_cpu_pressure(self.context.current.cpu_pressure)
+        self.placer_.scorer.set_context(self.context.current)
         try:
             atomic_write(self.data / CONTEXT_FILE, twinlink.encode(self.context.current.to_wire()))
         except OSError as exc:
@@ -604,7 +604,7 @@ class Agent:
         scorer = models.scan()
         if scorer is not None:
             if self.context.current.known:  # a new model scores for the same workload as the one it replaces
-                scorer.set_cpu_pressure(self.context.current.cpu_pressure)
+                scorer.set_context(self.context.current)
             self._apply(self.placer_.set_scorer(scorer))
             residency.drop_cold_code()  # the session's set-up code: ~12 MiB no decision runs again
 

@@ -84,6 +84,8 @@ class AgentMetrics:
              "The workload context the policy scores with: the cluster's CPU per requested GPU over its GPU nodes' CPU per GPU"),
             ("workload_context_version", self.context.current.version,
              "When the control plane adopted that context (its clock, ms); 0 = none received"),
+            ("workload_profile_shapes", len(self.context.current.profile.shapes) if self.context.current.profile else 0,
+             "Typical pod shapes of the cluster's workload profile the policy scores against; 0 = the model artifact's own"),
         ):
             family(f"fedplane_agent_{name}", "gauge", doc, [f"fedplane_agent_{name} {value}"])
         scorer = self.placer.scorer

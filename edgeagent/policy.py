@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedapi.workloadcontext import WorkloadContext
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.scheduling.framework import QueueSortPlugin
@@ -91,8 +92,11 @@ class LearnedScorer:
         _, now = self.runtime.features.drops.drop(NOTHING, table, OWN_ROW)
         return float(now[0])
 
-    def set_cpu_pressure(self, cpu_pressure: float) -> None:
-        self.runtime.set_cpu_pressure(cpu_pressure)
+    def set_context(self, context: WorkloadContext) -> None:
+        """The context's profile (else the artifact's shapes) with its CPU pressure: as the twin's learned profile
+        for that workload scores (``PolicyRuntime(model, types=...)``)."""
+        assert self.runtime.artifact is not None  # a learned scorer is built from one
+        self.runtime.set_types(context.types(self.runtime.artifact.types))
 
 
 class CanaryScorer:
@@ -141,10 +145,10 @@ class CanaryScorer:
     def fragmentation(self, table: NodeTable) -> float:
         return self._last.fragmentation(table)
 
-    def set_cpu_pressure(self, cpu_pressure: float) -> None:
+    def set_context(self, context: WorkloadContext) -> None:
         """Both models score for the same workload: the trial compares models, not contexts."""
-        self.current.set_cpu_pressure(cpu_pressure)
-        self.candidate.set_cpu_pressure(cpu_pressure)
+        self.current.set_context(context)
+        self.candidate.set_context(context)
 
 
 def _natural(name: str) -> list[object]:

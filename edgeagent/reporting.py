@@ -61,7 +61,7 @@ def report(
         "peers": peers, "healthy": health is None, "health_reason": health or "",
     }
     if context.known:
-        message["context"] = context.to_wire()
+        message["context"] = context.to_wire(profile=False)  # its version names the profile
     return message
 
 

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fedapi.workloadcontext import WorkloadContext
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
 from fedcore.resources import MILLI, GpuRequest, Resources
@@ -64,8 +65,8 @@ class Scorer(Protocol):
         """Expected GPU fragmentation of our node as it stands (milli-GPU; 0 where the scorer has no pod types)."""
         ...
 
-    def set_cpu_pressure(self, cpu_pressure: float) -> None:
-        """Score as for a workload of this CPU pressure on its fleet (the control plane's workload context)."""
+    def set_context(self, context: WorkloadContext) -> None:
+        """Score for this workload profile (the control plane's workload context for our cluster) from now on."""
         ...
 
     @property
@@ -123,7 +124,7 @@ class HeuristicScorer:
     def fragmentation(self, table: NodeTable) -> float:
         return 0.0
 
-    def set_cpu_pressure(self, cpu_pressure: float) -> None:
+    def set_context(self, context: WorkloadContext) -> None:
         """Best fit reads no workload context."""
 
     def score(self, pod: Pod, table: NodeTable) -> float:

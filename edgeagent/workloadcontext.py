@@ -3,25 +3,35 @@
 The control plane sends its cluster's context (:mod:`fedapi.workloadcontext`) with every report's
 ack; this keeper decides what the agent does with it. Sans-IO: the shell (:mod:`edgeagent.daemon`)
 passes each ack's field in and, when the value changed, hands it to the scorer
-(:meth:`edgeagent.scoring.Scorer.set_cpu_pressure`, cheap: no model reload). The rules:
+(:meth:`edgeagent.scoring.Scorer.set_context`: the cluster's workload profile, else the artifact's
+shapes, with the cluster's CPU pressure; cheap: no model reload, one row's caches rebuilt). The rules:
 
 * an ack without one (an older control plane, or one that has not computed it yet) changes nothing;
 * while the control plane is away the last value stays: agents keep placing as they were (the shell
   saves it, so an agent restarted meanwhile resumes with it rather than with its artifact's);
-* a malformed value (NaN, negative, huge, not a map) is refused with one log line per distinct
-  reason, counted, and the previous value kept: garbage on the wire never moves the scores.
+* a malformed value (NaN, negative, huge, not a map; a profile with ragged columns, weights not
+  summing to 1, negative shapes, too many shapes) is refused with one log line per distinct reason,
+  counted, and the previous value kept, profile included: garbage on the wire never moves the scores.
 
 Every agent of a cluster applies the same value, so their claims stay comparable: each scores
-its node exactly as the fleet-wide scorer with that pressure would.
+its node exactly as the fleet-wide scorer with that profile would (``PolicyRuntime(model, types=...)``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from fedapi.workloadcontext import NONE, WorkloadContext, from_wire
+from fedapi.workloadcontext import NONE, Profile, WorkloadContext, from_wire
 
 log = logging.getLogger("edgeagent.workloadcontext")
+
+
+def describe(profile: Profile | None) -> str:
+    """A profile for one log line: its heaviest shapes, or the artifact's."""
+    if profile is None:
+        return "the artifact's pod shapes"
+    heaviest = ", ".join(f"{c}m/{n}x{m}m {w:.2f}" for c, m, n, w in profile.shapes[:3])
+    return f"{len(profile.shapes)} pod shapes ({heaviest}{', ...' if len(profile.shapes) > 3 else ''})"
 
 
 class ContextKeeper:
@@ -40,15 +50,16 @@ class ContextKeeper:
             self.refused += 1
             if str(exc) != self._last_refusal:
                 self._last_refusal = str(exc)
-                log.warning("refused the workload context from %s (%s): keeping cpu_pressure %g",
-                            source, exc, self.current.cpu_pressure)
+                log.warning("refused the workload context from %s (%s): keeping cpu_pressure %g and %s (version %d)",
+                            source, exc, self.current.cpu_pressure, describe(self.current.profile), self.current.version)
             return False
         self._last_refusal = ""
         if not context.known or context == self.current:
             return False
-        changed = not self.current.known or context.cpu_pressure != self.current.cpu_pressure
+        changed = (not self.current.known or context.cpu_pressure != self.current.cpu_pressure
+                   or context.profile != self.current.profile)
         if changed:
-            log.info("workload context from %s: cpu_pressure %g -> %g (version %d)",
-                     source, self.current.cpu_pressure, context.cpu_pressure, context.version)
+            log.info("workload context from %s: cpu_pressure %g -> %g, %s (version %d)",
+                     source, self.current.cpu_pressure, context.cpu_pressure, describe(context.profile), context.version)
         self.current = context
         return changed

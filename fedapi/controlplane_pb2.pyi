@@ -208,12 +208,30 @@ class AgentReport(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ...) -> None: ...
 
 class WorkloadContext(_message.Message):
-    __slots__ = ("cpu_pressure", "version")
+    __slots__ = ("cpu_pressure", "version", "profile")
     CPU_PRESSURE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
     cpu_pressure: float
     version: int
-    def __init__(self, cpu_pressure: _Optional[float] = ..., version: _Optional[int] = ...) -> None: ...
+    profile: PodTypes
+    def __init__(self, cpu_pressure: _Optional[float] = ..., version: _Optional[int] = ..., profile: _Optional[_Union[PodTypes, _Mapping]] = ...) -> None: ...
+
+class PodTypes(_message.Message):
+    __slots__ = ("cpu", "milli", "count", "weight", "slots", "pinned")
+    CPU_FIELD_NUMBER: _ClassVar[int]
+    MILLI_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    SLOTS_FIELD_NUMBER: _ClassVar[int]
+    PINNED_FIELD_NUMBER: _ClassVar[int]
+    cpu: _containers.RepeatedScalarFieldContainer[int]
+    milli: _containers.RepeatedScalarFieldContainer[int]
+    count: _containers.RepeatedScalarFieldContainer[int]
+    weight: _containers.RepeatedScalarFieldContainer[float]
+    slots: _containers.RepeatedScalarFieldContainer[int]
+    pinned: float
+    def __init__(self, cpu: _Optional[_Iterable[int]] = ..., milli: _Optional[_Iterable[int]] = ..., count: _Optional[_Iterable[int]] = ..., weight: _Optional[_Iterable[float]] = ..., slots: _Optional[_Iterable[int]] = ..., pinned: _Optional[float] = ...) -> None: ...
 
 class AgentAck(_message.Message):
     __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context")

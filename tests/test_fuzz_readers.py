@@ -11,6 +11,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -20,8 +21,13 @@ from edgeagent import config as agent_config
 from edgeagent import twinwire
 from edgeagent.clusters import ClusterUnavailable
 from fedapi import twinlink, workloadcontext
+from fedcore.nodes import Node
+from fedcore.nodetable import NodeTable
+from fedcore.pods import Pod
+from fedcore.resources import GpuRequest
 from fedcore.traces import TraceError, dlrm, openb
 from federated.runtime import artifacts
+from federated.runtime.features import FeatureBuilder
 from gossip import wire as gossip_wire
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -171,17 +177,54 @@ WIRE_VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st
                         st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
 
 
+PROFILE_NUMBERS = st.one_of(st.integers(-2, 2**41), st.floats(), st.booleans(), st.sampled_from([0, 300, 1000, 1.0, 0.5]))
+PROFILES = st.one_of(WIRE_VALUES, st.dictionaries(
+    st.sampled_from(["cpu", "milli", "count", "weight", "slots", "pinned"]),
+    st.one_of(st.lists(PROFILE_NUMBERS, max_size=4), PROFILE_NUMBERS, WIRE_VALUES), max_size=6))
+
+
 @FUZZ
-@given(st.one_of(WIRE_VALUES, st.dictionaries(st.sampled_from(["cpu_pressure", "version", "x"]), WIRE_VALUES, max_size=3)))
+@given(st.one_of(WIRE_VALUES, st.dictionaries(st.sampled_from(["cpu_pressure", "version", "profile", "x"]),
+                                              st.one_of(WIRE_VALUES, PROFILES), max_size=4)))
 @example({"cpu_pressure": 10**400, "version": 1})
 @example({"cpu_pressure": 1.0, "version": 2**70})
+@example({"cpu_pressure": 1.0, "version": 1, "profile": {"cpu": [8000], "milli": [1000], "count": [1], "weight": [1.0]}})
 def test_workload_contexts_from_the_control_plane(value: object) -> None:
-    """What an agent reads from an ack's ``context``: a context within bounds, or ValueError."""
+    """What an agent reads from an ack's ``context``: a context within bounds whose profile, if any, builds the
+    ``PodTypes`` and fragment tables an agent scores with, or ValueError."""
     try:
         context = workloadcontext.from_wire(value)
     except ValueError:
         return
     assert 0.0 <= context.cpu_pressure <= workloadcontext.MAX_CPU_PRESSURE and 0 <= context.version < 2**63
+    if context.profile is not None:
+        FeatureBuilder(context.profile.types(context.cpu_pressure))
+
+
+GPU_SHAPES = st.tuples(st.integers(0, 10**6), st.sampled_from([100, 300, 500, 1000]), st.integers(1, 8))
+CPU_SHAPES = st.tuples(st.integers(0, 10**6), st.just(0), st.just(0))
+
+
+@FUZZ
+@given(st.lists(st.one_of(GPU_SHAPES, CPU_SHAPES), min_size=1, max_size=8, unique=True),
+       st.lists(st.integers(1, 1000), min_size=8, max_size=8), st.lists(st.integers(0, 10**6), max_size=6), st.floats(0, 1))
+def test_every_profile_an_agent_accepts_builds_its_features(shapes: list[tuple[int, int, int]], counts: list[int],
+                                                            slots: list[int], pinned: float) -> None:
+    """Any profile within the bounds (odd shapes, zero CPU, CPU-only shapes beside GPU ones) builds the features an
+    agent scores its node with: no crash on the decision path after an accepted context."""
+    total = sum(counts[: len(shapes)])
+    wire = {"cpu": [s[0] for s in shapes], "milli": [s[1] for s in shapes], "count": [s[2] for s in shapes],
+            "weight": [n / total for n in counts[: len(shapes)]], "slots": slots[: len(slots) // 2 * 2], "pinned": pinned}
+    try:
+        context = workloadcontext.from_wire({"cpu_pressure": 0.9, "version": 1, "profile": wire})
+    except ValueError:
+        assert not any(s[2] for s in shapes), "only a profile without GPU shape is refused"
+        return
+    assert context.profile is not None
+    builder = FeatureBuilder(context.profile.types(context.cpu_pressure))
+    table = NodeTable([Node("n", 64000, 262144, gpus=8)])
+    for pod in (Pod("g", 4000, 8192, gpu=GpuRequest(1, 500)), Pod("w", 8000, 16384, gpu=GpuRequest(2, 1000)), Pod("c", 2000, 4096)):
+        assert np.isfinite(builder(pod, table, np.array([0]))).all()
 
 
 @FUZZ

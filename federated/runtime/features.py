@@ -152,17 +152,22 @@ class _NodeCache:
         # CPU and memory used beside the divisors (one operation serves both), held as float64 (exact integers):
         # kube-default's sums and divisions then run without an int64 -> float64 cast inside each ufunc.
         self.used = np.stack([table.cpu_used, table.mem_used]).astype(np.float64)
-        self.room = np.zeros((2, len(slots), len(table)), dtype=np.int64)  # (CPU, memory) free beyond each slot shape, per node
-        self.hosts = np.zeros((len(slots), len(table)), dtype=bool)  # the slot fits the node's free CPU and memory now
-        self.slot_list = [(int(c), int(m)) for c, m in slots.tolist()]
+        self.set_slots(slots)
         self._scratch = (np.empty((2, 0)), np.empty((2, 0)))
         self.request = np.empty((2, 1))  # the pod's CPU and memory as kube-default's float64 column, filled per call
-        self.covering: dict[tuple[int, int], list[int]] = {}  # per (CPU, memory) request: the slots it covers
         self.classes = np.empty(len(table), dtype=np.intp)
         self._class_of: dict[tuple[object, ...], int] = {}
         self._keys: list[tuple[object, ...]] = [()] * len(table)
         self._static = list(zip(table.cpu_cap.tolist(), table.mem_cap.tolist(), table.gpu_model.tolist(), table.arch.tolist()))
         self._update(range(len(table)), first=True)
+
+    def set_slots(self, slots: np.ndarray) -> None:
+        """Hold each row's room beyond these slot shapes (a new workload profile), from the table as it stands."""
+        self.slot_list = [(int(c), int(m)) for c, m in slots.tolist()]
+        free = np.stack([self.table.cpu_cap - self.table.cpu_used, self.table.mem_cap - self.table.mem_used])
+        self.room = free[:, None, :] - slots.T.astype(np.int64)[:, :, None]  # (CPU, memory) free beyond each slot, per node
+        self.hosts = (self.room >= 0).all(axis=0)  # the slot fits the node's free CPU and memory now
+        self.covering: dict[tuple[int, int], list[int]] = {}  # per (CPU, memory) request: the slots it covers
 
     def scratch(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Reusable (2, rows) float64 blocks for kube-default's terms: no allocation per decision."""
@@ -224,6 +229,16 @@ class FeatureBuilder:
         self.drops = FragmentDrops(types)
         self._nodes: _NodeCache | None = None
         self._request = np.empty((3, 1), dtype=np.float32)  # the pod's CPU, memory and GPU request column, filled per call
+
+    def set_types(self, types: PodTypes) -> None:
+        """Build for another workload profile from now on (an agent told its cluster's by the control plane).
+
+        The fragment caches are rebuilt for the new shapes (per fleet on first sight: one row on an agent); the
+        node-only cache stays, load trend included, its room per slot recomputed when the slot shapes change."""
+        if self._nodes is not None and not np.array_equal(types.slots, self.types.slots):
+            self._nodes.set_slots(types.slots)
+        self.types = types
+        self.drops = FragmentDrops(types)
 
     def pod(self, pod: Pod) -> np.ndarray:
         """The pod's input in this builder's workload (its pinned share and CPU pressure): see :func:`pod_features`."""

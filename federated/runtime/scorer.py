@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import platform
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -196,11 +195,12 @@ class PolicyRuntime:
         self._assessed.clear()
         return scorer.version
 
-    def set_cpu_pressure(self, cpu_pressure: float) -> None:
-        """Score as for a workload of this CPU pressure from now on (``PodTypes.cpu_pressure``; an edge agent learns it
-        from its control plane, the artifact's manifest knowing no fleet). Cheap: the model and the fragment caches
-        stay; only the scores kept per pod shape go, as they hold the old pod input."""
-        self.features.types = replace(self.features.types, cpu_pressure=cpu_pressure)
+    def set_types(self, types: PodTypes) -> None:
+        """Score for another workload profile from now on (``PodTypes``: typical shapes, slots, pinned share, CPU
+        pressure; an edge agent learns its cluster's from the control plane, the artifact's manifest knowing only its
+        training pods). Cheap: the model stays; the feature caches follow the new shapes (a one-row agent table
+        rebuilds in microseconds) and the scores kept per pod shape go, as they read the old profile."""
+        self.features.set_types(types)
         self._kept.clear()
         self._assessed.clear()
 

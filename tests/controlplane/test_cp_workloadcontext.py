@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,13 +14,14 @@ from controlplane import service
 from controlplane.evidence import AgentReport, NodeSummary
 from controlplane.registry import ClusterSpec, Placement, PlacementState
 from controlplane.runtime import Backends, ControlPlane
-from controlplane.workloadcontext import HYSTERESIS, ContextBook, cluster_pressures
+from controlplane.workloadcontext import HYSTERESIS, ContextBook, cluster_profiles
 from controlplane.workloads import Policy, Template, Workload
 from fedapi import controlplane_pb2 as cp
-from fedapi.workloadcontext import NONE, WorkloadContext
+from fedapi.workloadcontext import NONE, Profile, WorkloadContext
 from fedcore.nodes import Node
 from fedcore.resources import Resources
-from fedcore.scheduling.fragmentation import cpu_pressure
+from fedcore.scheduling.fragmentation import PodTypes
+from federated.runtime.artifacts import types_to_json as types_json
 
 
 def gpu_node_report(cluster: str, node: str, cpu_milli: int = 32000, gpus: int = 4, sequence: int = 1) -> AgentReport:
@@ -36,35 +38,66 @@ def job(name: str, cpu_milli: int, gpus: int, replicas: int) -> Workload:
     return Workload(name, replicas, Template(cpu_milli, 4096, gpus))
 
 
-def test_pressure_is_the_placed_workload_on_the_reported_gpu_fleet() -> None:
+def test_the_profile_is_the_twins_call_on_the_placed_workload_and_the_reported_fleet() -> None:
     reports = [gpu_node_report("c0", f"n{i}") for i in range(3)] + [gpu_node_report("c0", "cpu", 64000, 0),
                                                                     gpu_node_report("c1", "far", 8000, 8)]
     workloads = {w.name: w for w in (job("train", 8000, 1, 6), job("web", 2000, 0, 4), job("small", 2000, 1, 2))}
     placements = [Placement("train", "c0", 6, 1), Placement("web", "c0", 4, 1), Placement("small", "c1", 2, 1),
                   Placement("small", "c0", 5, 1, PlacementState.STALE)]
-    pressures = cluster_pressures(workloads, placements, reports)
-    got = pressures["c0"]
+    observed = cluster_profiles(workloads, placements, reports)
+    got = observed["c0"]
+    assert got is not None
     # The one definition: CPU per requested GPU (CPU-only pods count in the CPU) over the GPU nodes' CPU per GPU.
-    assert got == pytest.approx((6 * 8000 + 4 * 2000) / 6 / (32000 / 4))
-    assert got == cpu_pressure([workloads["train"].pod(0)] * 6 + [workloads["web"].pod(0)] * 4, fleet(reports, "c0"))
-    assert pressures["c1"] == pytest.approx((2000 / 1) / (8000 / 8))
-    assert "c2" not in pressures, "no agent reported: no fleet known"
-    assert cluster_pressures(workloads, [], reports)["c0"] == 0.0, "no GPU workload: the policy's default"
+    assert got.cpu_pressure == pytest.approx((6 * 8000 + 4 * 2000) / 6 / (32000 / 4))
+    placed = [workloads["train"].pod(0)] * 6 + [workloads["web"].pod(0)] * 4
+    twin = PodTypes.from_pods(placed, fleet=fleet(reports, "c0"))  # what the twin's learned profile holds for that run
+    assert types_json(got) == types_json(twin)
+    assert got.cpu.tolist() == [8000, 2000] and got.weight.tolist() == [0.6, 0.4] and got.slots.tolist() == [[2000, 4096]]
+    c1 = observed["c1"]
+    assert c1 is not None and c1.cpu_pressure == pytest.approx((2000 / 1) / (8000 / 8))
+    assert "c2" not in observed, "no agent reported: no fleet known"
+    assert cluster_profiles(workloads, [], reports)["c0"] is None, "nothing placed: the artifact's profile, pressure 0"
 
 
-def test_the_sent_value_is_rounded_and_does_not_flicker() -> None:
+def at(pressure: float, types: PodTypes | None = None) -> PodTypes:
+    """A computed profile of one 8-core 1-GPU shape (or ``types``) with this CPU pressure."""
+    base = types if types is not None else PodTypes.from_pods([job("train", 8000, 1, 1).pod(0)])
+    return replace(base, cpu_pressure=pressure)
+
+
+def test_the_sent_pressure_is_rounded_and_does_not_flicker() -> None:
     book = ContextBook()
     assert book.get("c0") is NONE
-    assert book.update("c0", None, 1.0) is NONE, "no fleet known yet: nothing to send"
-    first = book.update("c0", 0.996, 2.0)
-    assert first == WorkloadContext(1.0, 2000)
+    assert book.update("c0", None, 1.0) == WorkloadContext(0.0, 1000), "nothing placed: pressure 0, the artifact's shapes"
+    first = book.update("c0", at(0.996), 2.0)
+    assert first == WorkloadContext(1.0, 2000, Profile(((8000, 1000, 1, 1.0),)))
     for t, p in enumerate((1.004, 0.994, 1.0 + HYSTERESIS * 0.99, 1.0 - HYSTERESIS * 0.99, 1.01)):
-        assert book.update("c0", p, 3.0 + t) is first, p
-    assert book.update("c0", None, 9.0) is first, "agents silent: the value stays"
-    moved = book.update("c0", 0.97, 10.0)
-    assert moved == WorkloadContext(0.97, 10000) and book.get("c0") is moved
-    assert book.update("c0", 0.0, 10.0).version == 10001, "versions only grow, even within one millisecond"
-    assert book.update("c1", 0.25, 11.0).cpu_pressure == 0.25 and book.get("c0").cpu_pressure == 0.0
+        assert book.update("c0", at(p), 3.0 + t) is first, p
+    moved = book.update("c0", at(0.97), 10.0)
+    assert moved == replace(first, cpu_pressure=0.97, version=10000) and book.get("c0") is moved
+    assert book.update("c0", at(0.0), 10.0).version == 10001, "versions only grow, even within one millisecond"
+    assert book.update("c1", at(0.25), 11.0).cpu_pressure == 0.25 and book.get("c0").cpu_pressure == 0.0
+
+
+def test_the_sent_profile_moves_only_when_its_quantized_form_does() -> None:
+    """Weights rounded to 0.01 and the shape set: a replica more that moves a weight less than half a point keeps the
+    version (agents keep their caches); a new shape, or a weight that moves a point, adopts a new one."""
+    book = ContextBook()
+
+    def placed(train: int, infer: int, extra: int = 0) -> PodTypes:
+        pods = ([job("train", 8000, 2, 1).pod(0)] * train + [job("infer", 2000, 1, 1).pod(0)] * infer
+                + [job("big", 32000, 8, 1).pod(0)] * extra)
+        return PodTypes.from_pods(pods, coverage=1.0)
+
+    first = book.update("c0", placed(500, 500), 1.0)
+    assert first.profile is not None and first.profile.shapes == ((8000, 1000, 2, 0.5), (2000, 1000, 1, 0.5))
+    assert book.update("c0", placed(502, 498), 2.0) is first, "0.502 rounds to 0.50: the same profile"
+    more = book.update("c0", placed(510, 490), 3.0)
+    assert more.version == 3000 and more.profile is not None and [s[3] for s in more.profile.shapes] == [0.51, 0.49]
+    third = book.update("c0", placed(510, 490, 20), 4.0)
+    assert third.version == 4000 and third.profile is not None and len(third.profile.shapes) == 3, "a new shape"
+    cpu_only = PodTypes.from_pods([job("web", 2000, 0, 1).pod(0)])
+    assert book.update("c0", cpu_only, 5.0) == WorkloadContext(0.0, 5000), "no GPU request: the artifact's shapes"
 
 
 def test_the_plane_sends_each_cluster_its_context_and_refuses_a_garbage_one(tmp_path: Path) -> None:
@@ -92,7 +125,8 @@ def test_the_plane_sends_each_cluster_its_context_and_refuses_a_garbage_one(tmp_
         plane.tick(now[0])
         here, other = "c1", "c0"
         got = ack(here, f"{here}-n0", 3)
-        assert got.context == cp.WorkloadContext(cpu_pressure=1.0, version=101000)
+        assert got.context == cp.WorkloadContext(cpu_pressure=1.0, version=101000, profile=cp.PodTypes(
+            cpu=[8000], milli=[1000], count=[1], weight=[1.0], slots=[], pinned=0.0)), "the twin's profile of 'train'"
         assert ack(other, f"{other}-n0", 3).context == cp.WorkloadContext(cpu_pressure=0.0, version=101000)
         assert {r.spec.name: r.context.cpu_pressure for r in plane.clusters()} == {here: 1.0, other: 0.0}
         with pytest.raises(_Refused, match="workload context: cpu_pressure nan"):
@@ -120,9 +154,10 @@ class _Refuse:
 @pytest.mark.integration
 def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_cluster(tmp_path: Path) -> None:
     """The path a user runs: a control plane serving its API and twin link, three agent daemons with the shipped
-    policy. A normal GPU workload gives them its pressure (0.25: the policy's CPU-bound input stays 0, today's
-    behaviour); once a CPU-bound one replaces it, every agent scores with 1.0, the value the twin computes for that
-    workload on that fleet, and says so on /metrics and in ListAgents."""
+    policy. A normal GPU workload gives them its profile and pressure (0.25: the policy's CPU-bound input stays 0);
+    once a CPU-bound one of a distinctive shape (16 cores, 2 GPUs) replaces it, every agent scores against that shape
+    with pressure 1.0, the profile the twin builds for that workload on that fleet, and says so on /metrics and in
+    ListAgents; one restarted while the plane is away resumes with it."""
     import json
     import time
     import urllib.request
@@ -193,9 +228,15 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
                 line = next(x for x in reply.read().decode().splitlines() if x.startswith("fedplane_agent_workload_cpu_pressure "))
             return float(line.split()[1])
 
-        def submit(name: str, cpu_milli: int) -> cp.SubmitWorkloadRequest:
+        def submit(name: str, cpu_milli: int, gpus: int = 1) -> cp.SubmitWorkloadRequest:
             return cp.SubmitWorkloadRequest(workload=cp.WorkloadSpec(
-                name=name, replicas=4, pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=8192, gpus=1)))
+                name=name, replicas=4, pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=8192, gpus=gpus)))
+
+        def scorer_types(agent: Agent) -> list[list[int]]:
+            scorer = agent.placer_.scorer
+            assert isinstance(scorer, LearnedScorer)
+            types = scorer.runtime.features.types
+            return [types.cpu.tolist(), types.milli.tolist(), types.count.tolist(), types.weight.tolist()]
 
         try:
             await stub.SubmitWorkload(submit("infer", 2000))  # 2 cores per GPU on nodes of 8 per GPU
@@ -206,12 +247,17 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
             assert all(cpu_bound_input(a, probe) == 0.0 for a in agents), "a normal workload leaves the policy as it was"
 
             await stub.DeleteWorkload(cp.DeleteWorkloadRequest(workload="infer"))
-            await stub.SubmitWorkload(submit("train", 8000))  # 8 cores per GPU: all the CPU the GPU nodes have
+            assert [scorer_types(a) for a in agents] == [[[2000], [1000], [1], [1.0]]] * 3, "the profile of 'infer'"
+            await stub.SubmitWorkload(submit("train", 16000, gpus=2))  # 8 cores per GPU: all the CPU the GPU nodes have
             await until(1.0)
             train = plane.registry.workload("train")
             assert train is not None
-            twin_view = cpu_pressure([train.pod(i) for i in range(4)], plane.backends.twins()["c0"].table.nodes)
-            assert quantize(twin_view) == 1.0, "the value the twin's profile computes for this workload on this fleet"
+            twin_view = PodTypes.from_pods([train.pod(i) for i in range(4)], fleet=plane.backends.twins()["c0"].table.nodes)
+            assert quantize(twin_view.cpu_pressure) == 1.0, "the value the twin's profile computes for this workload on this fleet"
+            sent = plane.contexts.get("c0")
+            assert sent.profile == Profile.quantized(twin_view) == Profile(((16000, 1000, 2, 1.0),)), "the twin's profile"
+            assert [scorer_types(a) for a in agents] == [[[16000], [1000], [2], [1.0]]] * 3, "every agent scores against it"
+            assert {a.context.current.profile for a in agents} == {sent.profile}
             assert [await asyncio.to_thread(scraped, a) for a in agents] == [1.0] * 3
             assert {a.context.current for a in agents} == {plane.contexts.get("c0")}, "one value, one version"
             assert all(cpu_bound_input(a, probe) == 1.0 for a in agents)
@@ -220,7 +266,8 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
             out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", target, "--json"])
             assert [a["context"]["cpu_pressure"] for a in json.loads(out.stdout)["clusters"][0]["agents"]] == [1.0] * 3
             out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "clusters", "--target", target, "--json"])
-            assert json.loads(out.stdout)["clusters"][0]["context"]["cpu_pressure"] == 1.0
+            listed_context = json.loads(out.stdout)["clusters"][0]["context"]
+            assert listed_context["cpu_pressure"] == 1.0 and listed_context["profile"]["cpu"] == ["16000"]  # int64: JSON strings
 
             plane.backends.twins()["c0"].partition()  # the control plane is away: its acks stop
             agents[0].stop()
@@ -232,6 +279,7 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
                 assert time.monotonic() < deadline, "the restarted agent never came up"
                 await asyncio.sleep(0.05)
             assert agents[0].context.current == plane.contexts.get("c0") and cpu_bound_input(agents[0], probe) == 1.0
+            assert scorer_types(agents[0]) == [[16000], [1000], [2], [1.0]], "the saved profile, before any ack"
             assert [a.context.current.cpu_pressure for a in agents[1:]] == [1.0, 1.0]
             plane.backends.twins()["c0"].heal()
         finally:

@@ -18,7 +18,7 @@ from edgeagent.placing import Placer
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.workloadcontext import ContextKeeper
 from fedapi import twinlink
-from fedapi.workloadcontext import NONE, WorkloadContext
+from fedapi.workloadcontext import NONE, Profile, WorkloadContext
 from fedcore.nodes import Node
 
 
@@ -33,6 +33,27 @@ def test_the_first_context_and_each_new_value_are_taken_and_silence_keeps_the_la
     assert keeper.current == WorkloadContext(0.0, 9)
     assert keeper.receive({"cpu_pressure": 1.0, "version": 12})
     assert not keeper.receive(None) and keeper.current == WorkloadContext(1.0, 12), "the control plane is away: keep placing as we were"
+
+
+PROFILE = {"cpu": [16000], "milli": [1000], "count": [2], "weight": [1.0], "slots": [], "pinned": 0.0}
+
+
+def test_a_new_profile_alone_is_taken_and_a_hostile_one_refused_keeping_the_previous(caplog: pytest.LogCaptureFixture) -> None:
+    keeper = ContextKeeper()
+    assert keeper.receive({"cpu_pressure": 1.0, "version": 5, "profile": PROFILE})
+    taken = keeper.current
+    assert taken.profile == Profile(((16000, 1000, 2, 1.0),))
+    assert not keeper.receive({"cpu_pressure": 1.0, "version": 6, "profile": PROFILE}), "same profile, new version"
+    other = {**PROFILE, "cpu": [8000]}
+    assert keeper.receive({"cpu_pressure": 1.0, "version": 7, "profile": other}), "the pressure stays, the profile moves"
+    assert not keeper.receive({"cpu_pressure": 1.0, "version": 7, "profile": other})
+    with caplog.at_level(logging.WARNING, logger="edgeagent.workloadcontext"):
+        assert not keeper.receive({"cpu_pressure": 0.5, "version": 8, "profile": {**other, "weight": [math.nan]}})
+    assert keeper.current.profile is not None and keeper.current.profile.shapes == ((8000, 1000, 2, 1.0),) and keeper.refused == 1
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "shape weight" in line and "keeping cpu_pressure 1 and 1 pod shapes (8000m/2x1000m 1.00) (version 7)" in line
+    assert keeper.receive({"cpu_pressure": 1.0, "version": 9}), "no profile any more: back to the artifact's shapes"
+    assert keeper.current.profile is None
 
 
 @pytest.mark.parametrize("garbage", [
@@ -70,10 +91,18 @@ def test_metrics_and_the_report_carry_the_context_only_once_there_is_one() -> No
     assert got["fedplane_agent_workload_context_refused_total"] == 1
     message = reporting.report(placer, "c0", "a1", 2, {}, {}, {}, None, keeper.current)
     assert message["context"] == {"cpu_pressure": 0.97, "version": 1234}
+    assert got["fedplane_agent_workload_profile_shapes"] == 0, "the artifact's shapes"
+    keeper.receive({"cpu_pressure": 0.97, "version": 1240, "profile": PROFILE})
+    assert samples()["fedplane_agent_workload_profile_shapes"] == 1
+    message = reporting.report(placer, "c0", "a1", 3, {}, {}, {}, None, keeper.current)
+    assert message["context"] == {"cpu_pressure": 0.97, "version": 1240}, "its version names the profile: not sent back"
 
 
 @pytest.mark.parametrize(("saved", "resumed", "warning"), [
     (twinlink.encode({"cpu_pressure": 0.98, "version": 3}), WorkloadContext(0.98, 3), ""),
+    (twinlink.encode(WorkloadContext(0.98, 4, Profile(((16000, 1000, 2, 1.0),))).to_wire()),
+     WorkloadContext(0.98, 4, Profile(((16000, 1000, 2, 1.0),))), ""),
+    (twinlink.encode({"cpu_pressure": 0.98, "version": 4, "profile": {**PROFILE, "count": [2, 2]}}), NONE, "one length"),
     (b"\xc1garbage", NONE, "is unreadable"),
     (twinlink.encode({"cpu_pressure": math.nan, "version": 3}), NONE, "refused the workload context"),
 ])

@@ -9,7 +9,10 @@ import pytest
 from policy_data import fleet, pods
 
 from fedcore.nodetable import NodeTable, Placement
+from fedapi.workloadcontext import Profile, WorkloadContext, from_wire
 from fedcore.pods import Pod
+from fedcore.resources import GpuRequest
+from fedcore.scheduling.fragmentation import PodTypes
 from fedcore.scheduling.filters import resources_fit
 
 pytest.importorskip("onnxruntime")
@@ -123,24 +126,57 @@ def test_scores_stay_exact_when_few_shapes_are_kept(monkeypatch: pytest.MonkeyPa
         assert len(kept._kept._shapes) <= 2  # noqa: SLF001
 
 
-def test_an_agent_told_a_new_cpu_pressure_scores_as_the_fleet_wide_scorer_of_that_pressure() -> None:
-    """The control plane's workload context reaches a running agent: what it kept per shape under the old pressure
-    is not reused, and its scores and inputs are bit for bit those of a runtime built with the new one."""
+def distinctive_profile() -> Profile:
+    """A cluster's profile unlike openb's training pods: 2-GPU pods with 12 cores, 0.3-GPU ones, a 16-core CPU slot."""
+    workload = ([Pod("train", 12000, 65536, gpu=GpuRequest(2, 1000))] * 5 + [Pod("infer", 4000, 8192, gpu=GpuRequest(1, 300))] * 3
+                + [Pod("etl", 16000, 32768)] * 2)
+    profile = Profile.quantized(PodTypes.from_pods(workload, fleet=fleet(60)))
+    assert profile is not None
+    return profile
+
+
+def test_a_runtime_given_new_types_midway_scores_as_one_built_with_them() -> None:
+    """``set_types`` on a runtime that followed a fleet's history: bit for bit the runtime built with those types that
+    followed it too (node caches and load trend kept, slot room recomputed, kept scores dropped)."""
+    other = distinctive_profile().types(0.97)
+    switched, fresh = shipped(), PolicyRuntime(default_model_dir(), types=other)
+    assert not np.array_equal(switched.features.types.slots, other.slots), "the slot shapes change too"
+    differed = 0
+    for step, (pod, table) in enumerate(replay(5, 160)):
+        if step == 80:
+            switched.set_types(other)
+        everything = np.arange(len(table))
+        got, want = switched.scores(pod, table, everything), fresh.scores(pod, table, everything)
+        if step >= 80:
+            assert np.array_equal(bits(got), bits(want)), (step, pod)
+        else:
+            differed += not np.array_equal(bits(got), bits(want))
+    assert differed > 40, "the two profiles score differently: the test compares something"
+
+
+@pytest.mark.parametrize("context", [
+    WorkloadContext(1.02, 1), WorkloadContext(0.97, 2, distinctive_profile()), WorkloadContext(0.0, 3, distinctive_profile()),
+    WorkloadContext(0.5, 4)], ids=["pressure", "profile", "profile-no-pressure", "back-to-the-artifact"])
+def test_an_agent_told_a_context_scores_as_the_fleet_wide_scorer_of_that_profile(context: WorkloadContext) -> None:
+    """The control plane's workload context reaches a running agent (through the wire map): what it kept per shape under
+    the artifact's profile is not reused, and its scores and inputs are bit for bit those of ``PolicyRuntime(model,
+    types=that profile)`` over the whole fleet."""
     from edgeagent.policy import LearnedScorer
 
+    received = from_wire(context.to_wire())
+    assert received == context
     nodes = fleet(6, seed=7)
     agents = [(LearnedScorer(shipped()), NodeTable([node])) for node in nodes]
     stream = pods(60, 7)
     for pod in stream[:30]:
         for agent, own in agents:
-            agent.assess(pod, own)  # warm every shape under pressure 0
-    for pressure in (1.02, 0.97, 0.0):
-        fleet_wide, table = shipped(pressure), NodeTable(nodes)
-        for agent, _ in agents:
-            agent.runtime.set_cpu_pressure(pressure)
-        for pod in stream:
-            scores = fleet_wide.scores(pod, table, np.arange(len(table)))
-            for row, (agent, own) in enumerate(agents):
-                got = agent.assess(pod, own)
-                assert bits(np.array([got.score]))[0] == bits(scores[row : row + 1])[0], (pressure, pod, row)
-                assert got.pod_x is not None and got.pod_x[-1] == fleet_wide.features.pod(pod)[0, -1]
+            agent.assess(pod, own)  # warm every shape under the artifact's profile
+    fleet_wide, table = PolicyRuntime(default_model_dir(), types=received.types(artifacts.load(default_model_dir()).types)), NodeTable(nodes)
+    for agent, _ in agents:
+        agent.set_context(received)
+    for pod in stream:
+        scores = fleet_wide.scores(pod, table, np.arange(len(table)))
+        for row, (agent, own) in enumerate(agents):
+            got = agent.assess(pod, own)
+            assert bits(np.array([got.score]))[0] == bits(scores[row : row + 1])[0], (context, pod, row)
+            assert got.pod_x is not None and np.array_equal(got.pod_x, fleet_wide.features.pod(pod)[0])
