@@ -102,7 +102,7 @@ class ControlPlane:
         self.verdicts: dict[str, tuple[Verdict, float]] = {}
         self.forecasts: dict[str, LoadForecast] = {}
         self.loads: dict[str, Load] = {}
-        self.contexts = ContextBook()
+        self.contexts = ContextBook(stabilization_s=timings.context_stabilization_s)
         """Each cluster's workload context, sent to its agents with every report's ack."""
         self._contexts_from = 0.0
         """No context is computed before this (a leader's start plus ``fresh_s``): its evidence starts empty, and a
@@ -152,7 +152,7 @@ class ControlPlane:
             self.verdicts.clear()
             self.loads.clear()
             self.forecasts.clear()
-            self.contexts = ContextBook()
+            self.contexts = ContextBook(stabilization_s=self.timings.context_stabilization_s)
             self.evidence = EvidenceBook(self.timings.fresh_s)
 
     # -- API operations --------------------------------------------------------------------------

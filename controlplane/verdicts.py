@@ -57,6 +57,9 @@ class Timings:
     """Seconds the probe may fail while outside views stay split (some suspect, most alive) or absent before that
     reads DOWN: a live node refutes a suspicion, and a late report arrives, well within it. An outage settles
     sooner: its suspicion spreads to most views within a few gossip rounds."""
+    context_stabilization_s: float = 30.0
+    """A cluster's workload context moves at most once in this many seconds (the HPA's stabilization window, for the
+    profile agents score against): a workload of a few dozen short pods reads a new mix every few seconds."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,20 +13,27 @@ that same call per cluster and sends the result with every ``AgentAck``:
   ever reported: a silent node still stands, and the value should not move when one report is late).
 
 Sans-IO: :func:`cluster_profiles` is a pure function of those two; :class:`ContextBook` holds per
-cluster what agents are sent, and moves it only when the workload does, so all agents of a cluster
-score with one stable context rather than one that flickers as replicas come and go:
+cluster what agents are sent, and moves it only when the workload moves materially, so all agents
+of a cluster score with one stable context rather than one that flickers as replicas come and go
+(each move makes every agent rebuild its fragment tables and drop the scores it kept per shape):
 
-* the CPU pressure is rounded (:func:`fedapi.workloadcontext.quantize`) and moves only when the
-  computed value leaves a band of :data:`HYSTERESIS` around the sent one;
-* the profile is quantized (:meth:`fedapi.workloadcontext.Profile.quantized`: shape weights to 0.01,
-  pinned share to 0.001) and moves when that quantized form differs (another shape set, a weight
-  or slot that moved); a placed workload without GPU request has none (agents keep their artifact's).
+* the CPU pressure is rounded (:func:`fedapi.workloadcontext.quantize`) and moves when the computed
+  value leaves a band of :data:`HYSTERESIS` around the sent one;
+* the profile is quantized (:meth:`fedapi.workloadcontext.Profile.quantized`: the 64 heaviest
+  shapes, weights rounded to 0.01 and renormalised, pinned share to 0.001) and moves when more
+  than :data:`SPREAD` of the pods changed shape (or the slot shapes, or the pinned share beyond
+  :data:`PINNED_BAND`); a placed workload without GPU request has none (agents keep their artifact's);
+* after the first, a move is adopted at most once per stabilization window (``Timings.context_stabilization_s``,
+  30 s), as the HPA stabilizes its replica count: a workload of a few dozen short pods (``bench agent``:
+  10 pods/s living 6 s) reads a new mix every few seconds.
 
-Either move adopts a new version (the clock in ms), which agents report back (``ListAgents``).
+A move adopts the computed context whole under a new version (the clock in ms), which agents report
+back (``ListAgents``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 from controlplane.evidence import AgentReport
@@ -41,6 +48,11 @@ from fedcore.scheduling.fragmentation import PodTypes
 HYSTERESIS = 0.015
 """The sent value moves only when the computed pressure is farther than this from it: 1.5 rounding steps, so a
 pressure sitting on a rounding boundary (0.995 vs 1.005 as one replica comes and goes) does not flip the agents."""
+SPREAD = 0.05
+"""The sent profile moves only when more than this share of the pods changed shape (:func:`distance`): five points
+of weight, where one replica of a hundred moves one."""
+PINNED_BAND = 0.005
+"""The pinned share moves the profile beyond this: a quarter of the policy's input ramp (0..0.02)."""
 
 
 def cluster_profiles(workloads: Mapping[str, Workload], placements: Iterable[Placement],
@@ -62,12 +74,33 @@ def cluster_profiles(workloads: Mapping[str, Workload], placements: Iterable[Pla
     return {cluster: PodTypes.from_pods(pods[cluster], fleet=fleet) if pods[cluster] else None for cluster, fleet in fleets.items()}
 
 
-class ContextBook:
-    """Per cluster, the context its agents are sent; ``now`` (seconds) versions a value when it is adopted."""
+def distance(a: Profile | None, b: Profile | None) -> float:
+    """How far apart two profiles are: the share of pods whose shape differs (total variation over the shape weights);
+    1 between a profile and none, and a change of slot shapes or of the pinned share beyond :data:`PINNED_BAND`
+    counts as 1 (every pod scores differently)."""
+    if a is None or b is None:
+        return 0.0 if a is b else 1.0
+    if a.slots != b.slots or abs(a.pinned - b.pinned) > PINNED_BAND:
+        return 1.0
+    weights = {s[:3]: s[3] for s in a.shapes}
+    for *shape, w in b.shapes:
+        weights[tuple(shape)] = weights.get(tuple(shape), 0.0) - w
+    return 0.5 * math.fsum(abs(w) for w in weights.values())
 
-    def __init__(self, hysteresis: float = HYSTERESIS) -> None:
+
+class ContextBook:
+    """Per cluster, the context its agents are sent; ``now`` (seconds) versions a value when it is adopted.
+
+    Once a cluster has one, a new context is adopted only when it moved materially — the CPU pressure beyond
+    ``hysteresis``, or the profile by more than ``spread`` (:func:`distance`) — and at least ``stabilization_s``
+    after the last adoption (a computed value that settles back meanwhile adopts nothing)."""
+
+    def __init__(self, hysteresis: float = HYSTERESIS, spread: float = SPREAD, stabilization_s: float = 0.0) -> None:
         self.hysteresis = hysteresis
+        self.spread = spread
+        self.stabilization_s = stabilization_s
         self._sent: dict[str, WorkloadContext] = {}
+        self._adopted: dict[str, float] = {}
 
     def get(self, cluster: str) -> WorkloadContext:
         """What ``cluster``'s agents are sent (:data:`~fedapi.workloadcontext.NONE` until a value was computed)."""
@@ -78,13 +111,12 @@ class ContextBook:
         is sent from now on."""
         sent = self._sent.get(cluster, NONE)
         pressure = types.cpu_pressure if types is not None else 0.0
-        if not sent.known or abs(pressure - sent.cpu_pressure) > self.hysteresis:
-            pressure = quantize(pressure)
-        else:
-            pressure = sent.cpu_pressure
         profile = Profile.quantized(types) if types is not None else None
-        if sent.known and pressure == sent.cpu_pressure and profile == sent.profile:
-            return sent
-        adopted = WorkloadContext(pressure, max(int(now * 1000), sent.version + 1, 1), profile)
-        self._sent[cluster] = adopted
+        if sent.known:
+            if abs(pressure - sent.cpu_pressure) <= self.hysteresis and distance(profile, sent.profile) <= self.spread:
+                return sent
+            if now - self._adopted[cluster] < self.stabilization_s:
+                return sent
+        adopted = WorkloadContext(quantize(pressure), max(int(now * 1000), sent.version + 1, 1), profile)
+        self._sent[cluster], self._adopted[cluster] = adopted, now
         return adopted

@@ -14,7 +14,7 @@ from controlplane import service
 from controlplane.evidence import AgentReport, NodeSummary
 from controlplane.registry import ClusterSpec, Placement, PlacementState
 from controlplane.runtime import Backends, ControlPlane
-from controlplane.workloadcontext import HYSTERESIS, ContextBook, cluster_profiles
+from controlplane.workloadcontext import HYSTERESIS, ContextBook, cluster_profiles, distance
 from controlplane.workloads import Policy, Template, Workload
 from fedapi import controlplane_pb2 as cp
 from fedapi.workloadcontext import NONE, Profile, WorkloadContext
@@ -79,25 +79,43 @@ def test_the_sent_pressure_is_rounded_and_does_not_flicker() -> None:
     assert book.update("c1", at(0.25), 11.0).cpu_pressure == 0.25 and book.get("c0").cpu_pressure == 0.0
 
 
-def test_the_sent_profile_moves_only_when_its_quantized_form_does() -> None:
-    """Weights rounded to 0.01 and the shape set: a replica more that moves a weight less than half a point keeps the
-    version (agents keep their caches); a new shape, or a weight that moves a point, adopts a new one."""
+def placed(train: int, infer: int, extra: int = 0) -> PodTypes:
+    pods = ([job("train", 8000, 2, 1).pod(0)] * train + [job("infer", 2000, 1, 1).pod(0)] * infer
+            + [job("big", 32000, 8, 1).pod(0)] * extra)
+    return PodTypes.from_pods(pods, coverage=1.0)
+
+
+def test_the_sent_profile_moves_only_when_more_than_a_few_pods_change_shape() -> None:
+    """Weights rounded to 0.01, then a move of more than SPREAD of the pods' shapes: a few replicas more keep the version
+    (agents keep their caches); a new shape or a mix that moved adopts a new one; no GPU request, no profile."""
     book = ContextBook()
-
-    def placed(train: int, infer: int, extra: int = 0) -> PodTypes:
-        pods = ([job("train", 8000, 2, 1).pod(0)] * train + [job("infer", 2000, 1, 1).pod(0)] * infer
-                + [job("big", 32000, 8, 1).pod(0)] * extra)
-        return PodTypes.from_pods(pods, coverage=1.0)
-
     first = book.update("c0", placed(500, 500), 1.0)
     assert first.profile is not None and first.profile.shapes == ((8000, 1000, 2, 0.5), (2000, 1000, 1, 0.5))
     assert book.update("c0", placed(502, 498), 2.0) is first, "0.502 rounds to 0.50: the same profile"
-    more = book.update("c0", placed(510, 490), 3.0)
-    assert more.version == 3000 and more.profile is not None and [s[3] for s in more.profile.shapes] == [0.51, 0.49]
-    third = book.update("c0", placed(510, 490, 20), 4.0)
-    assert third.version == 4000 and third.profile is not None and len(third.profile.shapes) == 3, "a new shape"
+    assert book.update("c0", placed(540, 460), 3.0) is first, "4 points of the pods changed shape: within SPREAD"
+    assert distance(Profile.quantized(placed(540, 460)), first.profile) == pytest.approx(0.04)
+    more = book.update("c0", placed(560, 440), 4.0)
+    assert more.version == 4000 and more.profile is not None and [s[3] for s in more.profile.shapes] == [0.56, 0.44]
+    third = book.update("c0", placed(560, 440, 120), 5.0)
+    assert third.version == 5000 and third.profile is not None and len(third.profile.shapes) == 3, "a new shape: 10% of pods"
     cpu_only = PodTypes.from_pods([job("web", 2000, 0, 1).pod(0)])
-    assert book.update("c0", cpu_only, 5.0) == WorkloadContext(0.0, 5000), "no GPU request: the artifact's shapes"
+    assert book.update("c0", cpu_only, 6.0) == WorkloadContext(0.0, 6000), "no GPU request: the artifact's shapes"
+    assert distance(None, None) == 0.0 and distance(None, first.profile) == 1.0
+    assert distance(first.profile, replace(first.profile, slots=((4000, 8192),))) == 1.0, "new slot shapes: every pod"
+
+
+def test_after_the_first_a_context_moves_at_most_once_per_stabilization_window() -> None:
+    """A churning workload (a new mix every tick) moves the agents' context once per window, to the mix of that moment;
+    one that settles back within the window moves nothing."""
+    book = ContextBook(stabilization_s=30.0)
+    first = book.update("c0", placed(500, 500), 0.0)
+    assert first.known, "the first context is sent at once"
+    assert book.update("c0", placed(900, 100), 10.0) is first, "moved, but within the window"
+    assert book.update("c0", placed(500, 500), 20.0) is first
+    assert book.update("c0", placed(500, 500), 35.0) is first, "settled back: nothing to adopt"
+    moved = book.update("c0", placed(900, 100, 0), 36.0)
+    assert moved.version == 36000 and moved.profile is not None and [s[3] for s in moved.profile.shapes] == [0.9, 0.1]
+    assert book.update("c0", None, 40.0) is moved and book.update("c0", None, 66.0).profile is None
 
 
 def test_the_plane_sends_each_cluster_its_context_and_refuses_a_garbage_one(tmp_path: Path) -> None:
@@ -184,7 +202,7 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
     (tmp_path / "models" / "v1").symlink_to(default_model_dir())
     names = ["c0-n0", "c0-n1", "c0-n2"]
     gossip = dict(zip(names, free_ports(len(names)), strict=True))
-    fast = Timings(probe_interval_s=0.1, report_interval_s=0.2, fresh_s=1.0, probe_failures=3)
+    fast = Timings(probe_interval_s=0.1, report_interval_s=0.2, fresh_s=1.0, probe_failures=3, context_stabilization_s=0.5)
 
     async def scenario() -> None:
         plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic, 0.1, Binder.EXTERNAL), time.monotonic, fast)
