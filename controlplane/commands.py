@@ -260,6 +260,7 @@ def _cluster_row(c: dict[str, Any]) -> dict[str, Any]:
         "health": verdict.get("health", "").removeprefix("HEALTH_").lower(),
         "load": round(c.get("load", 0.0), 3), "forecast": round(c.get("load_forecast", 0.0), 3),
         "nodes": c.get("nodes", 0), "agents": c.get("agents_reporting", 0), "cpu_pressure": _cpu_pressure(c),
+        "profile": _profile(c),
         "taints": " ".join(c.get("taints", [])), "evidence": "; ".join(r["message"] for r in verdict.get("reasons", []))[:90],
     }
 
@@ -268,6 +269,20 @@ def _cpu_pressure(d: dict[str, Any]) -> float | str:
     """The workload context's CPU pressure (sent to a cluster's agents, or one agent's own), "-" where there is none."""
     context = d.get("context")
     return round(float(context.get("cpu_pressure", 0.0)), 2) if context else "-"
+
+
+def _profile(d: dict[str, Any]) -> str:
+    """The profile a cluster's agents are sent, by its heaviest shapes ("8c 2x1.0g 56%"); "-" without a context, and
+    "artifact" when agents score with their model's own shapes (no GPU workload placed)."""
+    context = d.get("context")
+    if not context:
+        return "-"
+    profile = context.get("profile") or {}
+    cpu, milli, count, weight = (profile.get(k, []) for k in ("cpu", "milli", "count", "weight"))
+    if not cpu:
+        return "artifact"
+    shapes = [f"{int(c) / 1000:g}c {int(n)}x{int(m) / 1000:g}g {float(w):.0%}" for c, m, n, w in zip(cpu, milli, count, weight)]
+    return ", ".join(shapes[:3]) + (f" (+{len(shapes) - 3})" if len(shapes) > 3 else "")
 
 
 def _toleration(spec: str) -> common_pb2.Toleration:

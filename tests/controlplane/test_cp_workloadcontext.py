@@ -286,6 +286,8 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
             out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "clusters", "--target", target, "--json"])
             listed_context = json.loads(out.stdout)["clusters"][0]["context"]
             assert listed_context["cpu_pressure"] == 1.0 and listed_context["profile"]["cpu"] == ["16000"]  # int64: JSON strings
+            out = await asyncio.to_thread(CliRunner(env={"COLUMNS": "400"}).invoke, main, ["controlplane", "clusters", "--target", target])
+            assert "16c 2x1g 100%" in out.stdout, out.stdout
 
             plane.backends.twins()["c0"].partition()  # the control plane is away: its acks stop
             agents[0].stop()
