@@ -34,6 +34,10 @@ class Metrics:
         self.writes_refused = Gauge("fedplane_writes_refused", "Writes the store refused this member because it did not lead (fencing)", registry=r)
         self.cpu_pressure = Gauge("fedplane_cluster_workload_cpu_pressure", "The workload context sent to the cluster's agents: "
                                   "its workload's CPU per requested GPU over its GPU nodes' CPU per GPU", ["cluster"], registry=r)
+        self.profile_shapes = Gauge("fedplane_cluster_workload_profile_shapes", "Typical pod shapes of the workload profile sent "
+                                    "to the cluster's agents (0: they score with their model artifact's own)", ["cluster"], registry=r)
+        self.context_changes = Counter("fedplane_cluster_workload_context_changes", "Workload contexts adopted for the cluster "
+                                       "(each makes its agents rebuild their fragment tables)", ["cluster"], registry=r)
         self.reports = Counter("fedplane_agent_reports", "Agent reports received", ["accepted"], registry=r)
         self.tick = Histogram("fedplane_tick_seconds", "Duration of one reconcile tick", registry=r,
                               buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))

@@ -440,8 +440,12 @@ class ControlPlane:
         reports = [row.report for spec in specs for row in self.evidence.agents(spec.name, now)]
         observed = cluster_profiles(workloads, placements, reports)
         for spec in specs:
-            context = self.contexts.update(spec.name, observed[spec.name], now) if spec.name in observed else self.contexts.get(spec.name)
+            before = self.contexts.get(spec.name)
+            context = self.contexts.update(spec.name, observed[spec.name], now) if spec.name in observed else before
             self.metrics.cpu_pressure.labels(spec.name).set(context.cpu_pressure)
+            self.metrics.profile_shapes.labels(spec.name).set(len(context.profile.shapes) if context.profile else 0)
+            if context is not before:
+                self.metrics.context_changes.labels(spec.name).inc()
 
     def _measure_loads(self, now: float) -> None:
         used = self._used()

@@ -9,6 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane import service
 from controlplane.evidence import AgentReport, NodeSummary
@@ -147,6 +149,11 @@ def test_the_plane_sends_each_cluster_its_context_and_refuses_a_garbage_one(tmp_
             cpu=[8000], milli=[1000], count=[1], weight=[1.0], slots=[], pinned=0.0)), "the twin's profile of 'train'"
         assert ack(other, f"{other}-n0", 3).context == cp.WorkloadContext(cpu_pressure=0.0, version=101000)
         assert {r.spec.name: r.context.cpu_pressure for r in plane.clusters()} == {here: 1.0, other: 0.0}
+        scraped = {(m.name, s.labels.get("cluster")): s.value for m in text_string_to_metric_families(
+            generate_latest(plane.metrics.registry).decode()) for s in m.samples}
+        assert scraped[("fedplane_cluster_workload_profile_shapes", here)] == 1.0
+        assert scraped[("fedplane_cluster_workload_profile_shapes", other)] == 0.0
+        assert scraped[("fedplane_cluster_workload_context_changes", here)] == 1.0
         with pytest.raises(_Refused, match="workload context: cpu_pressure nan"):
             ack(here, f"{here}-n0", 4, cp.WorkloadContext(cpu_pressure=math.nan, version=5))
         bad = cp.AgentReport(cluster=here, node=f"{here}-n1", agent_id="a-bad", sequence=1)
