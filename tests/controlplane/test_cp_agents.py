@@ -20,10 +20,12 @@ from controlplane.runtime import Backends, ControlPlane
 from controlplane.verdicts import Timings
 from edgeagent import config
 from edgeagent.daemon import Agent
-from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
+from fedapi import controlplane_pb2 as cp
 from fedcore.backends.twin import Binder
 from fedcore.loopback import free_ports
 from fedplane.cli import main
+
+from cp_agentfleet import served_with_agents
 
 pytestmark = pytest.mark.integration
 FAST = Timings(probe_interval_s=0.1, report_interval_s=0.2, fresh_s=1.0, probe_failures=3)
@@ -47,47 +49,30 @@ async def until(check: object, timeout: float, what: str) -> None:
 
 
 def test_agents_report_themselves_and_the_control_plane_lists_them(tmp_path: Path) -> None:
-    names = ["c0-n0", "c0-n1", "c0-n2"]
-    gossip = dict(zip(names, free_ports(len(names)), strict=True))
-
     async def scenario() -> None:
-        plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic, 0.1, Binder.EXTERNAL), time.monotonic, FAST)
-        plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=3))
-        running = await server.start(plane)
-        link = f"127.0.0.1:{running.link_port}"
-        agents = [Agent(config.parse({
-            "node": n, "cluster": "c0", "data_dir": str(tmp_path / n), "log_level": "warning",
-            "gossip": {"bind": f"127.0.0.1:{gossip[n]}", "seeds": [f"127.0.0.1:{gossip[m]}" for m in names if m != n],
-                       "probe_interval": 0.2},
-            "backend": {"kind": "twin", "address": link, "timeout": 1.0}, "probe": {"kind": "twin"},
-            "http": {"bind": "127.0.0.1:0"}, "report": {"interval": 0.2},
-        }), handle_signals=False) for n in names]
-        tasks = [asyncio.create_task(a.run()) for a in agents]
-        channel = client.connect_aio(f"127.0.0.1:{running.port}")
-        stub = controlplane_pb2_grpc.ControlPlaneStub(channel)  # type: ignore[no-untyped-call]
+        async with served_with_agents(tmp_path, ClusterSpec("c0", "r0", twin_nodes=3), FAST) as fleet:
+            plane, names, stub = fleet.plane, fleet.names, fleet.stub
 
-        async def listing() -> cp.ClusterAgents:
-            found = await stub.ListAgents(cp.ListAgentsRequest(cluster="c0"))
-            return found.clusters[0]
+            async def listing() -> cp.ClusterAgents:
+                found = await stub.ListAgents(cp.ListAgentsRequest(cluster="c0"))
+                return found.clusters[0]
 
-        async def all_reporting() -> bool:
-            c = await listing()
-            return len(c.agents) == 3 and all(a.state == "reporting" and a.peers_alive == 2 for a in c.agents)
+            async def all_reporting() -> bool:
+                c = await listing()
+                return len(c.agents) == 3 and all(a.state == "reporting" and a.peers_alive == 2 for a in c.agents)
 
-        try:
             await until(all_reporting, 20, "three agents reporting with both peers alive")
             c = await listing()
             assert [n.name for n in c.nodes] == names and all(n.ready and n.agent_id for n in c.nodes)
             assert {a.model_version for a in c.agents} == {"heuristic"} and all(a.healthy for a in c.agents)
             assert c.health == cp.HEALTH_HEALTHY
 
-            target = f"127.0.0.1:{running.port}"
-            out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", target, "--json"])
+            out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", fleet.target, "--json"])
             assert out.exit_code == 0, out.output
             assert sorted(a["node"] for a in json.loads(out.stdout)["clusters"][0]["agents"]) == names
-            out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", target, "--nodes"])
+            out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", fleet.target, "--nodes"])
             assert out.exit_code == 0 and all(n in out.output for n in names)
-            out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", target, "--cluster", "nope"])
+            out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", fleet.target, "--cluster", "nope"])
             assert out.exit_code != 0 and "nope" in out.output and "Traceback" not in out.output
 
             plane.backends.twins()["c0"].partition()  # its agents' path to us is cut: reports refused, watch down
@@ -96,20 +81,13 @@ def test_agents_report_themselves_and_the_control_plane_lists_them(tmp_path: Pat
                 return all(a.state == "silent" for a in (await listing()).agents)
 
             await until(silent, 10, "the cut-off agents to read silent")
-            health = [await asyncio.to_thread(healthz, a.http_port) for a in agents]
+            health = [await asyncio.to_thread(healthz, a.http_port) for a in fleet.agents]
             assert all(code == 503 and "cut off from the back end" in body for code, body in health), health
 
             plane.backends.twins()["c0"].heal()
             await until(all_reporting, 20, "the agents to report again after the heal")
-            health = [await asyncio.to_thread(healthz, a.http_port) for a in agents]
+            health = [await asyncio.to_thread(healthz, a.http_port) for a in fleet.agents]
             assert all(code == 200 for code, _ in health), health
-        finally:
-            for a in agents:
-                a.stop()
-            await asyncio.gather(*tasks)
-            await channel.close()
-            await running.stop(0)
-            plane.close()
 
     asyncio.run(scenario())
 

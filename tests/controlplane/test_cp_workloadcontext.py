@@ -25,6 +25,8 @@ from fedcore.resources import Resources
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.runtime.artifacts import types_to_json as types_json
 
+from cp_agentfleet import served_with_agents
+
 
 def gpu_node_report(cluster: str, node: str, cpu_milli: int = 32000, gpus: int = 4, sequence: int = 1) -> AgentReport:
     summary = NodeSummary(node, Resources(cpu_milli, 131072, 0, gpus * 1000), Resources())
@@ -189,15 +191,10 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
 
     from click.testing import CliRunner
 
-    from controlplane import server
     from controlplane.verdicts import Timings
-    from edgeagent import config
     from edgeagent.daemon import Agent
     from edgeagent.policy import LearnedScorer
-    from fedapi import client, controlplane_pb2_grpc
     from fedapi.workloadcontext import quantize
-    from fedcore.backends.twin import Binder
-    from fedcore.loopback import free_ports
     from fedcore.pods import Pod
     from fedcore.resources import GpuRequest
     from federated.runtime.scorer import default_model_dir
@@ -207,63 +204,45 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
         pytest.skip("federated ships no default policy artifact in this checkout")
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "v1").symlink_to(default_model_dir())
-    names = ["c0-n0", "c0-n1", "c0-n2"]
-    gossip = dict(zip(names, free_ports(len(names)), strict=True))
     fast = Timings(probe_interval_s=0.1, report_interval_s=0.2, fresh_s=1.0, probe_failures=3, context_stabilization_s=0.5)
+    spec = ClusterSpec("c0", "r0", twin_nodes=3, twin_cpu_milli=32000, twin_memory_mib=131072, twin_gpus=4)
 
     async def scenario() -> None:
-        plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic, 0.1, Binder.EXTERNAL), time.monotonic, fast)
-        plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=3, twin_cpu_milli=32000, twin_memory_mib=131072, twin_gpus=4))
-        running = await server.start(plane)
+        async with served_with_agents(tmp_path, spec, fast, {"models": {"dir": str(tmp_path / "models")}}) as fleet:
+            plane, agents, stub = fleet.plane, fleet.agents, fleet.stub
 
-        def agent(n: str) -> Agent:
-            return Agent(config.parse({
-                "node": n, "cluster": "c0", "data_dir": str(tmp_path / n), "log_level": "warning",
-                "gossip": {"bind": f"127.0.0.1:{gossip[n]}", "seeds": [f"127.0.0.1:{gossip[m]}" for m in names if m != n],
-                           "probe_interval": 0.2},
-                "backend": {"kind": "twin", "address": f"127.0.0.1:{running.link_port}", "timeout": 1.0},
-                "probe": {"kind": "twin"}, "models": {"dir": str(tmp_path / "models")},
-                "http": {"bind": "127.0.0.1:0"}, "report": {"interval": 0.2},
-            }), handle_signals=False)
+            async def listed(pressure: float) -> bool:
+                (c,) = (await stub.ListAgents(cp.ListAgentsRequest(cluster="c0"))).clusters
+                return len(c.agents) == 3 and all(a.context.version and a.context.cpu_pressure == pressure for a in c.agents)
 
-        agents = [agent(n) for n in names]
-        tasks = [asyncio.create_task(a.run()) for a in agents]
-        channel = client.connect_aio(f"127.0.0.1:{running.port}")
-        stub = controlplane_pb2_grpc.ControlPlaneStub(channel)  # type: ignore[no-untyped-call]
+            async def until(pressure: float) -> None:
+                deadline = time.monotonic() + 15
+                while not await listed(pressure):
+                    assert time.monotonic() < deadline, f"agents never reported scoring with cpu_pressure {pressure}"
+                    await asyncio.sleep(0.1)
 
-        async def listed(pressure: float) -> bool:
-            (c,) = (await stub.ListAgents(cp.ListAgentsRequest(cluster="c0"))).clusters
-            return len(c.agents) == 3 and all(a.context.version and a.context.cpu_pressure == pressure for a in c.agents)
+            def cpu_bound_input(agent: Agent, pod: Pod) -> float:
+                scorer = agent.placer_.scorer
+                assert isinstance(scorer, LearnedScorer), "the agents run the shipped policy"
+                pod_x = scorer.assess(pod, agent.placer_.table).pod_x
+                assert pod_x is not None
+                return float(pod_x[-1])
 
-        async def until(pressure: float) -> None:
-            deadline = time.monotonic() + 15
-            while not await listed(pressure):
-                assert time.monotonic() < deadline, f"agents never reported scoring with cpu_pressure {pressure}"
-                await asyncio.sleep(0.1)
+            def scraped(agent: Agent) -> float:
+                with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=2) as reply:
+                    line = next(x for x in reply.read().decode().splitlines() if x.startswith("fedplane_agent_workload_cpu_pressure "))
+                return float(line.split()[1])
 
-        def cpu_bound_input(agent: Agent, pod: Pod) -> float:
-            scorer = agent.placer_.scorer
-            assert isinstance(scorer, LearnedScorer), "the agents run the shipped policy"
-            pod_x = scorer.assess(pod, agent.placer_.table).pod_x
-            assert pod_x is not None
-            return float(pod_x[-1])
+            def submit(name: str, cpu_milli: int, gpus: int = 1) -> cp.SubmitWorkloadRequest:
+                return cp.SubmitWorkloadRequest(workload=cp.WorkloadSpec(
+                    name=name, replicas=4, pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=8192, gpus=gpus)))
 
-        def scraped(agent: Agent) -> float:
-            with urllib.request.urlopen(f"http://127.0.0.1:{agent.http_port}/metrics", timeout=2) as reply:
-                line = next(x for x in reply.read().decode().splitlines() if x.startswith("fedplane_agent_workload_cpu_pressure "))
-            return float(line.split()[1])
+            def scorer_types(agent: Agent) -> list[list[int]]:
+                scorer = agent.placer_.scorer
+                assert isinstance(scorer, LearnedScorer)
+                types = scorer.runtime.features.types
+                return [types.cpu.tolist(), types.milli.tolist(), types.count.tolist(), types.weight.tolist()]
 
-        def submit(name: str, cpu_milli: int, gpus: int = 1) -> cp.SubmitWorkloadRequest:
-            return cp.SubmitWorkloadRequest(workload=cp.WorkloadSpec(
-                name=name, replicas=4, pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=8192, gpus=gpus)))
-
-        def scorer_types(agent: Agent) -> list[list[int]]:
-            scorer = agent.placer_.scorer
-            assert isinstance(scorer, LearnedScorer)
-            types = scorer.runtime.features.types
-            return [types.cpu.tolist(), types.milli.tolist(), types.count.tolist(), types.weight.tolist()]
-
-        try:
             await stub.SubmitWorkload(submit("infer", 2000))  # 2 cores per GPU on nodes of 8 per GPU
             await until(0.25)
             probe = Pod("probe", 8000, 8192, gpu=GpuRequest(1, 1000))
@@ -287,7 +266,7 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
             assert {a.context.current for a in agents} == {plane.contexts.get("c0")}, "one value, one version"
             assert all(cpu_bound_input(a, probe) == 1.0 for a in agents)
 
-            target = f"127.0.0.1:{running.port}"
+            target = fleet.target
             out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "agents", "--target", target, "--json"])
             assert [a["context"]["cpu_pressure"] for a in json.loads(out.stdout)["clusters"][0]["agents"]] == [1.0] * 3
             out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "clusters", "--target", target, "--json"])
@@ -297,10 +276,7 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
             assert "16c 2x1g 100%" in out.stdout, out.stdout
 
             plane.backends.twins()["c0"].partition()  # the control plane is away: its acks stop
-            agents[0].stop()
-            await tasks[0]
-            agents[0] = agent(names[0])  # restarted meanwhile: it resumes with the saved context, as its peers keep theirs
-            tasks[0] = asyncio.create_task(agents[0].run())
+            await fleet.restart(0)  # restarted meanwhile: it resumes with the saved context, as its peers keep theirs
             deadline = time.monotonic() + 10
             while agents[0].metrics is None:
                 assert time.monotonic() < deadline, "the restarted agent never came up"
@@ -309,12 +285,5 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
             assert scorer_types(agents[0]) == [[16000], [1000], [2], [1.0]], "the saved profile, before any ack"
             assert [a.context.current.cpu_pressure for a in agents[1:]] == [1.0, 1.0]
             plane.backends.twins()["c0"].heal()
-        finally:
-            for a in agents:
-                a.stop()
-            await asyncio.gather(*tasks)
-            await channel.close()
-            await running.stop(0)
-            plane.close()
 
     asyncio.run(scenario())
