@@ -17,11 +17,15 @@ import numpy as np
 
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
+from fedcore.scheduling import profiles
 from fedcore.scheduling.filters import default_filters
 from fedcore.scheduling.fragmentation import PodTypes
 from fedcore.scheduling.framework import Profile, Waiting
 from fedcore.scheduling.profiles import ProfileContext
+from federated.runtime.lookahead import LEARNED, choose
 from federated.runtime.scorer import PolicyRuntime, configured_model_dir
+
+LOOKAHEAD_ENV = "FEDPLANE_LOOKAHEAD"
 
 SNAP = 1e-4
 """Score points: a model output this close below an integer counts as that integer (float error of a fit)."""
@@ -79,15 +83,37 @@ class LearnedQueue:
         return self.runtime.queue.priority(waiting, table, node)
 
 
-def make_profile(ctx: ProfileContext, model: str | Path | None = None, precision: str | None = None) -> Profile:
-    """The learned profile with an explicit model directory and precision (the profile's options).
+def make_profile(
+    ctx: ProfileContext, model: str | Path | None = None, precision: str | None = None, lookahead: int | None = None,
+) -> Profile:
+    """The learned profile with an explicit model directory, precision and lookahead (the profile's options).
 
     ``model`` defaults to ``$FEDPLANE_MODEL``, else the shipped artifact; ``precision`` to
     ``$FEDPLANE_MODEL_PRECISION``, else int8. Typical pod types come from the run's workload when given (its CPU pressure from the run's fleet).
+    ``lookahead`` (K, default ``$FEDPLANE_LOOKAHEAD``, else 0 = off): when the run's workload and fleet are known,
+    replay them on K selection seeds and return the profile :func:`federated.runtime.lookahead.choose` keeps (learned or a heuristic).
     """
     model_dir = Path(model) if model is not None else configured_model_dir()
+    precision = precision or os.environ.get("FEDPLANE_MODEL_PRECISION", "int8")
+    k = lookahead_seeds() if lookahead is None else lookahead
+    if k and ctx.workload and ctx.fleet:
+        kept = choose(ctx.workload, ctx.fleet, k, model=model_dir, precision=precision).profile
+        if kept != LEARNED:
+            return profiles.make(kept, ctx)
     types = PodTypes.from_pods(ctx.workload, fleet=ctx.fleet) if ctx.workload else None
-    return profile_for(PolicyRuntime(model_dir, precision or os.environ.get("FEDPLANE_MODEL_PRECISION", "int8"), types), ctx.workload)
+    return profile_for(PolicyRuntime(model_dir, precision, types), ctx.workload)
+
+
+def lookahead_seeds() -> int:
+    """``$FEDPLANE_LOOKAHEAD``: the learned profile's selection seeds K (unset or 0: no lookahead)."""
+    raw = os.environ.get(LOOKAHEAD_ENV, "").strip() or "0"
+    try:
+        k = int(raw)
+    except ValueError:
+        k = -1
+    if k < 0:
+        raise ValueError(f"${LOOKAHEAD_ENV} must be a whole number of selection seeds >= 0 (0: off), got {raw!r}")
+    return k
 
 
 def profile_for(runtime: PolicyRuntime, workload: Sequence[Pod] = ()) -> Profile:
