@@ -326,10 +326,18 @@ def bench_policy(model: str | None, seeds: int, timing_pods: int, agreement_pods
 @click.option("--node-list", type=click.Path(dir_okay=False), default=None, help="The openb node list the fleets are built from (default: the traces folder's).")
 @click.option("--fleet", "fleets", multiple=True, type=click.Choice(["as-is", "one-and-eight"]), help="Fleets to run each list on; repeat for more (default: both). one-and-eight re-cuts every node with 1-7 GPUs into one-GPU nodes.")
 @click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 999), help="openb bench seeds 0..N-1 (never trained or validated on).")
+@click.option("--lookahead", "k", default=4, show_default=True, type=click.IntRange(0, 64),
+              help="Also run learned with workload-level lookahead on K selection seeds (5000..; learned, fgd, bestfit), labelled learned+lookahead; 0: leave it out.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @traces_option
-def bench_generalize(model: str | None, pod_lists: tuple[str, ...], node_list: str | None, fleets: tuple[str, ...], seeds: int, as_json: bool, traces: str | None) -> None:
-    """The learned policy against every heuristic, with the LP bound, on openb pod lists and fleets it never trained on."""
+def bench_generalize(
+    model: str | None, pod_lists: tuple[str, ...], node_list: str | None, fleets: tuple[str, ...], seeds: int, k: int, as_json: bool, traces: str | None,
+) -> None:
+    """The learned policy against every heuristic, with the LP bound, on openb pod lists and fleets it never trained on.
+
+    learned+lookahead is the learned profile with its lookahead option (``$FEDPLANE_LOOKAHEAD``): before the run it
+    replays the list on the fleet on K selection seeds and runs learned unless FGD or BestFit beats it there.
+    """
     from federated import benching, generalizing
     from fedcore.traces import locate, openb
 
@@ -347,8 +355,8 @@ def bench_generalize(model: str | None, pod_lists: tuple[str, ...], node_list: s
             if not any(n.gpus for n in case.nodes):
                 fail(f"{node_list or 'the node list'}: no node has a GPU (the openb protocol needs GPU nodes)")
         with reporting.progress() as bar:
-            task = bar.add_task("bench generalize", total=len(cases) * ((len(benching.HEURISTICS) + 1) * seeds + 1))
-            out = generalizing.run(path, cases, seeds, lambda _label: bar.advance(task))
+            task = bar.add_task("bench generalize", total=len(cases) * ((len(benching.HEURISTICS) + 1 + bool(k)) * seeds + 1 + bool(k)))
+            out = generalizing.run(path, cases, seeds, lambda _label: bar.advance(task), k)
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     if as_json:
@@ -364,4 +372,16 @@ def bench_generalize(model: str | None, pod_lists: tuple[str, ...], node_list: s
     reporting.table("every profile's mean GPU allocation", [
         {"pod list": c["pod_list"], "fleet": c["fleet"], **{name: c["per_profile"][name] for name in ("learned", *benching.HEURISTICS)}} for c in out["cases"]
     ])
+    if k:
+        look = generalizing.LOOKAHEAD
+        reporting.table(
+            f"learned+lookahead: K={k} selection seeds from {out['lookahead']['selection_seed']}, candidates {', '.join(out['lookahead']['candidates'])}"
+            " (ran: the kept profile; pts: vs the best heuristic; sel s: selection rollouts, once per case)",
+            [{"pod list": c["pod_list"], "fleet": c["fleet"], "learned pts": 100 * c["learned_minus_best"], "ran": c[look]["chosen"],
+              "lookahead": c[look]["gpu_alloc_ratio"], "pts": 100 * c[look]["minus_best"],
+              "seeds": f"{c[look]['seeds_at_least_best']}/{len(c['seeds'])}", "sel s": round(c[look]["selection_wall_s"], 1)}
+             for c in out["cases"]],
+        )
+    below = out["cases_below_best_heuristic"]
+    reporting.table(f"cases below the best heuristic (of {len(out['cases'])})", [{"profile": name, "cases": n} for name, n in below.items()])
     sys.stdout.flush()

@@ -7,6 +7,10 @@ best heuristic of the case; per-seed figures say how often it does on single see
 
 Fleets: ``as-is`` is the node list read; ``one-and-eight`` re-cuts it into a fleet of one- and
 eight-GPU nodes (:func:`one_and_eight`), a shape training never sees.
+
+With a lookahead K, ``learned+lookahead`` reads beside them: the learned profile with its lookahead
+option (``make_profile(ctx, lookahead=K)``, the path a run takes), which first replays the case's list on
+its fleet on selection seeds 5000.. (never the bench seeds) and runs whichever candidate it keeps.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.twin import bounds, submission
 from federated import benching, evaluating
+from federated.runtime import lookahead, plugin
+
+LOOKAHEAD = "learned+lookahead"
+"""The label of the learned profile with its lookahead option on (a comparison column, not a profile name)."""
 
 POD_LIST_PREFIX = "openb_pod_list_"
 
@@ -64,18 +72,19 @@ def list_name(path: Path) -> str:
     return stem[len(POD_LIST_PREFIX):] if stem.startswith(POD_LIST_PREFIX) and len(stem) > len(POD_LIST_PREFIX) else stem
 
 
-def judge(model_dir: Path, case: Case, seeds: list[int], tick: Callable[[str], None]) -> dict[str, Any]:
-    """Learned and every heuristic on ``case`` (per seed and mean), the best heuristic by mean, and the LP bound."""
+def judge(model_dir: Path, case: Case, seeds: list[int], tick: Callable[[str], None], k: int = 0) -> dict[str, Any]:
+    """Learned and every heuristic on ``case`` (per seed and mean), the best heuristic by mean, and the LP bound;
+    with ``k`` > 0 also learned with a K-seed lookahead (:func:`lookahead_figures`)."""
     per_seed = benching.openb_figures(model_dir, case.nodes, case.pods, benching.HEURISTICS, seeds, tick)
     means = {name: evaluating.mean(values) for name, values in per_seed.items()}
     best = max(benching.HEURISTICS, key=lambda n: means[n])
-    seed_best = [max(per_seed[n][k] for n in benching.HEURISTICS) for k in range(len(seeds))]
+    seed_best = [max(per_seed[n][i] for n in benching.HEURISTICS) for i in range(len(seeds))]
     try:
         bound: float | None = evaluating.mean([submission.upper_bound(case.pods, seed, case.nodes) for seed in seeds])
     except bounds.BoundUnavailable:
         bound = None
     tick("bound")
-    return {
+    out = {
         "pod_list": case.pod_list,
         "fleet": case.fleet,
         "gpu_nodes": len(submission.gpu_nodes(case.nodes)),
@@ -90,17 +99,68 @@ def judge(model_dir: Path, case: Case, seeds: list[int], tick: Callable[[str], N
         "per_profile": means,
         "per_seed": per_seed,
     }
+    if k:
+        out[LOOKAHEAD] = lookahead_figures(model_dir, case, seeds, k, means[best], seed_best, tick)
+    return out
 
 
-def run(model_dir: Path, cases: Sequence[Case], seeds: int, tick: Callable[[str], None]) -> dict[str, Any]:
-    """Every case's figures; ``worst`` is the case where learned falls furthest under (or least over) its best heuristic."""
-    bench_seeds = list(range(seeds))
-    judged = [judge(model_dir, case, bench_seeds, tick) for case in cases]
-    worst = min(judged, key=lambda c: c["learned_minus_best"]) if judged else None
+def lookahead_figures(
+    model_dir: Path, case: Case, seeds: list[int], k: int, best: float, seed_best: list[float], tick: Callable[[str], None],
+) -> dict[str, Any]:
+    """The learned profile with ``lookahead=k`` on the bench seeds, and the choice it made (one selection per case:
+    :func:`lookahead.choose` remembers it across the seeds, as every seed replays the same list on the same fleet)."""
+    with evaluating.model_override(model_dir, "int8"):
+        choice = lookahead.choose(case.pods, submission.gpu_nodes(case.nodes), k, model=model_dir)
+        tick("selection")
+        per_seed = []
+        for seed in seeds:
+            per_seed.append(submission.run(case.nodes, case.pods, lambda ctx: plugin.make_profile(ctx, lookahead=k), seed).gpu_alloc_ratio)
+            tick("openb")
+    mean = evaluating.mean(per_seed)
     return {
+        "selection_seeds": list(choice.seeds),
+        "chosen": choice.profile,
+        "selection_means": choice.means,
+        "selection_wall_s": choice.wall_s,
+        "gpu_alloc_ratio": mean,
+        "minus_best": mean - best,
+        "per_seed": per_seed,
+        "seeds_at_least_best": sum(a >= b for a, b in zip(per_seed, seed_best)),
+    }
+
+
+def below_best(judged: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """Per column (learned, learned+lookahead when run, every heuristic): the cases whose mean is below the case's best heuristic."""
+    counts = {name: sum(c["per_profile"][name] < c["best_heuristic_gpu_alloc_ratio"] for c in judged) for name in ("learned", *benching.HEURISTICS)}
+    if judged and LOOKAHEAD in judged[0]:
+        counts[LOOKAHEAD] = sum(c[LOOKAHEAD]["minus_best"] < 0 for c in judged)
+    return counts
+
+
+def run(model_dir: Path, cases: Sequence[Case], seeds: int, tick: Callable[[str], None], k: int = 0) -> dict[str, Any]:
+    """Every case's figures; ``worst`` is the case where learned falls furthest under (or least over) its best heuristic
+    (``worst_with_lookahead`` the same for learned+lookahead when ``k`` > 0)."""
+    bench_seeds = list(range(seeds))
+    judged = [judge(model_dir, case, bench_seeds, tick, k) for case in cases]
+    worst = min(judged, key=lambda c: c["learned_minus_best"]) if judged else None
+    out = {
         "model": str(model_dir),
         "protocol": "openb submission order, 100% arrived GPU, seeds 0..N-1 (never trained or validated on)",
         "cases": judged,
-        "worst": {k: worst[k] for k in ("pod_list", "fleet", "learned_minus_best", "best_heuristic")} if worst else None,
+        "worst": {key: worst[key] for key in ("pod_list", "fleet", "learned_minus_best", "best_heuristic")} if worst else None,
         "never_below_best": all(c["learned_minus_best"] >= 0 for c in judged),
+        "cases_below_best_heuristic": below_best(judged),
     }
+    if k:
+        low = min(judged, key=lambda c: c[LOOKAHEAD]["minus_best"]) if judged else None
+        out["lookahead"] = {
+            "label": f"{LOOKAHEAD}: learned with lookahead K={k}, margin 0, candidates {', '.join(lookahead.CANDIDATES)}, selection seeds {lookahead.SELECTION_SEED}..{lookahead.SELECTION_SEED + k - 1}",
+            "k": k,
+            "margin": 0.0,
+            "candidates": list(lookahead.CANDIDATES),
+            "selection_seed": lookahead.SELECTION_SEED,
+            "never_below_best": all(c[LOOKAHEAD]["minus_best"] >= 0 for c in judged),
+            "worst": {"pod_list": low["pod_list"], "fleet": low["fleet"], "minus_best": low[LOOKAHEAD]["minus_best"], "chosen": low[LOOKAHEAD]["chosen"]} if low else None,
+            "selection_wall_s_total": sum(c[LOOKAHEAD]["selection_wall_s"] for c in judged),
+        }
+    return out

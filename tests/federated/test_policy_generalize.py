@@ -69,6 +69,18 @@ def test_cli_judges_a_five_column_list_on_both_fleets_with_every_heuristic_and_t
             assert max(profiles.values()) <= case["upper_bound_gpu_alloc_ratio"] + 1e-9
     assert got["cases"][1]["gpus"] == got["cases"][0]["gpus"] and got["cases"][1]["gpu_nodes"] >= got["cases"][0]["gpu_nodes"]
     assert got["never_below_best"] == all(c["learned_minus_best"] >= 0 for c in got["cases"])
+    # learned+lookahead (default K 4): it runs the profile its selection kept, so it reads exactly that profile's figures
+    assert got["lookahead"]["k"] == 4 and got["lookahead"]["candidates"] == ["learned", "fgd", "bestfit"]
+    for case in got["cases"]:
+        look = case["learned+lookahead"]
+        assert look["selection_seeds"] == [5000, 5001, 5002, 5003] and set(look["selection_means"]) == {"learned", "fgd", "bestfit"}
+        assert look["chosen"] == max(look["selection_means"], key=look["selection_means"].__getitem__)
+        assert look["per_seed"] == case["per_seed"][look["chosen"]]
+        assert look["minus_best"] == pytest.approx(look["gpu_alloc_ratio"] - case["best_heuristic_gpu_alloc_ratio"])
+    below = got["cases_below_best_heuristic"]
+    assert set(below) == {"learned", "learned+lookahead", "random", "dotprod", "bestfit", "kube-default", "fgd"}
+    assert below["learned"] == sum(c["learned_minus_best"] < 0 for c in got["cases"])
+    assert below[got["cases"][0]["best_heuristic"]] <= 1
 
 
 def test_cli_prints_tables(tmp_path: Path) -> None:
@@ -77,6 +89,19 @@ def test_cli_prints_tables(tmp_path: Path) -> None:
     code, out = run("bench", "generalize", "--pod-list", str(pods), "--node-list", str(nodes), "--fleet", "one-and-eight", "--seeds", "1")
     assert code == 0, out
     assert "learned vs the best heuristic" in out and "every profile's mean GPU allocation" in out and "one-and-" in out  # an 80-column table may cut the fleet's name
+    words = " ".join(out.split())  # titles wrap at 80 columns
+    assert "learned+lookahead: K=4" in words and "cases below the best heuristic" in words
+
+
+def test_lookahead_zero_leaves_the_column_out(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    nodes, pods = write_case(tmp_path)
+    code, out = run("bench", "generalize", "--pod-list", str(pods), "--node-list", str(nodes), "--fleet", "as-is", "--seeds", "1", "--lookahead", "0", "--json")
+    assert code == 0, out
+    got = json.loads(out[out.index("{"):])
+    assert "lookahead" not in got and "learned+lookahead" not in got["cases"][0] and "learned+lookahead" not in got["cases_below_best_heuristic"]
+    code, out = run("bench", "generalize", "--pod-list", str(pods), "--node-list", str(nodes), "--lookahead", "-1")
+    assert code == 2 and "--lookahead" in out
 
 
 @pytest.mark.parametrize(
