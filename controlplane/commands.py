@@ -122,6 +122,9 @@ def controlplane() -> None:
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
 @click.option("--return-after", default=0.0, show_default=True, type=click.FloatRange(0), help="Move failed-over replicas back once their cluster has been healthy this long (0: never).")
 @click.option("--score-profile", default="", help="Add this scheduling profile's score plugins to cluster ranking (e.g. a learned one).")
+@click.option("--scorer-selection/--no-scorer-selection", default=True, show_default=True,
+              help="Choose each cluster's scorer family (learned, fgd, bestfit) by replaying its workload on its fleet in the "
+                   "twin (one nice 19 worker process, off the tick, at most every few minutes per cluster); its agents switch together.")
 @click.option("--etcd", "etcd_endpoints", default="", metavar="URL[,URL...]",
               help="Replicated mode: keep state in this etcd cluster (>= 3.5) instead of --db; members elect one leader, standbys answer reads.")
 @click.option("--member", default="", help="Replicated mode: this member's name (default: host:port).")
@@ -130,7 +133,7 @@ def controlplane() -> None:
 def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
-    etcd_endpoints: str, member: str, advertise: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics.
 
@@ -166,12 +169,12 @@ def serve(
             from controlplane.leading import Election
 
             store = EtcdStore([e.strip() for e in etcd_endpoints.split(",") if e.strip()])
-            plane = ControlPlane(store, backends, time.monotonic, timings, planning, lead=False)
+            plane = ControlPlane(store, backends, time.monotonic, timings, planning, lead=False, scorer_selection=scorer_selection)
             election = Election(store, member, advertise)
             election.leader()  # etcd must answer now: a clear error beats a member that campaigns into the void
             leadership = campaigning.Campaign(election, plane, specs)
         else:
-            plane = ControlPlane(db, backends, time.monotonic, timings, planning)
+            plane = ControlPlane(db, backends, time.monotonic, timings, planning, scorer_selection=scorer_selection)
             for spec in specs:
                 plane.register_cluster(spec)
     except (ValueError, errors.BackendError, StoreError) as exc:
@@ -247,7 +250,7 @@ def agents(cluster: str, show_nodes: bool, target: str, as_json: bool, tls_cert:
          "state": a.get("state", ""), "last_report_s": round(a.get("last_report_s", 0.0), 1),
          "peers a/s/d": f"{a.get('peers_alive', 0)}/{a.get('peers_suspect', 0)}/{a.get('peers_dead', 0)}",
          "remote_alive": a.get("remote_alive", 0), "load": round(a.get("load", 0.0), 2), "pods": a.get("pods", 0),
-         "model": a.get("model_version", ""), "cpu_pressure": _cpu_pressure(a), "why": a.get("health_reason", "")[:70]}
+         "model": a.get("model_version", ""), "scorer": _scorer(a), "cpu_pressure": _cpu_pressure(a), "why": a.get("health_reason", "")[:70]}
         for c in d.get("clusters", []) for a in c.get("agents", [])
     ])
 
@@ -260,7 +263,7 @@ def _cluster_row(c: dict[str, Any]) -> dict[str, Any]:
         "health": verdict.get("health", "").removeprefix("HEALTH_").lower(),
         "load": round(c.get("load", 0.0), 3), "forecast": round(c.get("load_forecast", 0.0), 3),
         "nodes": c.get("nodes", 0), "agents": c.get("agents_reporting", 0), "cpu_pressure": _cpu_pressure(c),
-        "profile": _profile(c),
+        "profile": _profile(c), "scorer": _scorer(c),
         "taints": " ".join(c.get("taints", [])), "evidence": "; ".join(r["message"] for r in verdict.get("reasons", []))[:90],
     }
 
@@ -269,6 +272,12 @@ def _cpu_pressure(d: dict[str, Any]) -> float | str:
     """The workload context's CPU pressure (sent to a cluster's agents, or one agent's own), "-" where there is none."""
     context = d.get("context")
     return round(float(context.get("cpu_pressure", 0.0)), 2) if context else "-"
+
+
+def _scorer(d: dict[str, Any]) -> str:
+    """The scorer family a cluster's agents are sent (or one agent says it places with); "-" without a context."""
+    context = d.get("context")
+    return str(context.get("scorer") or "learned") if context else "-"
 
 
 def _profile(d: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ the service returns as INVALID_ARGUMENT.
 from __future__ import annotations
 
 from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
-from fedapi.workloadcontext import NONE, WorkloadContext
+from fedapi.workloadcontext import LEARNED, NONE, WorkloadContext
 from controlplane.evidence import AgentReport, AgentRow, NodeSummary, PeerState
 from controlplane.journal import Migration, MigrationState
 from controlplane.registry import BackendKind, ClusterSpec, Placement, Placer
@@ -82,15 +82,17 @@ def workload_context(c: WorkloadContext) -> cp.WorkloadContext | None:
     if not c.known:
         return None
     profile = cp.PodTypes(**c.profile.to_wire()) if c.profile is not None else None
-    return cp.WorkloadContext(cpu_pressure=c.cpu_pressure, version=c.version, profile=profile)
+    return cp.WorkloadContext(cpu_pressure=c.cpu_pressure, version=c.version, profile=profile,
+                              scorer="" if c.scorer == LEARNED else c.scorer, max_cpu_milli=c.max_cpu_milli, max_gpus=c.max_gpus)
 
 
 def from_workload_context(m: cp.WorkloadContext) -> WorkloadContext:
-    """An agent's word on what it scores with (its version names the profile, which a report does not carry).
+    """An agent's word on what it scores with (its version names the profile, which a report does not carry) and the
+    scorer family it places with.
 
-    Raises ValueError naming the bad value (NaN, negative, huge)."""
+    Raises ValueError naming the bad value (NaN, negative, huge, an unknown scorer family)."""
     try:
-        return WorkloadContext(m.cpu_pressure, m.version)
+        return WorkloadContext(m.cpu_pressure, m.version, scorer=m.scorer or LEARNED)
     except ValueError as exc:
         raise ValueError(f"workload context: {exc}") from None
 

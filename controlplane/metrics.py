@@ -38,6 +38,14 @@ class Metrics:
                                     "to the cluster's agents (0: they score with their model artifact's own)", ["cluster"], registry=r)
         self.context_changes = Counter("fedplane_cluster_workload_context_changes", "Workload contexts adopted for the cluster "
                                        "(each makes its agents rebuild their fragment tables)", ["cluster"], registry=r)
+        self.scorer = Gauge("fedplane_cluster_scorer", "1 for the scorer family the cluster's agents are sent (learned: "
+                            "the policy model; fgd, bestfit: the heuristic the lookahead selection chose)", ["cluster", "scorer"], registry=r)
+        self.selections = Counter("fedplane_scorer_selections", "Lookahead selections of a cluster's scorer family finished, "
+                                  "by outcome (chosen, failed)", ["cluster", "outcome"], registry=r)
+        self.selection_seconds = Histogram("fedplane_scorer_selection_seconds", "Wall time of one lookahead selection "
+                                           "(a nice 19 worker process)", registry=r, buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600))
+        self.selection_cpu = Counter("fedplane_scorer_selection_cpu_seconds", "CPU seconds the selection worker processes spent",
+                                     registry=r)
         self.reports = Counter("fedplane_agent_reports", "Agent reports received", ["accepted"], registry=r)
         self.tick = Histogram("fedplane_tick_seconds", "Duration of one reconcile tick", registry=r,
                               buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))

@@ -27,9 +27,10 @@ from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
-from controlplane.workloadcontext import ContextBook, cluster_profiles
+from controlplane.selecting import Job, Outcome, Selector
+from controlplane.workloadcontext import ContextBook, cluster_fleets, cluster_profiles, largest, placed_pods
 from controlplane.workloads import Workload
-from fedapi.workloadcontext import WorkloadContext
+from fedapi.workloadcontext import SCORERS, WorkloadContext
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
 from fedcore.backends.model import NodeState, Phase, ready_capacity
@@ -92,7 +93,7 @@ class ControlPlane:
     def __init__(
         self, store: str | Path | Store, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
         planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = no_crash,
-        metrics: Metrics | None = None, traces: Path | None = None, lead: bool = True,
+        metrics: Metrics | None = None, traces: Path | None = None, lead: bool = True, scorer_selection: bool = True,
     ) -> None:
         self.store: Store = SqliteStore(store) if isinstance(store, (str, Path)) else store
         self.registry, self.journal = Registry(self.store), Journal(self.store)
@@ -104,6 +105,8 @@ class ControlPlane:
         self.loads: dict[str, Load] = {}
         self.contexts = ContextBook(stabilization_s=timings.context_stabilization_s)
         """Each cluster's workload context, sent to its agents with every report's ack."""
+        self.selections = Selector(timings.scorer_selection_s, scorer_selection)
+        """Which cluster's scorer family to select next (the worker runs off the tick: ``controlplane.server``)."""
         self._contexts_from = 0.0
         """No context is computed before this (a leader's start plus ``fresh_s``): its evidence starts empty, and a
         fleet read from the first agents to report would send a value the rest of the fleet moves again."""
@@ -153,6 +156,7 @@ class ControlPlane:
             self.loads.clear()
             self.forecasts.clear()
             self.contexts = ContextBook(stabilization_s=self.timings.context_stabilization_s)
+            self.selections = Selector(self.timings.scorer_selection_s, self.selections.enabled)
             self.evidence = EvidenceBook(self.timings.fresh_s)
 
     # -- API operations --------------------------------------------------------------------------
@@ -438,14 +442,66 @@ class ControlPlane:
         if now < self._contexts_from:
             return
         reports = [row.report for spec in specs for row in self.evidence.agents(spec.name, now)]
-        observed = cluster_profiles(workloads, placements, reports)
+        observed, fleets = cluster_profiles(workloads, placements, reports), cluster_fleets(reports)
         for spec in specs:
             before = self.contexts.get(spec.name)
-            context = self.contexts.update(spec.name, observed[spec.name], now) if spec.name in observed else before
+            context = (self.contexts.update(spec.name, observed[spec.name], now, largest(fleets[spec.name]))
+                       if spec.name in observed else before)
+            self._show_scorer(spec.name, context)
             self.metrics.cpu_pressure.labels(spec.name).set(context.cpu_pressure)
             self.metrics.profile_shapes.labels(spec.name).set(len(context.profile.shapes) if context.profile else 0)
             if context is not before:
                 self.metrics.context_changes.labels(spec.name).inc()
+
+    def _show_scorer(self, cluster: str, context: WorkloadContext) -> None:
+        for scorer in SCORERS:
+            self.metrics.scorer.labels(cluster, scorer).set(1 if scorer == context.scorer else 0)
+
+    # -- the scorer selection (its worker runs off the tick: controlplane.server) ------------------------------
+    def next_selection(self, now: float) -> Job | None:
+        """The lookahead selection to start now, if one is due (:class:`~controlplane.selecting.Selector`): the
+        replicas placed on the cluster and the nodes its agents report."""
+        with self.lock:
+            if not self.leading:
+                return None
+            due = self.selections.due({s.name: self.contexts.get(s.name) for s in self.registry.clusters()}, now)
+            if due is None:
+                return None
+            cluster, key = due
+            self.selections.start(cluster, key, now)
+            pods = placed_pods(cluster, {w.name: w for w in self.registry.workloads()}, self.registry.placements())
+            fleet = cluster_fleets(row.report for row in self.evidence.agents(cluster, now)).get(cluster, [])
+            if not pods or not fleet:
+                self.selections.forget(cluster)
+                return None
+            log.info("cluster %s: selecting its scorer family (%d placed replicas on %d nodes, %s sent now)",
+                     cluster, len(pods), len(fleet), self.contexts.get(cluster).scorer)
+            return Job(cluster, key, tuple(pods), tuple(fleet))
+
+    def adopt_selection(self, outcome: Outcome, now: float) -> WorkloadContext:
+        """A finished selection: its family into the cluster's context under a new version, or, when it failed, the
+        previous family kept (one log line). Returns what the cluster's agents are sent from now on."""
+        with self.lock:
+            self.selections.finish(outcome)
+            cluster = outcome.cluster
+            before = self.contexts.get(cluster)
+            self.metrics.selections.labels(cluster, "chosen" if outcome.ok else "failed").inc()
+            self.metrics.selection_seconds.observe(outcome.wall_s)
+            self.metrics.selection_cpu.inc(outcome.cpu_s)
+            if not outcome.ok:
+                log.warning("cluster %s: scorer selection failed after %.1f s (%s): keeping %s", cluster, outcome.wall_s,
+                            outcome.error, before.scorer)
+                return before
+            context = self.contexts.choose(cluster, outcome.scorer, now) if self.leading else before
+            means = ", ".join(f"{name} {mean:.4f}" for name, mean in sorted(outcome.means.items()))
+            log.info("cluster %s: scorer selection chose %s (%s) in %.1f s, %.1f CPU-s: agents are sent %s (version %d)",
+                     cluster, outcome.scorer, means, outcome.wall_s, outcome.cpu_s, context.scorer, context.version)
+            if context is not before:
+                self.metrics.context_changes.labels(cluster).inc()
+                self._show_scorer(cluster, context)
+                self._record(DecisionRecord(now, f"scorer:{context.scorer}", "", cluster, "",
+                                            (f"was {before.scorer}", f"lookahead means: {means}", f"context version {context.version}")))
+            return context
 
     def _measure_loads(self, now: float) -> None:
         used = self._used()

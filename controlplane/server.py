@@ -4,7 +4,8 @@ reconcile loop, and the Prometheus ``/metrics`` endpoint.
 
 The loop calls ``plane.tick(now)`` every probe interval in a worker thread; an exception in a
 tick is logged and the loop goes on, except a ``SimulatedCrash`` (drills), which ends it as a
-real crash would end the process.
+real crash would end the process. Beside it, the clusters' scorer selections run one at a time
+in a worker process (:mod:`controlplane.selectworker`), never on the tick.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from controlplane.autoscaling.api import AutoscalerService
+from controlplane import selectworker
 from controlplane.campaigning import Campaign, Leadership, Solo
 from controlplane.migrations import SimulatedCrash
 from controlplane.runtime import ControlPlane
@@ -55,6 +57,7 @@ class Running:
     _metrics: Any = None
     campaign: asyncio.Task[None] | None = None
     leadership: Leadership = Solo()
+    selection: asyncio.Task[None] | None = None
 
     @property
     def link_port(self) -> int:
@@ -62,8 +65,10 @@ class Running:
         return self.link.port
 
     async def stop(self, grace: float | None = 0.2) -> None:
-        self.loop.cancel()
-        await asyncio.gather(self.loop, return_exceptions=True)
+        for task in (self.loop, self.selection):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)  # a selection in flight: its worker is killed
         if self.campaign is not None:
             self.campaign.cancel()
             await asyncio.gather(self.campaign, return_exceptions=True)
@@ -89,6 +94,24 @@ async def reconcile(plane: ControlPlane, interval_s: float, clock: Callable[[], 
         except Exception:  # one bad tick must not stop failover for every other cluster
             log.exception("reconcile tick failed")
         await asyncio.sleep(interval_s)
+
+
+async def select_scorers(plane: ControlPlane, clock: Callable[[], float]) -> None:
+    """Run each due lookahead selection (:meth:`ControlPlane.next_selection`) in the worker process, one at a time, and
+    hand its outcome back; the tick never waits for one."""
+    while True:
+        try:
+            job = await asyncio.to_thread(plane.next_selection, clock())
+            if job is not None:
+                outcome = await selectworker.run(job, plane.timings.scorer_selection_timeout_s)
+                await asyncio.to_thread(plane.adopt_selection, outcome, clock())
+                continue
+        except Fenced as exc:
+            log.warning("scorer selection refused: %s", exc)
+        except Exception:  # a selection must never stop the plane
+            log.exception("scorer selection failed")
+            plane.selections.running = None
+        await asyncio.sleep(plane.timings.probe_interval_s)
 
 
 async def start(
@@ -132,10 +155,11 @@ async def start(
         metrics, _thread = start_http_server(metrics_port, addr=host, registry=plane.metrics.registry)
         mport = metrics.server_port
     task = asyncio.create_task(reconcile(plane, plane.timings.probe_interval_s, plane.clock))
+    selection = asyncio.create_task(select_scorers(plane, plane.clock)) if plane.selections.enabled else None
     campaign = None
     if isinstance(leadership, Campaign):
         election = leadership.election
         election.address = election.address or f"{host}:{bound}"
         election.member = election.member or election.address
         campaign = asyncio.create_task(leadership.run())
-    return Running(server, bound, plane, task, link, mport, metrics, campaign, leadership)
+    return Running(server, bound, plane, task, link, mport, metrics, campaign, leadership, selection)

@@ -60,6 +60,11 @@ class Timings:
     context_stabilization_s: float = 30.0
     """A cluster's workload context moves at most once in this many seconds (the HPA's stabilization window, for the
     profile agents score against): a workload of a few dozen short pods reads a new mix every few seconds."""
+    scorer_selection_s: float = 300.0
+    """A cluster's lookahead selection of its scorer family (controlplane.selecting) starts at most once in this many
+    seconds: each replays its workload in the twin under every candidate (tens of CPU-seconds on a full openb fleet)."""
+    scorer_selection_timeout_s: float = 600.0
+    """A selection still running after this many seconds is killed; the cluster keeps its previous family."""
 
 
 @dataclass(frozen=True, slots=True)

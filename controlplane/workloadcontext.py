@@ -28,18 +28,21 @@ of a cluster score with one stable context rather than one that flickers as repl
   10 pods/s living 6 s) reads a new mix every few seconds.
 
 A move adopts the computed context whole under a new version (the clock in ms), which agents report
-back (``ListAgents``).
+back (``ListAgents``). The context also carries the fleet's largest node (BestFit's normaliser, a move
+of its own) and the scorer family the cluster places with (:mod:`controlplane.selecting` chooses it per
+adopted profile, :meth:`ContextBook.choose` adopts it under a new version).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from controlplane.evidence import AgentReport
 from controlplane.registry import Placement, PlacementState
 from controlplane.workloads import Workload
-from fedapi.workloadcontext import NONE, Profile, WorkloadContext, quantize
+from fedapi.workloadcontext import LEARNED, NONE, Profile, WorkloadContext, quantize
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.resources import MILLI
@@ -55,15 +58,37 @@ PINNED_BAND = 0.005
 """The pinned share moves the profile beyond this: a quarter of the policy's input ramp (0..0.02)."""
 
 
+def cluster_fleets(reports: Iterable[AgentReport]) -> dict[str, list[Node]]:
+    """Per cluster some agent reported for: the nodes its agents report (as the twin's ``Node`` rows)."""
+    fleets: dict[str, list[Node]] = {}
+    for r in reports:
+        capacity = r.summary.capacity
+        fleets.setdefault(r.cluster, []).append(Node(r.node, capacity.cpu_milli, capacity.memory_mib, gpus=capacity.gpu_milli // MILLI))
+    return fleets
+
+
+def largest(fleet: Iterable[Node]) -> tuple[int, int]:
+    """(CPU milli, GPU devices) of a fleet's largest node: BestFit's normaliser, which an agent's own row cannot give."""
+    nodes = list(fleet)
+    return max((n.cpu_milli for n in nodes), default=0), max((n.gpus for n in nodes), default=0)
+
+
+def placed_pods(cluster: str, workloads: Mapping[str, Workload], placements: Iterable[Placement]) -> list[Pod]:
+    """The replicas placed on ``cluster``, one pod each (distinct names): the workload a lookahead selection replays."""
+    pods: list[Pod] = []
+    for p in placements:
+        w = workloads.get(p.workload)
+        if w is not None and p.cluster == cluster and p.state is PlacementState.PLACED:
+            pods.extend(w.pod(i) for i in range(p.replicas))
+    return pods
+
+
 def cluster_profiles(workloads: Mapping[str, Workload], placements: Iterable[Placement],
                      reports: Iterable[AgentReport]) -> dict[str, PodTypes | None]:
     """Per cluster some agent reported for: ``PodTypes.from_pods`` of its placed workloads on the nodes its agents
     report (None: nothing placed). Stale placements (replicas failed away from a cluster, removed once it answers)
     are not its workload."""
-    fleets: dict[str, list[Node]] = {}
-    for r in reports:
-        capacity = r.summary.capacity
-        fleets.setdefault(r.cluster, []).append(Node(r.node, capacity.cpu_milli, capacity.memory_mib, gpus=capacity.gpu_milli // MILLI))
+    fleets = cluster_fleets(reports)
     pods: dict[str, list[Pod]] = {cluster: [] for cluster in fleets}
     templates: dict[str, Pod] = {}
     for p in placements:
@@ -106,17 +131,34 @@ class ContextBook:
         """What ``cluster``'s agents are sent (:data:`~fedapi.workloadcontext.NONE` until a value was computed)."""
         return self._sent.get(cluster, NONE)
 
-    def update(self, cluster: str, types: PodTypes | None, now: float) -> WorkloadContext:
-        """Take a computed profile (None: no workload placed, CPU pressure 0 and the artifact's shapes); returns what
-        is sent from now on."""
+    def update(self, cluster: str, types: PodTypes | None, now: float, spec: tuple[int, int] = (0, 0)) -> WorkloadContext:
+        """Take a computed profile (None: no workload placed, CPU pressure 0 and the artifact's shapes) and the fleet's
+        largest node (:func:`largest`); returns what is sent from now on. The scorer family stays as chosen while there
+        is a profile to have chosen it for; without one it is learned."""
         sent = self._sent.get(cluster, NONE)
         pressure = types.cpu_pressure if types is not None else 0.0
         profile = Profile.quantized(types) if types is not None else None
         if sent.known:
-            if abs(pressure - sent.cpu_pressure) <= self.hysteresis and distance(profile, sent.profile) <= self.spread:
+            if abs(pressure - sent.cpu_pressure) <= self.hysteresis and distance(profile, sent.profile) <= self.spread \
+                    and spec == (sent.max_cpu_milli, sent.max_gpus):
                 return sent
             if now - self._adopted[cluster] < self.stabilization_s:
                 return sent
-        adopted = WorkloadContext(quantize(pressure), max(int(now * 1000), sent.version + 1, 1), profile)
+        adopted = WorkloadContext(quantize(pressure), self._version(sent, now), profile,
+                                  sent.scorer if profile is not None else LEARNED, *spec)
         self._sent[cluster], self._adopted[cluster] = adopted, now
         return adopted
+
+    def choose(self, cluster: str, scorer: str, now: float) -> WorkloadContext:
+        """Adopt a selected scorer family under a new version (every agent of the cluster switches at that version);
+        nothing changes when it is the one sent, or when the cluster has no profile any more (learned)."""
+        sent = self._sent.get(cluster, NONE)
+        if sent.profile is None or sent.scorer == scorer:
+            return sent
+        adopted = replace(sent, scorer=scorer, version=self._version(sent, now))
+        self._sent[cluster] = adopted
+        return adopted
+
+    @staticmethod
+    def _version(sent: WorkloadContext, now: float) -> int:
+        return max(int(now * 1000), sent.version + 1, 1)

@@ -38,6 +38,7 @@ from edgeagent.placing import Placer
 from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.serving import StatusServer
+from edgeagent.families import Families
 from edgeagent.workloadcontext import ContextKeeper
 from gossip.config import GossipConfig, split_addr
 from gossip.effects import MemberEvent, RecordEvent
@@ -158,6 +159,8 @@ class Agent:
         self.report_error: str | None = None
         self.context = ContextKeeper()
         """The workload context from the control plane's acks, applied to every scorer (kept while it is away)."""
+        self.families = Families(HeuristicScorer(lambda: self.placer_.load))
+        """The scorer family the context names: the model (best fit without one), or fedcore's FGD or BestFit."""
         self._stop = asyncio.Event()
         self._closing = False
         self._queue: list[Effect] = []
@@ -190,9 +193,9 @@ class Agent:
             await self._check_known()
         self._journal = FrameLog(self.data / JOURNAL)
         ledger = Ledger.replay(self.name, node.name, node.capacity, (op for batch in self._journal.read() for op in batch))
-        self.placer = Placer(node, ledger, HeuristicScorer(lambda: self.placer_.load), self.config.placement, loop.time())
-        models = ModelWatcher(self.config.models_path)
         self._restore_context()
+        self.placer = Placer(node, ledger, self.families.take(self.context.current), self.config.placement, loop.time())
+        models = ModelWatcher(self.config.models_path)
         self._swap_model(models)
         gossip = self._make_gossip()
         await gossip.start()
@@ -476,14 +479,14 @@ class Agent:
         """An ack's workload context: a new value goes to the scorer at once and to disk (for a restart while away)."""
         if not self.context.receive(value):
             return
-        self.placer_.scorer.set_context(self.context.current)
+        self._apply(self.placer_.set_scorer(self.families.take(self.context.current)))
         try:
             atomic_write(self.data / CONTEXT_FILE, twinlink.encode(self.context.current.to_wire()))
         except OSError as exc:
             log.warning("could not save the workload context (a restart would wait for the control plane's): %s", exc)
 
     def _restore_context(self) -> None:
-        """The context saved before a restart; the model loaded next takes it (:meth:`_swap_model`)."""
+        """The context saved before a restart (its scorer family included); the model loaded next takes it (:meth:`_swap_model`)."""
         saved = self.data / CONTEXT_FILE
         try:
             value = twinlink.decode(saved.read_bytes())
@@ -603,9 +606,8 @@ class Agent:
     def _swap_model(self, models: ModelWatcher) -> None:
         scorer = models.scan()
         if scorer is not None:
-            if self.context.current.known:  # a new model scores for the same workload as the one it replaces
-                scorer.set_context(self.context.current)
-            self._apply(self.placer_.set_scorer(scorer))
+            # a new model scores for the same workload as the one it replaces, and only if the cluster places with it
+            self._apply(self.placer_.set_scorer(self.families.rebase(scorer, self.context.current)))
             residency.drop_cold_code()  # the session's set-up code: ~12 MiB no decision runs again
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

@@ -93,6 +93,9 @@ class AgentMetrics:
                "Policy in use: its version, its artifact (registry version) name and the artifact on canary trial, if any",
                [f'fedplane_agent_model_info{{version="{_label(scorer.version)}",artifact="{_label(scorer.artifact)}",'
                 f'canary="{_label(scorer.canary)}"}} 1'])
+        family("fedplane_agent_scorer_family_info", "gauge",
+               "The scorer family the cluster's workload context names: learned (the policy), fgd or bestfit",
+               [f'fedplane_agent_scorer_family_info{{family="{_label(self.context.current.scorer)}"}} 1'])
         family("fedplane_agent_decision_seconds", "histogram", "From seeing a pod pending to binding it here",
                self.decisions.samples("fedplane_agent_decision_seconds"))
         for name, kind, doc, reading in self._process():

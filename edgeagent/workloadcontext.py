@@ -4,7 +4,8 @@ The control plane sends its cluster's context (:mod:`fedapi.workloadcontext`) wi
 ack; this keeper decides what the agent does with it. Sans-IO: the shell (:mod:`edgeagent.daemon`)
 passes each ack's field in and, when the value changed, hands it to the scorer
 (:meth:`edgeagent.scoring.Scorer.set_context`: the cluster's workload profile, else the artifact's
-shapes, with the cluster's CPU pressure; cheap: no model reload, one row's caches rebuilt). The rules:
+shapes, with the cluster's CPU pressure; cheap: no model reload, one row's caches rebuilt) and, through
+:class:`edgeagent.families.Families`, switches to the scorer family it names. The rules:
 
 * an ack without one (an older control plane, or one that has not computed it yet) changes nothing;
 * while the control plane is away the last value stays: agents keep placing as they were (the shell
@@ -50,16 +51,19 @@ class ContextKeeper:
             self.refused += 1
             if str(exc) != self._last_refusal:
                 self._last_refusal = str(exc)
-                log.warning("refused the workload context from %s (%s): keeping cpu_pressure %g and %s (version %d)",
-                            source, exc, self.current.cpu_pressure, describe(self.current.profile), self.current.version)
+                log.warning("refused the workload context from %s (%s): keeping cpu_pressure %g, %s and scorer %s (version %d)",
+                            source, exc, self.current.cpu_pressure, describe(self.current.profile), self.current.scorer,
+                            self.current.version)
             return False
         self._last_refusal = ""
         if not context.known or context == self.current:
             return False
-        changed = (not self.current.known or context.cpu_pressure != self.current.cpu_pressure
-                   or context.profile != self.current.profile)
+        before = self.current
+        changed = (not before.known or context.cpu_pressure != before.cpu_pressure or context.profile != before.profile
+                   or (context.scorer, context.max_spec) != (before.scorer, before.max_spec))
         if changed:
-            log.info("workload context from %s: cpu_pressure %g -> %g, %s (version %d)",
-                     source, self.current.cpu_pressure, context.cpu_pressure, describe(context.profile), context.version)
+            log.info("workload context from %s: cpu_pressure %g -> %g, %s, scorer %s%s (version %d)",
+                     source, before.cpu_pressure, context.cpu_pressure, describe(context.profile), context.scorer,
+                     f" (was {before.scorer})" if before.known and before.scorer != context.scorer else "", context.version)
         self.current = context
         return changed

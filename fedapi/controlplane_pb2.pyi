@@ -208,14 +208,20 @@ class AgentReport(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ...) -> None: ...
 
 class WorkloadContext(_message.Message):
-    __slots__ = ("cpu_pressure", "version", "profile")
+    __slots__ = ("cpu_pressure", "version", "profile", "scorer", "max_cpu_milli", "max_gpus")
     CPU_PRESSURE_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PROFILE_FIELD_NUMBER: _ClassVar[int]
+    SCORER_FIELD_NUMBER: _ClassVar[int]
+    MAX_CPU_MILLI_FIELD_NUMBER: _ClassVar[int]
+    MAX_GPUS_FIELD_NUMBER: _ClassVar[int]
     cpu_pressure: float
     version: int
     profile: PodTypes
-    def __init__(self, cpu_pressure: _Optional[float] = ..., version: _Optional[int] = ..., profile: _Optional[_Union[PodTypes, _Mapping]] = ...) -> None: ...
+    scorer: str
+    max_cpu_milli: int
+    max_gpus: int
+    def __init__(self, cpu_pressure: _Optional[float] = ..., version: _Optional[int] = ..., profile: _Optional[_Union[PodTypes, _Mapping]] = ..., scorer: _Optional[str] = ..., max_cpu_milli: _Optional[int] = ..., max_gpus: _Optional[int] = ...) -> None: ...
 
 class PodTypes(_message.Message):
     __slots__ = ("cpu", "milli", "count", "weight", "slots", "pinned")

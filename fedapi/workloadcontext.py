@@ -44,6 +44,10 @@ MAX_CPU_MILLI = 1_000_000
 MAX_MEMORY_MIB = 2**40
 MAX_DEVICES = 64
 """A shape asking for more GPU devices than any node holds is garbage."""
+LEARNED = "learned"
+SCORERS = (LEARNED, "fgd", "bestfit")
+"""The scorer families a cluster's agents may be told to place with: the policy model, or fedcore's FGD or BestFit
+profile on their own node (the candidates of the control plane's lookahead selection); any other name is refused."""
 
 
 def _int(value: object, name: str, high: int, low: int = 0) -> int:
@@ -160,11 +164,17 @@ def profile_from_wire(value: object) -> Profile | None:
 class WorkloadContext:
     """``version`` is when the control plane adopted the value (its clock, ms); 0 means no context (keep yours).
 
-    ``profile`` None: score with the artifact's typical shapes (only the CPU pressure is the cluster's)."""
+    ``profile`` None: score with the artifact's typical shapes (only the CPU pressure is the cluster's).
+    ``scorer``: the family every agent of the cluster places with (:data:`SCORERS`); claims compare scores, so
+    the cluster switches together. ``max_cpu_milli``/``max_gpus``: the cluster's largest node, BestFit's normaliser
+    over the fleet (0: the agent's own node)."""
 
     cpu_pressure: float = 0.0
     version: int = 0
     profile: Profile | None = None
+    scorer: str = LEARNED
+    max_cpu_milli: int = 0
+    max_gpus: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.cpu_pressure, bool) or not isinstance(self.cpu_pressure, (int, float)):
@@ -174,17 +184,35 @@ class WorkloadContext:
         object.__setattr__(self, "cpu_pressure", float(self.cpu_pressure))  # msgpack carries a whole float as an int
         if isinstance(self.version, bool) or not isinstance(self.version, int) or not 0 <= self.version < 2**63:
             raise ValueError(f"version must be an integer in [0, 2^63), got {self.version!r:.40}")
+        if self.scorer not in SCORERS:
+            raise ValueError(f"scorer must be one of {', '.join(SCORERS)}, got {self.scorer!r:.40}")
+        _int(self.max_cpu_milli, "max_cpu_milli", MAX_CPU_MILLI)
+        _int(self.max_gpus, "max_gpus", MAX_DEVICES)
+
+    @property
+    def max_spec(self) -> tuple[float, float] | None:
+        """BestFit's (CPU milli, GPU milli) normaliser over the cluster's fleet, as ``fedcore.scheduling.scores.max_spec``
+        reads it from a fleet-wide table; None when not sent (the agent's own node)."""
+        if not self.max_cpu_milli:
+            return None
+        return float(max(1, self.max_cpu_milli)), float(max(1, self.max_gpus * 1000))
 
     @property
     def known(self) -> bool:
         return self.version > 0
 
     def to_wire(self, profile: bool = True) -> dict[str, Any]:
-        """The map a twin link carries; ``profile=False`` leaves the profile out (an agent's report: the version names
-        it, and a control plane that predates the field refuses a report carrying it)."""
+        """The map a twin link carries; ``profile=False`` is an agent's report: the version names the profile and the
+        fleet's largest node, and a control plane that predates a field refuses a report carrying it (so the scorer
+        goes only when not learned: only a plane that knows the field sends another)."""
         wire: dict[str, Any] = {"cpu_pressure": self.cpu_pressure, "version": self.version}
-        if profile and self.profile is not None:
-            wire["profile"] = self.profile.to_wire()
+        if self.scorer != LEARNED:
+            wire["scorer"] = self.scorer
+        if profile:
+            if self.profile is not None:
+                wire["profile"] = self.profile.to_wire()
+            if self.max_cpu_milli:
+                wire["max_cpu_milli"], wire["max_gpus"] = self.max_cpu_milli, self.max_gpus
         return wire
 
     def types(self, base: PodTypes) -> PodTypes:
@@ -201,13 +229,23 @@ NONE = WorkloadContext()
 def from_wire(value: object) -> WorkloadContext:
     """The context in a twin-link map (``AgentAck.context``); None (an older control plane) is :data:`NONE`.
 
-    Fields this agent does not know are ignored, as protobuf does: a newer control plane may append some.
-    Raises ValueError naming what is wrong: a non-map, a NaN, negative or huge pressure, a bad version or profile."""
+    Fields this agent does not know are ignored, as protobuf does: a newer control plane may append some. An
+    absent or empty scorer is learned (an older plane). Raises ValueError naming what is wrong: a non-map, a NaN,
+    negative or huge pressure, a bad version, profile or fleet size, a scorer family this agent does not know."""
     if value is None:
         return NONE
     if not isinstance(value, dict):
         raise ValueError(f"expected a WorkloadContext map, got {type(value).__name__}")  # noqa: TRY004 (ValueError is the decode contract)
-    return WorkloadContext(value.get("cpu_pressure", 0.0), value.get("version", 0), profile_from_wire(value.get("profile")))
+    context = WorkloadContext(value.get("cpu_pressure", 0.0), value.get("version", 0), profile_from_wire(value.get("profile")),
+                              _scorer(value.get("scorer")), value.get("max_cpu_milli", 0), value.get("max_gpus", 0))
+    if context.scorer == "fgd" and context.profile is None:
+        raise ValueError("scorer fgd needs the cluster's workload profile, and none came with it")
+    return context
+
+
+def _scorer(value: object) -> object:
+    """An absent or empty name is learned (an older plane, or the proto field's default); anything else is checked."""
+    return LEARNED if value is None or value == "" else value
 
 
 def quantize(cpu_pressure: float) -> float:

@@ -136,6 +136,15 @@ class Profile:
     queue: QueueSortPlugin = field(default_factory=OldestFirst)
 
 
+def rank(profile: Profile, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
+    """A profile's total weighted integer score of each feasible row: what a scheduling cycle compares, and what an
+    edge agent placing with this profile claims its own node with (one row), so both read the same number."""
+    total = np.zeros(rows.size, dtype=np.float64)
+    for plugin, weight in profile.scores:
+        total += weight * np.floor(np.clip(plugin.score(pod, table, rows), 0.0, 100.0))
+    return total
+
+
 class Scheduler:
     """Runs one scheduling cycle per pod: filter, score, pick the best row, choose devices, reserve."""
 
@@ -168,10 +177,7 @@ class Scheduler:
 
     def rank(self, pod: Pod, rows: np.ndarray) -> np.ndarray:
         """Total weighted integer score of each feasible row."""
-        total = np.zeros(rows.size, dtype=np.float64)
-        for plugin, weight in self.profile.scores:
-            total += weight * np.floor(np.clip(plugin.score(pod, self.table, rows), 0.0, 100.0))
-        return total
+        return rank(self.profile, pod, self.table, rows)
 
     def select(self, pod: Pod) -> tuple[int, float] | None:
         """The chosen node row and its score, or None when no node is feasible. Does not reserve."""

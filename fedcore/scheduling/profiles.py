@@ -42,8 +42,19 @@ def _kube_default(ctx: ProfileContext) -> Profile:
     return Profile("kube-default", default_filters(), [(LeastAllocated(), 1.0), (BalancedAllocation(), 1.0)])
 
 
+def bestfit(spec: tuple[float, float] | None = None) -> Profile:
+    """The BestFit profile; ``spec`` fixes its (CPU milli, GPU milli) normaliser (default: the table's largest node)."""
+    return Profile("bestfit", default_filters(), [(BestFit(spec), 1.0)])
+
+
+def fgd(types: PodTypes) -> Profile:
+    """The FGD profile against these typical pod types (its score and its device pick)."""
+    plugin = FragmentationGradient(types)
+    return Profile("fgd", default_filters(), [(plugin, 1.0)], devices=plugin)
+
+
 def _bestfit(ctx: ProfileContext) -> Profile:
-    return Profile("bestfit", default_filters(), [(BestFit(), 1.0)])
+    return bestfit()
 
 
 def _dotprod(ctx: ProfileContext) -> Profile:
@@ -53,8 +64,7 @@ def _dotprod(ctx: ProfileContext) -> Profile:
 def _fgd(ctx: ProfileContext) -> Profile:
     if not ctx.workload:
         raise ValueError("the fgd profile needs the workload to learn its typical pod types")
-    plugin = FragmentationGradient(PodTypes.from_pods(ctx.workload))
-    return Profile("fgd", default_filters(), [(plugin, 1.0)], devices=plugin)
+    return fgd(PodTypes.from_pods(ctx.workload))
 
 
 def _random(ctx: ProfileContext) -> Profile:

@@ -64,12 +64,18 @@ def max_spec(table: NodeTable) -> tuple[float, float]:
 
 
 class BestFit:
-    """Best-fit as the FGD simulator scores it: least CPU and GPU left after placement, each over the fleet's max spec, equal weights."""
+    """Best-fit as the FGD simulator scores it: least CPU and GPU left after placement, each over the fleet's max spec, equal weights.
+
+    ``spec`` fixes that normaliser (an edge agent's table holds only its own node: its control plane sends the
+    fleet's, so it scores its row as a fleet-wide table would)."""
 
     name = "BestFit"
 
+    def __init__(self, spec: tuple[float, float] | None = None) -> None:
+        self.spec = spec
+
     def score(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> np.ndarray:
-        cpu_max, gpu_max = max_spec(table)
+        cpu_max, gpu_max = self.spec or max_spec(table)
         left = 0.5 * (table.cpu_free[rows] - pod.cpu_milli) / cpu_max
         left += 0.5 * (table.gpu_free_total()[rows] - pod.gpu.total_milli) / gpu_max
         return 100.0 * (1.0 - left)

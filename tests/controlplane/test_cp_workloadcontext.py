@@ -148,8 +148,10 @@ def test_the_plane_sends_each_cluster_its_context_and_refuses_a_garbage_one(tmp_
         here, other = "c1", "c0"
         got = ack(here, f"{here}-n0", 3)
         assert got.context == cp.WorkloadContext(cpu_pressure=1.0, version=101000, profile=cp.PodTypes(
-            cpu=[8000], milli=[1000], count=[1], weight=[1.0], slots=[], pinned=0.0)), "the twin's profile of 'train'"
-        assert ack(other, f"{other}-n0", 3).context == cp.WorkloadContext(cpu_pressure=0.0, version=101000)
+            cpu=[8000], milli=[1000], count=[1], weight=[1.0], slots=[], pinned=0.0), max_cpu_milli=32000, max_gpus=4), \
+            "the twin's profile of 'train', and its fleet's largest node"
+        assert ack(other, f"{other}-n0", 3).context == cp.WorkloadContext(cpu_pressure=0.0, version=101000, max_cpu_milli=32000,
+                                                                          max_gpus=4)
         assert {r.spec.name: r.context.cpu_pressure for r in plane.clusters()} == {here: 1.0, other: 0.0}
         scraped = {(m.name, s.labels.get("cluster")): s.value for m in text_string_to_metric_families(
             generate_latest(plane.metrics.registry).decode()) for s in m.samples}

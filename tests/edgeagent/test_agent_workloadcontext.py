@@ -51,9 +51,24 @@ def test_a_new_profile_alone_is_taken_and_a_hostile_one_refused_keeping_the_prev
         assert not keeper.receive({"cpu_pressure": 0.5, "version": 8, "profile": {**other, "weight": [math.nan]}})
     assert keeper.current.profile is not None and keeper.current.profile.shapes == ((8000, 1000, 2, 1.0),) and keeper.refused == 1
     (line,) = [r.getMessage() for r in caplog.records]
-    assert "shape weight" in line and "keeping cpu_pressure 1 and 1 pod shapes (8000m/2x1000m 1.00) (version 7)" in line
+    assert "shape weight" in line and "keeping cpu_pressure 1, 1 pod shapes (8000m/2x1000m 1.00) and scorer learned (version 7)" in line
     assert keeper.receive({"cpu_pressure": 1.0, "version": 9}), "no profile any more: back to the artifact's shapes"
     assert keeper.current.profile is None
+
+
+def test_a_new_scorer_family_alone_is_taken_and_an_unknown_one_refused_keeping_the_previous(caplog: pytest.LogCaptureFixture) -> None:
+    keeper = ContextKeeper()
+    assert keeper.receive({"cpu_pressure": 1.0, "version": 5, "profile": PROFILE})
+    assert keeper.receive({"cpu_pressure": 1.0, "version": 6, "profile": PROFILE, "scorer": "fgd"}), "only the family moves"
+    assert keeper.receive({"cpu_pressure": 1.0, "version": 7, "profile": PROFILE, "scorer": "fgd", "max_cpu_milli": 32000,
+                           "max_gpus": 4}), "the fleet's largest node moves BestFit's scores"
+    with caplog.at_level(logging.WARNING, logger="edgeagent.workloadcontext"):
+        assert not keeper.receive({"cpu_pressure": 1.0, "version": 8, "profile": PROFILE, "scorer": "dotprod"})
+    assert keeper.current.scorer == "fgd" and keeper.current.version == 7 and keeper.refused == 1
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "scorer must be one of learned, fgd, bestfit" in line and "and scorer fgd (version 7)" in line
+    assert keeper.receive({"cpu_pressure": 1.0, "version": 9, "profile": PROFILE}), "absent: back to learned"
+    assert keeper.current.scorer == "learned"
 
 
 @pytest.mark.parametrize("garbage", [
@@ -102,7 +117,10 @@ def test_metrics_and_the_report_carry_the_context_only_once_there_is_one() -> No
     (twinlink.encode({"cpu_pressure": 0.98, "version": 3}), WorkloadContext(0.98, 3), ""),
     (twinlink.encode(WorkloadContext(0.98, 4, Profile(((16000, 1000, 2, 1.0),))).to_wire()),
      WorkloadContext(0.98, 4, Profile(((16000, 1000, 2, 1.0),))), ""),
+    (twinlink.encode(WorkloadContext(0.98, 5, Profile(((16000, 1000, 2, 1.0),)), "fgd", 32000, 4).to_wire()),
+     WorkloadContext(0.98, 5, Profile(((16000, 1000, 2, 1.0),)), "fgd", 32000, 4), ""),
     (twinlink.encode({"cpu_pressure": 0.98, "version": 4, "profile": {**PROFILE, "count": [2, 2]}}), NONE, "one length"),
+    (twinlink.encode({"cpu_pressure": 0.98, "version": 4, "scorer": "random"}), NONE, "scorer must be one of"),
     (b"\xc1garbage", NONE, "is unreadable"),
     (twinlink.encode({"cpu_pressure": math.nan, "version": 3}), NONE, "refused the workload context"),
 ])

@@ -111,3 +111,26 @@ def test_the_sender_leaves_out_shapes_beyond_the_bounds_rather_than_stop() -> No
     """A workload asking for more than the bounds (a 2,000-core pod) is left out of the profile, not sent to be refused."""
     got = Profile.quantized(types([(8000, 1000, 1, 5), (2_000_000, 1000, 1, 5)], [[2_000_000, 1], [4000, 8192]]))
     assert got is not None and got.shapes == ((8000, 1000, 1, 1.0),) and got.slots == ((4000, 8192),)
+
+
+def test_the_scorer_family_and_the_fleets_largest_node_round_trip_and_an_older_planes_context_is_learned() -> None:
+    profile = Profile(((8000, 1000, 1, 1.0),))
+    sent = WorkloadContext(0.5, 9, profile, "fgd", 96000, 8)
+    assert from_wire(sent.to_wire()) == sent and sent.max_spec == (96000.0, 8000.0)
+    ack = to_wire(cp.AgentAck(context=cp.WorkloadContext(cpu_pressure=0.5, version=9)))  # a plane without the fields
+    assert ack["context"]["scorer"] == "" and from_wire(ack["context"]) == WorkloadContext(0.5, 9), "empty: learned"
+    assert WorkloadContext(0.5, 9).max_spec is None, "not sent: BestFit reads the agent's own node"
+    assert sent.to_wire(profile=False) == {"cpu_pressure": 0.5, "version": 9, "scorer": "fgd"}, "a report names the family"
+    assert "scorer" not in WorkloadContext(0.5, 9).to_wire(profile=False), "learned is left out: an older plane refuses the field"
+
+
+@pytest.mark.parametrize(("value", "reason"), [
+    ({"cpu_pressure": 0.5, "version": 9, "scorer": "kube-default"}, "scorer must be one of learned, fgd, bestfit"),
+    ({"cpu_pressure": 0.5, "version": 9, "scorer": 3}, "scorer must be one of"),
+    ({"cpu_pressure": 0.5, "version": 9, "scorer": "fgd"}, "scorer fgd needs the cluster's workload profile"),
+    ({"cpu_pressure": 0.5, "version": 9, "max_cpu_milli": -1}, "max_cpu_milli must be an integer"),
+    ({"cpu_pressure": 0.5, "version": 9, "max_cpu_milli": 96000, "max_gpus": 10**6}, "max_gpus must be an integer"),
+])
+def test_an_unknown_scorer_family_or_a_bad_fleet_size_is_refused_with_a_reason(value: object, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        from_wire(value)
