@@ -280,6 +280,8 @@ class _Run:
         self.procs: list[_Proc] = []
         self.life_tasks: dict[str, asyncio.TimerHandle] = {}
         self.on_killed_nodes: set[str] = set()
+        self.completing: set[str] = set()
+        """Pods whose work ended (CompletePod sent): one killed while that call is in flight is not owed a re-placement."""
         self.double_bindings = 0
         self.overcommits = 0
         self.killed: set[str] = set()
@@ -381,6 +383,7 @@ class _Run:
         held = self.truth.pods.get(uid)
         if held is None or held.phase is not Phase.RUNNING or held.node in self.killed:
             return
+        self.completing.add(uid)
         task = asyncio.get_running_loop().create_task(self._complete(uid, held.epoch))
         self.background.add(task)
         task.add_done_callback(self.background.discard)
@@ -401,7 +404,7 @@ class _Run:
             p.killed = True
             self.killed.add(p.name)
             self.on_killed_nodes.update(uid for uid, u in self.truth.pods.items()
-                                        if u.phase is Phase.RUNNING and u.node == p.name)
+                                        if u.phase is Phase.RUNNING and u.node == p.name and uid not in self.completing)
         return [p.name for p in victims]
 
     async def check_double_bindings(self) -> None:

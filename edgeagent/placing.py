@@ -693,8 +693,12 @@ class Placer:
         return all(bool(f.filter(pod, self.table)[0]) for f in self._filters)
 
     def _ranked_above_us(self, pod: Pod) -> set[str]:
-        """The live peers that rank above our node for ``pod`` by the heuristic over their gossiped states
-        (none when fewer than ``candidates`` peers are known, or when our own view says we cannot take it)."""
+        """The live peers that rank above our node for ``pod`` by the heuristic over gossiped states, ours
+        included: the state we last published, not our live one, so that every agent holding the same
+        gossip ranks the same way (ranked by our live state, a node whose pods just left thought itself
+        below peers that thought themselves below it, and all deferred until the next publication).
+        None when fewer than ``candidates`` peers are known, or when our published state says we cannot
+        take the pod (our live filters say we can: the claim decides)."""
         k = self.settings.candidates
         if k == 0:
             return set()
@@ -713,10 +717,13 @@ class Placer:
         if len(view.load) < k:
             return set()
         request = pod.request
-        mine = estimate(request, np.array([self.ledger.replica.free().as_tuple()], dtype=np.float64),
-                        np.array([self.node.capacity.as_tuple()], dtype=np.float64), np.array([self.load]))[0]
+        said = self._published or self.node_state()
+        mine = estimate(request, np.array([said.free.as_tuple()], dtype=np.float64),
+                        np.array([said.capacity.as_tuple()], dtype=np.float64),
+                        np.array([records.published_load(said.load)]), pod.gpu,
+                        np.array([(said.gpus_whole, said.gpu_share)], dtype=np.int64))[0]
         if not np.isfinite(mine):
-            return set()  # our gossiped view disagrees with our filters; let the claim decide
+            return set()  # what we told the peers says we cannot take it, our filters say we can: claim
         theirs = estimate(request, view.free, view.capacity, view.load, pod.gpu, view.devices)
         above = (theirs > mine) | ((theirs == mine) & view.before_us)
         return {view.members[i] for i in np.flatnonzero(above)}

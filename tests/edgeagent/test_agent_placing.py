@@ -366,6 +366,35 @@ def test_a_deferred_pod_is_not_ranked_again_when_only_peers_below_us_change() ->
     assert placer.next_deadline() <= 0.9, "the one peer above us changed: ranked again at once"
 
 
+def test_agents_whose_pods_just_left_do_not_defer_to_each_other() -> None:
+    """Each agent ranks itself by the state it published, as its peers do: ranked by its live state, a node
+    whose pods had just finished (emptier than it told anyone) thought itself below a peer that, for the same
+    reason, thought itself below it, and neither claimed until the next state publication."""
+    from edgeagent import records
+    from edgeagent.clusters import PodUpdate
+    from edgeagent.effects import Bind
+
+    placers = {n.name: _lone_placer(n) for n in nodes(2, gpus=0)}
+    for i, (name, placer) in enumerate(placers.items()):
+        placer.settings = PlacementSection(candidates=1)
+        big = pod(10 + i, cpu=12000 - 1000 * i)  # n00 ends fuller than n01
+        placer.pod_update(PodUpdate(big, 1, Phase.PENDING), 0.0)
+        placer.tick(0.0)
+        assert [e for e in placer.tick(0.2) if isinstance(e, Bind)]
+        placer.bind_done(big.uid, BindResult(BindOutcome.BOUND, name, 1), 0.21)
+        placer.announce(1.0)  # peers hear it full
+        placer.pod_update(PodUpdate(big, 1, Phase.SUCCEEDED, name), 1.1)  # empty again, not yet republished
+    for name, placer in placers.items():
+        peer = placers[next(n for n in placers if n != name)]
+        placer.record(peer.node.name, records.NODE_KEY, records.encode_node_state(peer._published), 1.1)
+    claimed = []
+    for name, placer in placers.items():
+        placer.pod_update(PodUpdate(pod(0, cpu=2000), 1, Phase.PENDING), 1.2)
+        if [e for e in placer.tick(1.2) if isinstance(e, Publish) and e.key == "c/p0000"]:
+            claimed.append(name)
+    assert claimed == ["n00"], "the node that both agents' gossip shows fuller claims at once, the other defers"
+
+
 def test_a_stale_epoch_answer_rebinds_at_the_named_epoch_without_waiting_for_the_watch() -> None:
     from edgeagent.effects import Bind
 
