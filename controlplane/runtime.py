@@ -476,7 +476,8 @@ class ControlPlane:
                 return None
             log.info("cluster %s: selecting its scorer family (%d placed replicas on %d nodes, %s sent now)",
                      cluster, len(pods), len(fleet), self.contexts.get(cluster).scorer)
-            return Job(cluster, key, tuple(pods), tuple(fleet))
+            # in a fixed order: the twin's replay (its pod draws, its tie order) then depends on the workload alone
+            return Job(cluster, key, tuple(sorted(pods, key=lambda p: p.uid)), tuple(sorted(fleet, key=lambda n: n.name)))
 
     def adopt_selection(self, outcome: Outcome, now: float) -> WorkloadContext:
         """A finished selection: its family into the cluster's context under a new version, or, when it failed, the
