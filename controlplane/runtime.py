@@ -492,6 +492,8 @@ class ControlPlane:
             if not outcome.ok:
                 log.warning("cluster %s: scorer selection failed after %.1f s (%s): keeping %s", cluster, outcome.wall_s,
                             outcome.error, before.scorer)
+                if self.leading:
+                    self._record(DecisionRecord(now, "scorer-failed", "", cluster, "", (outcome.error, f"kept {before.scorer}")))
                 return before
             context = self.contexts.choose(cluster, outcome.scorer, now) if self.leading else before
             means = ", ".join(f"{name} {mean:.4f}" for name, mean in sorted(outcome.means.items()))

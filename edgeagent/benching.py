@@ -67,6 +67,8 @@ class BenchSettings:
     """How long every agent is watched idle (before any pod) for the CPU figure."""
     overrides: tuple[tuple[str, object], ...] = ()
     """Agent configuration keys to set (``("gossip.retransmit_mult", 2)``), for tuning runs."""
+    scorer_selection: bool = True
+    """The control plane's scorer selection (``serve --no-scorer-selection`` when off): its cost, labelled in the JSON."""
 
 
 @dataclass(slots=True)
@@ -183,8 +185,9 @@ class _Truth:
 class _Plane:
     """The control plane process (the twin service) and the bench's gRPC connection to it."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, scorer_selection: bool = True) -> None:
         self.workdir = workdir
+        self.scorer_selection = scorer_selection
         self.port, self.link = free_ports(2)
         self.process: subprocess.Popen[bytes] | None = None
         self.conn: Any = None
@@ -199,7 +202,7 @@ class _Plane:
 
         argv = [sys.executable, "-m", "fedplane", "controlplane", "serve", "--db", str(self.workdir / "controlplane.db"),
                 "--port", str(self.port), "--agent-port", str(self.link), "--metrics-port", "-1", "--agents-bind",
-                "--ready-delay", "0"]
+                "--ready-delay", "0", *(() if self.scorer_selection else ("--no-scorer-selection",))]
         log = open(self.workdir / "controlplane.log", "wb")
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
         self.conn = client.connect(f"127.0.0.1:{self.port}")
@@ -249,13 +252,24 @@ class _Plane:
         counters = await asyncio.to_thread(self.conn.twin.GetSafety, tw.GetSafetyRequest(cluster=CLUSTER), timeout=5)
         return int(counters.duplicate_binds), int(counters.stale_binds)
 
-    def cpu_seconds(self) -> float:
+    async def scorer_decisions(self) -> list[str]:
+        """The plane's scorer selection decisions, oldest first: ``scorer:<family>`` adopted, ``scorer-failed``."""
+        from fedapi import controlplane_pb2 as cp
+
+        found = await asyncio.to_thread(self.conn.control.ListDecisions, cp.ListDecisionsRequest(limit=20_000), timeout=10)
+        return [d.kind for d in reversed(found.decisions) if d.kind.startswith("scorer")]
+
+    def cpu_seconds(self, children: bool = False) -> float:
+        """The plane's CPU; ``children``: its finished child processes' instead (the scorer selection worker)."""
         import psutil
 
         try:
-            return float(sum(psutil.Process(self.process.pid).cpu_times()[:2])) if self.process is not None else 0.0
+            times = psutil.Process(self.process.pid).cpu_times() if self.process is not None else None
         except psutil.Error:
             return 0.0
+        if times is None:
+            return 0.0
+        return float(times.children_user + times.children_system if children else times.user + times.system)
 
     def stop(self) -> None:
         if self.conn is not None:
@@ -442,7 +456,7 @@ class _Run:
 async def run_bench(settings: BenchSettings) -> dict[str, Any]:
     pods = openb.load_pods(locate.trace_file(None, locate.OPENB_PODS, settings.traces))[: settings.pods]
     workdir = Path(tempfile.mkdtemp(prefix="fedplane-bench-agent-"))
-    plane = _Plane(workdir)
+    plane = _Plane(workdir, settings.scorer_selection)
     run = _Run(settings, workdir, plane)
     watcher: asyncio.Task[None] | None = None
     try:
@@ -457,11 +471,13 @@ async def run_bench(settings: BenchSettings) -> dict[str, Any]:
         run.sample_rss()
         idle = await run.idle_cpu()
         run.sample_rss()
-        cpu_before, plane_before = run.cpu_seconds(), plane.cpu_seconds()
+        cpu_before, plane_before, worker_before = run.cpu_seconds(), plane.cpu_seconds(), plane.cpu_seconds(children=True)
         result = await _place(run, pods)
         run.sample_rss()
         result["agent_cpu_ms_per_pod"] = round(1000 * (run.cpu_seconds() - cpu_before) / max(1, len(pods)), 1)
         result["controlplane_cpu_ms_per_pod"] = round(1000 * (plane.cpu_seconds() - plane_before) / max(1, len(pods)), 1)
+        result["scorer_selection_cpu_s"] = round(plane.cpu_seconds(children=True) - worker_before, 2)
+        result["scorer_decisions"] = await plane.scorer_decisions()
     finally:
         if watcher is not None:
             watcher.cancel()
@@ -480,7 +496,7 @@ async def run_bench(settings: BenchSettings) -> dict[str, Any]:
         "agents": settings.agents, "pods": len(pods),
         "rss_mib_max": round(max(p.rss_max for p in run.procs) / 2**20, 1),
         "idle_cpu_pct": round(max(idle), 2), "idle_cpu_pct_mean": round(float(np.mean(idle)), 2),
-        **result, "scorer": scorer,
+        **result, "scorer": scorer, "scorer_selection": "on" if settings.scorer_selection else "off",
         "workload": (f"openb requests (first {len(pods)}; a GPU share asks for one whole GPU), one-replica workloads "
                      f"submitted at {settings.rate:g}/s, exp lifetimes mean {settings.life:g}s"),
         "workdir": str(workdir) if keep else None,

@@ -45,9 +45,11 @@ def agent(config_path: str, check: bool) -> None:
 @click.option("--traces", default=None, help="traces directory (default: $FEDPLANE_TRACES or ../shared/traces)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
               help="set an agent configuration key for every agent (e.g. gossip.retransmit_mult=2)")
+@click.option("--scorer-selection/--no-scorer-selection", default=True, show_default=True,
+              help="the control plane's per-cluster scorer selection (its worker process), as 'controlplane serve' runs it")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON object")
 def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, seed: int, traces: str | None,
-                overrides: tuple[str, ...], as_json: bool) -> None:
+                overrides: tuple[str, ...], scorer_selection: bool, as_json: bool) -> None:
     """16 agent processes place trace pods through the twin service (a control plane process, over the twin
     link); footprint, latency and safety."""
     import asyncio
@@ -64,7 +66,8 @@ def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, see
         if not sep:
             raise click.UsageError(f"--set wants KEY=VALUE, got {item!r}")
         settings.append((key, yaml.safe_load(value)))
-    result = asyncio.run(run_bench(BenchSettings(agents, pods, rate, life, kill, seed, traces, overrides=tuple(settings))))
+    result = asyncio.run(run_bench(BenchSettings(agents, pods, rate, life, kill, seed, traces, overrides=tuple(settings),
+                                                     scorer_selection=scorer_selection)))
     if as_json:
         click.echo(json.dumps(result))
     else:

@@ -160,6 +160,8 @@ def test_the_plane_sends_each_cluster_its_context_and_refuses_a_garbage_one(tmp_
         assert scraped[("fedplane_cluster_workload_context_changes", here)] == 1.0
         with pytest.raises(_Refused, match="workload context: cpu_pressure nan"):
             ack(here, f"{here}-n0", 4, cp.WorkloadContext(cpu_pressure=math.nan, version=5))
+        with pytest.raises(_Refused, match="workload context: scorer must be one of learned, fgd, bestfit"):
+            ack(here, f"{here}-n0", 4, cp.WorkloadContext(cpu_pressure=1.0, version=5, scorer="random"))
         bad = cp.AgentReport(cluster=here, node=f"{here}-n1", agent_id="a-bad", sequence=1)
         bad.summary.capacity.cpu_milli = -1  # a fleet read from it would stop every tick
         with pytest.raises(_Refused, match="capacity must be non-negative"):
