@@ -464,7 +464,7 @@ class ControlPlane:
         with self.lock:
             if not self.leading:
                 return None
-            due = self.selections.due({s.name: self.contexts.get(s.name) for s in self.registry.clusters()}, now)
+            due = self.selections.due(self.contexts.sent(), now)  # asked every probe interval: no store read
             if due is None:
                 return None
             cluster, key = due

@@ -127,6 +127,10 @@ class ContextBook:
         self._sent: dict[str, WorkloadContext] = {}
         self._adopted: dict[str, float] = {}
 
+    def sent(self) -> Mapping[str, WorkloadContext]:
+        """Every cluster's context (those a value was computed for)."""
+        return self._sent
+
     def get(self, cluster: str) -> WorkloadContext:
         """What ``cluster``'s agents are sent (:data:`~fedapi.workloadcontext.NONE` until a value was computed)."""
         return self._sent.get(cluster, NONE)
