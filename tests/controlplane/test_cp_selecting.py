@@ -66,6 +66,49 @@ def test_the_book_adopts_a_chosen_family_under_a_new_version_and_keeps_it_until_
     assert book.choose("c0", "bestfit", 15.0) is gone, "nor is a late result adopted for it"
 
 
+def test_the_plane_selects_for_an_adopted_context_adopts_the_family_and_keeps_it_when_a_selection_fails(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The plane's side on an injected clock: the job is the cluster's placed replicas on its agents' nodes (nothing
+    before a context is adopted); a chosen family goes out under a new version; a failure keeps it, logged once and
+    recorded as a decision."""
+    import logging
+
+    from controlplane.evidence import AgentReport, NodeSummary
+    from controlplane.registry import ClusterSpec
+    from controlplane.runtime import Backends, ControlPlane
+    from controlplane.workloads import Template, Workload
+    from fedcore.resources import Resources
+
+    now = [100.0]
+    plane = ControlPlane(tmp_path / "cp.db", Backends(lambda: now[0]), lambda: now[0])
+    try:
+        plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=2, twin_cpu_milli=32000, twin_gpus=4))
+        for i, node in enumerate(("c0-n1", "c0-n0")):
+            plane.report(AgentReport("c0", node, f"a{i}", 1, NodeSummary(node, Resources(32000, 131072, 0, 4000), Resources()), ()))
+        plane.tick(now[0])
+        assert plane.submit(Workload("train", 2, Template(8000, 4096, 1)), dry_run=False).ok
+        assert plane.next_selection(now[0]) is None, "no context adopted yet"
+        now[0] += plane.timings.fresh_s
+        plane.tick(now[0])
+        job = plane.next_selection(now[0])
+        assert job is not None and [p.uid for p in job.workload] == ["train-0", "train-1"]
+        assert [n.name for n in job.fleet] == ["c0-n0", "c0-n1"] and plane.next_selection(now[0]) is None, "one in flight"
+        before = plane.contexts.get("c0")
+        chosen = plane.adopt_selection(Outcome("c0", job.key, "bestfit", {"learned": 0.8, "bestfit": 0.9}, 1.0, 1.0), now[0] + 1)
+        assert chosen.scorer == "bestfit" and chosen.version > before.version and chosen.profile == before.profile
+        assert (chosen.max_cpu_milli, chosen.max_gpus) == (32000, 4), "BestFit's normaliser: the fleet's largest node"
+        assert plane.next_selection(now[0] + 1000) is None, "the same workload: not selected again"
+        with caplog.at_level(logging.WARNING, logger="controlplane"):
+            kept = plane.adopt_selection(Outcome("c0", job.key, error="timed out after 600 s"), now[0] + 2)
+        assert kept is chosen and plane.contexts.get("c0") is chosen
+        (line,) = [r.getMessage() for r in caplog.records]
+        assert "scorer selection failed" in line and "timed out after 600 s" in line and "keeping bestfit" in line
+        kinds = [d.kind for d in plane.registry.decisions()]
+        assert "scorer:bestfit" in kinds and "scorer-failed" in kinds
+    finally:
+        plane.close()
+
+
 def test_the_worker_is_killed_on_a_timeout_and_a_failed_one_keeps_the_previous_choice() -> None:
     job = Job("c0", (), (Pod("p", 1000, 1024),), (Node("n0", 32000, 131072, gpus=4),))
     started = time.monotonic()
