@@ -122,7 +122,7 @@ def controlplane() -> None:
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
 @click.option("--return-after", default=0.0, show_default=True, type=click.FloatRange(0), help="Move failed-over replicas back once their cluster has been healthy this long (0: never).")
 @click.option("--score-profile", default="", help="Add this scheduling profile's score plugins to cluster ranking (e.g. a learned one).")
-@click.option("--scorer-selection/--no-scorer-selection", default=True, show_default=True,
+@click.option("--scorer-selection/--no-scorer-selection", default=True, show_default=True, envvar="FEDPLANE_SCORER_SELECTION", show_envvar=True,
               help="Choose each cluster's scorer family (learned, fgd, bestfit) by replaying its workload on its fleet in the "
                    "twin (one nice 19 worker process, off the tick, at most every few minutes per cluster); its agents switch together.")
 @click.option("--etcd", "etcd_endpoints", default="", metavar="URL[,URL...]",

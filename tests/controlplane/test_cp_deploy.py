@@ -38,6 +38,7 @@ def test_deployment_is_single_writer_hardened_and_wired_to_its_config() -> None:
     env = docs["ConfigMap"]["data"]
     used = set(re.findall(r"\$\((\w+)\)", " ".join(container["args"])))
     assert used <= set(env), f"args use variables the ConfigMap does not define: {used - set(env)}"
+    assert env["FEDPLANE_SCORER_SELECTION"] == "true", "serve reads it (click envvar): the chart can turn selection off"
 
 
 def test_rbac_is_least_privilege() -> None:
