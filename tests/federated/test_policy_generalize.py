@@ -51,11 +51,18 @@ def write_case(tmp: Path) -> tuple[Path, Path]:
     return nodes, pods
 
 
-def test_cli_judges_a_five_column_list_on_both_fleets_with_every_heuristic_and_the_bound(tmp_path: Path) -> None:
+def test_cli_judges_a_five_column_list_on_both_fleets_with_every_heuristic_and_the_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("onnxruntime")
+    from federated.runtime import lookahead
+
     nodes, pods = write_case(tmp_path)
+    lookahead._chosen.clear()
+    selections: list[int] = []
+    real = lookahead.select
+    monkeypatch.setattr(lookahead, "select", lambda *a: selections.append(len(a[1])) or real(*a))
     code, out = run("bench", "generalize", "--pod-list", str(pods), "--node-list", str(nodes), "--seeds", "2", "--json")
     assert code == 0, out
+    assert len(selections) == 2  # one selection per case, not one per bench seed
     got = json.loads(out[out.index("{"):])
     assert [(c["pod_list"], c["fleet"]) for c in got["cases"]] == [("five", "as-is"), ("five", "one-and-eight")]
     for case in got["cases"]:
