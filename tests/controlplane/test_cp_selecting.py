@@ -6,7 +6,6 @@ switches to the chosen family and places with it."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import time
 from pathlib import Path
@@ -114,13 +113,20 @@ def test_the_worker_is_killed_on_a_timeout_and_a_failed_one_keeps_the_previous_c
     started = time.monotonic()
     late = asyncio.run(selectworker.run(job, timeout_s=0.05))
     assert not late.ok and late.error == "timed out after 0.05 s" and time.monotonic() - started < 5
-    if importlib.util.find_spec("federated.runtime.lookahead") is None:
-        failed = asyncio.run(selectworker.run(job, timeout_s=60))
-        assert not failed.ok and "lookahead" in failed.error, failed.error  # the selection has not landed: one reason
+    failed = asyncio.run(selectworker.run(job, timeout_s=120))  # its one pod asks for no GPU: the selection refuses it
+    assert not failed.ok and failed.error.startswith("ValueError: lookahead replays the openb protocol"), failed.error
 
 
-@pytest.mark.skipif(importlib.util.find_spec("federated.runtime.lookahead") is None,
-                    reason="federated.runtime.lookahead (the selection) is not in this checkout yet")
+def test_a_bad_scorer_selection_setting_is_a_usage_error_not_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from controlplane.commands import serve
+
+    monkeypatch.setenv("FEDPLANE_SCORER_SELECTION", "maybe")
+    result = CliRunner().invoke(serve, [])
+    assert result.exit_code == 2 and "FEDPLANE_SCORER_SELECTION" in result.output and "Traceback" not in result.output
+
+
 def test_the_worker_runs_the_real_selection_on_a_tiny_fleet() -> None:
     pods = tuple(Pod(f"p{i}", 4000, 8192, gpu=GpuRequest(1, 1000)) for i in range(12))
     fleet = tuple(Node(f"n{i}", 32000, 131072, gpus=4) for i in range(3))
