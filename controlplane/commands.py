@@ -8,15 +8,12 @@ end with a clear message and exit code 2, never a traceback.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import functools
-import json
 import os
 import re
 import signal
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,10 +21,11 @@ import click
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from fedapi import client, common_pb2, controlplane_pb2 as cp
+from fedapi import client, common_pb2
+from fedapi import controlplane_pb2 as cp
 from fedapi.tls import TlsFiles
 from fedcore import reporting
-from fedcore.commands import fail, traces_option
+from fedcore.commands import fail
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
@@ -140,11 +138,11 @@ def serve(
     Embedded (default): one process on one SQLite file. Replicated (--etcd): run several, each
     with its own --port; one leads (an etcd lease, fenced writes), the others take over within ~5 s.
     """
-    from controlplane import campaigning, drills, server
-    from controlplane.store import StoreError
+    from controlplane import campaigning, server
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec, Placer
     from controlplane.runtime import Backends, ControlPlane
+    from controlplane.store import StoreError
     from controlplane.verdicts import Timings
     from fedcore.backends import errors
     from fedcore.backends.kubernetes import contexts as kube_contexts
@@ -180,11 +178,8 @@ def serve(
     except (ValueError, errors.BackendError, StoreError) as exc:
         fail(str(exc))
 
-    def run_drill(scenario: str, runs: int, seed: int) -> dict[str, Any]:
-        return asyncio.run(drills.run_drill(scenario, runs, seed, metrics=plane.metrics))[0]
-
     async def main() -> None:
-        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, run_drill, agent_port, leadership)
+        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, link_port=agent_port, leadership=leadership)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
@@ -442,124 +437,3 @@ def decisions(limit: int, target: str, as_json: bool, tls_cert: str | None, tls_
     ])
 
 
-def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run`` where SIGTERM (``timeout``, a supervisor) cancels ``main``, so the agent processes it started are stopped."""
-
-    async def guarded() -> T:
-        task = asyncio.current_task()
-        assert task is not None
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-        return await main
-
-    try:
-        return asyncio.run(guarded())
-    except asyncio.CancelledError:
-        raise SystemExit(128 + signal.SIGTERM) from None
-
-
-@click.group()
-def drill() -> None:
-    """Failover drills against a live control plane on twin clusters."""
-
-
-@drill.command()
-@click.option("--scenario", required=True, type=click.Choice(["cluster-outage", "region-partition", "agent-crash", "control-plane-crash"]))
-@click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 1000))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--plot", default=None, type=click.Path(dir_okay=False), help="PNG timeline (default: drill-<scenario>.png).")
-@click.option("--ha", "ha_members", default=0, show_default=True, type=click.IntRange(0, 9),
-              help="control-plane-crash only: crash real control-plane processes: N >= 2 replicated on a local 3-member etcd (the leader is killed or paused); "
-                   "1: one process on SQLite, killed and restarted on the same file (0: the in-process drill).")
-@click.option("--hosts", default="loopback", show_default=True, type=click.Choice(["loopback", "netns"]),
-              help="netns: the control plane and each agent in its own network namespace (root; a cut link is a real partition).")
-@click.option("--loss", default=0.0, show_default=True, type=click.FloatRange(0.0, 0.5),
-              help="Share of every real agent's gossip datagrams dropped (user-space loss injection).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-def failover(scenario: str, runs: int, seed: int, plot: str | None, ha_members: int, hosts: str, loss: float,
-             as_json: bool) -> None:
-    """Inject a fault N times and measure detection, recovery, success, pods lost and duplicated.
-
-    Real ``fedplane agent`` processes (one per twin node) place the pods and report themselves."""
-    from controlplane import agentfleet, drills
-
-    if ha_members:
-        _ha_failover(scenario, runs, ha_members, as_json)
-        return
-
-    config = drills.DrillConfig()
-    fleet = functools.partial(agentfleet.AgentFleet, loss=loss)
-    kwargs: dict[str, Any] = {"source": fleet, "evidence": agentfleet.EVIDENCE}
-
-    def run(config: drills.DrillConfig) -> tuple[dict[str, Any], list[drills.RunResult]]:
-        with reporting.progress() as bar:
-            task = bar.add_task(f"drill {scenario}", total=runs)
-            return run_stoppable(drills.run_drill(scenario, runs, seed, config, on_run=lambda i, r: bar.advance(task), **kwargs))
-
-    if hosts == "netns":
-        from controlplane import netns
-
-        reason = netns.unavailable()
-        if reason:
-            fail(f"--hosts netns: {reason}")
-        nodes = [f"c{i}-n{j}" for i in range(config.clusters) for j in range(config.nodes_per_cluster)]
-        try:
-            with netns.Fabric(nodes) as fabric:
-                fabric.enter()
-                kwargs["source"] = functools.partial(fleet, hosts=fabric)
-                summary, results = run(dataclasses.replace(config, host=netns.CONTROL_PLANE_ADDRESS))
-        except netns.NetnsError as exc:
-            fail(f"--hosts netns: {exc}")
-        summary["hosts"] = netns.DESCRIPTION
-    else:
-        summary, results = run(config)
-        summary["hosts"] = "loopback: the control plane and every agent on this host's loopback interface"
-    summary["gossip_loss"] = loss
-    try:
-        summary["plot"] = str(drills.plot(results, scenario, plot or f"drill-{scenario}.png"))
-    except RuntimeError as exc:
-        summary["plot"] = f"not written: {exc}"
-    if as_json:
-        reporting.emit_json(summary)
-    else:
-        reporting.table(f"fedplane drill failover --scenario {scenario}", [{"metric": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in summary.items()])
-
-
-def _ha_failover(scenario: str, runs: int, members: int, as_json: bool) -> None:
-    """``drill failover --scenario control-plane-crash --ha N``: leader crashes on a replicated control plane."""
-    from controlplane import hadrill
-    from controlplane.store import StoreError
-
-    if scenario != "control-plane-crash":
-        fail(f"--ha applies to --scenario control-plane-crash only, not {scenario}")
-    with reporting.progress() as bar:
-        task = bar.add_task(f"drill {scenario} --ha {members}", total=runs)
-        try:
-            summary, _ = hadrill.run_ha_drill(runs, hadrill.HaDrillConfig(members=members), on_run=lambda i, r: bar.advance(task))
-        except (StoreError, RuntimeError) as exc:
-            fail(str(exc))
-    if as_json:
-        reporting.emit_json(summary)
-    else:
-        reporting.table(f"fedplane drill failover --scenario {scenario} --ha {members}",
-                        [{"metric": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in summary.items()])
-
-
-@click.command()
-@click.option("--out", "out_dir", default="fedplane-demo", show_default=True, type=click.Path(file_okay=False), help="Where the report (JSON) and the PNG timeline go.")
-@click.option("--pods", default=300, show_default=True, type=click.IntRange(10, 2000), help="Pods sampled from the openb trace.")
-@click.option("--seed", default=0, show_default=True, type=int)
-@traces_option
-def demo(out_dir: str, pods: int, seed: int, traces: str | None) -> None:
-    """The main job on the embedded twin: control plane, 3 clusters in 2 regions, 9 real agents, trace pods, a cluster outage, one workload autoscaled."""
-    from controlplane import demoing
-    from fedcore.traces import TraceError
-
-    settings = demoing.DemoSettings(pods=pods, seed=seed, traces=traces, out=Path(out_dir))
-    reporting.stderr.print("fedplane demo: starting the control plane and 9 edge agents, placing trace pods, then a cluster outage, then one workload autoscaled (under a minute)")
-    try:
-        run = run_stoppable(demoing.run(settings, notice=lambda m: reporting.stderr.print(f"[yellow]notice:[/yellow] {m}")))
-    except (TraceError, RuntimeError) as exc:
-        fail(str(exc))
-    report = demoing.write(run, Path(out_dir))
-    if report["drill"]["verdict"] != "PASS":
-        raise SystemExit(1)

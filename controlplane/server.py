@@ -1,5 +1,5 @@
 """Putting a control plane on the wire: gRPC (health, reflection, optional mTLS), the twin
-link for edge agents (the TwinCluster service without gRPC, :mod:`fedapi.twinlink`), the
+link for edge agents (the TwinCluster service without gRPC, :mod:`fedapi.agentlink`), the
 reconcile loop, and the Prometheus ``/metrics`` endpoint.
 
 The loop calls ``plane.tick(now)`` every probe interval in a worker thread; an exception in a
@@ -31,7 +31,7 @@ from controlplane.service import ControlPlaneService, DrillRunner, TwinClusterSe
 from controlplane.store import Fenced
 from fedapi import autoscale_pb2, autoscale_pb2_grpc, controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc
 from fedapi.tls import TlsFiles, server_credentials
-from fedapi import twinlink
+from fedapi import agentlink
 from fedapi.linkserver import LinkServer
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ SERVICES = (
 
 
 def _no_drills(scenario: str, runs: int, seed: int) -> dict[str, Any]:
-    raise ValueError("this control plane was started without drill support")
+    raise ValueError("a serving control plane runs no drills: they belong to the lab (fedplane drill failover)")
 
 
 @dataclass(slots=True)
@@ -143,7 +143,7 @@ async def start(
     if bound == 0:
         raise OSError(f"cannot listen on {address}")
     await server.start()
-    link_tls = twinlink.tls_context(str(tls.cert), str(tls.key), str(tls.ca), server=True) if tls else None
+    link_tls = agentlink.tls_context(str(tls.cert), str(tls.key), str(tls.ca), server=True) if tls else None
     link = LinkServer(twin, host, link_port, link_tls)  # agents' reports and binds under the same mTLS as gRPC
     try:
         await link.start()

@@ -43,7 +43,7 @@ Every ``ClaimDelta`` a mutator returns must be gossiped to all peers; ``merge``
 returns ``Change(pod, LOST)`` (release now) or ``Change(pod, EVICT)`` (stop the
 pod, then release). Binding policy is the agent's: bind after the claim has
 kept winning for a while with a majority of peers reachable (see
-``crdt.simulating``); concurrent bindings in one epoch are still resolved
+``fedplane.lab.sims.claimsim``); concurrent bindings in one epoch are still resolved
 deterministically, the lower-ranked binder evicting.
 """
 

@@ -1,8 +1,8 @@
 """The seam between an agent and its cluster's API: watch pods, bind with a fencing epoch, report status.
 
 Two implementations sit behind :class:`ClusterAPI`: the twin cluster API over the twin link
-(:mod:`edgeagent.twinclient`, speaking ``fedapi``'s TwinCluster) and Kubernetes
-(:mod:`edgeagent.kube`); tests use :class:`edgeagent.memcluster.InMemoryCluster`.
+(:mod:`edgeagent.planeclient`, speaking ``fedapi``'s TwinCluster) and Kubernetes
+(:mod:`edgeagent.kube`); tests use :class:`fedplane.lab.doubles.memcluster.InMemoryCluster`.
 
 Contracts the agent relies on:
 

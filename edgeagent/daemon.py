@@ -22,11 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedapi import twinlink
+from fedapi import agentlink
 from fedcore.agentcmd import LOSS_ENV
 from fedcore.nodes import Node
 
-from edgeagent import federation, reporting, residency, twinwire
+from edgeagent import federation, linkcodec, reporting, residency
 from edgeagent.clusters import BindResult, ClusterAPI, ClusterUnavailable
 from edgeagent.config import AgentConfig
 from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
@@ -120,15 +120,15 @@ def make_cluster(config: AgentConfig) -> ClusterAPI:
         from edgeagent.kube import KubeCluster
 
         return KubeCluster(config.backend.kubeconfig, config.backend.scheduler_name, config.backend.timeout)
-    from edgeagent.twinclient import TwinClient
+    from edgeagent.planeclient import PlaneClient
 
-    return TwinClient(config.backend.address, config.cluster, config.backend.timeout, link_tls(config))
+    return PlaneClient(config.backend.address, config.cluster, config.backend.timeout, link_tls(config))
 
 
 def link_tls(config: AgentConfig) -> Any:
     """The agent's side of mutual TLS on the twin link, or None (plain TCP); ssl is loaded only when it is on."""
     t = config.tls
-    return twinlink.tls_context(t.cert, t.key, t.ca, server=False) if t.enabled else None
+    return agentlink.tls_context(t.cert, t.key, t.ca, server=False) if t.enabled else None
 
 
 async def run_agent(config: AgentConfig) -> None:
@@ -436,11 +436,11 @@ class Agent:
         connection may be dead (a cut link loses packets silently): it is dropped, so the pod watch
         reconnects at once rather than after TCP's retransmission timeouts.
         """
-        from edgeagent.twinclient import TwinClient
+        from edgeagent.planeclient import PlaneClient
 
-        shared = isinstance(self.cluster, TwinClient) and address == self.config.backend.address
-        channel = (self.cluster.channel if isinstance(self.cluster, TwinClient) and shared
-                   else twinlink.LinkChannel(address, link_tls(self.config)))
+        shared = isinstance(self.cluster, PlaneClient) and address == self.config.backend.address
+        channel = (self.cluster.channel if isinstance(self.cluster, PlaneClient) and shared
+                   else agentlink.LinkChannel(address, link_tls(self.config)))
         interval = backoff = self.config.report.interval
         try:
             while True:
@@ -451,7 +451,7 @@ class Agent:
                                            lan, wan, self._wan_ids(), self._health(), self.context.current)
                 try:
                     ack = await channel.call("ReportAgent", message, self.config.backend.timeout)
-                except twinlink.LinkError as exc:
+                except agentlink.LinkError as exc:
                     if self.report_error is None:
                         log.warning("report to the control plane at %s: %s (backing off)", address, exc)
                     self.report_error = str(exc)
@@ -481,7 +481,7 @@ class Agent:
             return
         self._apply(self.placer_.set_scorer(self.families.take(self.context.current)))
         try:
-            atomic_write(self.data / CONTEXT_FILE, twinlink.encode(self.context.current.to_wire()))
+            atomic_write(self.data / CONTEXT_FILE, agentlink.encode(self.context.current.to_wire()))
         except OSError as exc:
             log.warning("could not save the workload context (a restart would wait for the control plane's): %s", exc)
 
@@ -489,7 +489,7 @@ class Agent:
         """The context saved before a restart (its scorer family included); the model loaded next takes it (:meth:`_swap_model`)."""
         saved = self.data / CONTEXT_FILE
         try:
-            value = twinlink.decode(saved.read_bytes())
+            value = agentlink.decode(saved.read_bytes())
         except FileNotFoundError:
             return
         except (OSError, ValueError) as exc:
@@ -524,12 +524,12 @@ class Agent:
         while True:
             try:
                 node = await probe.describe()
-                atomic_write(saved, twinlink.encode(twinwire.node_to_wire(node)))
+                atomic_write(saved, agentlink.encode(linkcodec.node_to_wire(node)))
                 return node
             except ClusterUnavailable as exc:
                 if saved.exists():
                     try:
-                        node = twinwire.node_from_wire(twinlink.decode(saved.read_bytes()))
+                        node = linkcodec.node_from_wire(agentlink.decode(saved.read_bytes()))
                     except (ValueError, ClusterUnavailable) as bad:
                         log.error("the saved node description %s is unreadable (%s): waiting for the cluster", saved, bad)
                     else:

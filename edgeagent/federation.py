@@ -6,7 +6,7 @@ set, runs it as a task, and on shutdown sets its stop event and waits for the Su
 to be stopped. The SuperNode's ClientApp (the learning loop's, ``federated.flower.loopclient``)
 reads the experience log the agent writes in ``<data_dir>`` and keeps its Flower state in
 ``<data_dir>/flwr``: nothing outside the data directory. The loop's bench and CLI run one
-SuperNode per region instead (``edgeagent.learning`` says why: its footprint).
+SuperNode per region instead (``fedplane.lab.loop.learning`` says why: its footprint).
 """
 
 from __future__ import annotations

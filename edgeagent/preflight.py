@@ -36,7 +36,7 @@ def local_problems(config: AgentConfig, ports: bool = True) -> list[str]:
         except KeyringError as exc:
             problems.append(f"wan.key_file: {exc}")
     if config.tls.enabled:
-        from fedapi.twinlink import tls_context
+        from fedapi.agentlink import tls_context
 
         try:
             tls_context(config.tls.cert, config.tls.key, config.tls.ca, server=False)

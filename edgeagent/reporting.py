@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fedapi.twinlink import Wire
+from fedapi.agentlink import Wire
 from fedapi.workloadcontext import NONE, WorkloadContext
 from fedcore.resources import Resources
 from gossip.members import MemberState, MemberView

@@ -1,6 +1,6 @@
 """The server side of the twin link: protobuf servicers served to agents as msgpack maps.
 
-See :mod:`fedapi.twinlink` for the frames. This side converts each request map to the
+See :mod:`fedapi.agentlink` for the frames. This side converts each request map to the
 service's protobuf request (``json_format.ParseDict``: unknown fields and wrong types are
 refused with INVALID_ARGUMENT) and each reply to a map of *every* field, defaults
 included, so the agent reads fields without knowing proto3's defaults.
@@ -18,7 +18,7 @@ from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
 from fedapi import twincluster_pb2
-from fedapi.twinlink import (
+from fedapi.agentlink import (
     METHODS,
     WATCHES,
     Frame,
@@ -140,7 +140,7 @@ class LinkServer:
     """Serves a TwinCluster servicer (the control plane's, or a test harness's) over the link."""
 
     def __init__(self, servicer: object, host: str = "127.0.0.1", port: int = 0, tls: Any = None) -> None:
-        """``tls``: an ``ssl.SSLContext`` (:func:`fedapi.twinlink.tls_context`, server side) for mutual TLS."""
+        """``tls``: an ``ssl.SSLContext`` (:func:`fedapi.agentlink.tls_context`, server side) for mutual TLS."""
         self.servicer, self.host, self.port, self.tls = servicer, host, port, tls
         self._server: asyncio.Server | None = None
         self._open: set[_Served] = set()

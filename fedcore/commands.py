@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,7 +14,7 @@ from fedcore import reporting
 from fedcore.nodetable import NodeTable
 from fedcore.scheduling import profiles
 from fedcore.traces import TraceError, dlrm, locate, openb, synthetic
-from fedcore.twin import bounds, submission
+from fedcore.twin import submission
 from fedcore.twin.faults import Fault
 from fedcore.twin.replay import Replay, ReplayResult
 
@@ -144,59 +143,3 @@ def sim(
         reporting.table("fedplane sim", [{"metric": k, "value": v} for k, v in summary.items()])
 
 
-@click.command("schedule")
-@click.option("--nodes", "nodes_csv", type=click.Path(dir_okay=False), help="openb node list (default: the trace's).")
-@click.option("--pods", "pods_csv", type=click.Path(dir_okay=False), help="openb pod list (default: the trace's default list).")
-@click.option("--arrived-load", default=1.0, show_default=True, type=float, help="Read allocation when this share of cluster GPU has arrived.")
-@click.option("--profiles", "names", default="random,dotprod,bestfit,fgd,kube-default", show_default=True, help="Comma-separated profiles.")
-@click.option("--seeds", default=10, show_default=True, type=click.IntRange(1, 1000), help="Seeds 0..N-1; figures are means.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@traces_option
-def bench_schedule(nodes_csv: str | None, pods_csv: str | None, arrived_load: float, names: str, seeds: int, as_json: bool, traces: str | None) -> None:
-    """Compare scheduling profiles side by side on the openb submission-order protocol.
-
-    Only GPU nodes take part (1,213 of the openb list's 1,523), as in the published protocol.
-    """
-    chosen = [check_profile(n.strip()) for n in names.split(",") if n.strip()]
-    try:
-        nodes = openb.load_nodes(locate.trace_file(nodes_csv, locate.OPENB_NODES, traces))
-        pods = openb.load_pods(locate.trace_file(pods_csv, locate.OPENB_PODS, traces))
-        results: dict[str, list[submission.SubmissionResult]] = {n: [] for n in chosen}
-        with reporting.progress() as bar:
-            task = bar.add_task("profiles x seeds", total=len(chosen) * seeds)
-            for name in chosen:
-                for seed in range(seeds):
-                    results[name].append(submission.run(nodes, pods, name, seed, arrived_load))
-                    bar.advance(task)
-    except (TraceError, ValueError) as exc:
-        fail(str(exc))
-    fields = ["gpu_alloc_ratio", "cpu_alloc_ratio", "mem_alloc_ratio", "unscheduled", "gpu_frag_ratio", "decision_us_p50", "decision_us_p99"]
-    out: dict[str, Any] = {"backend": "fedcore twin: NodeTable and the scheduler framework, in process",
-                           "protocol": "openb submission order", "oracle": False, "profiles": {}}
-    for name, runs in results.items():
-        row = {f: statistics.fmean(getattr(r, f) for r in runs) for f in fields}
-        row["wall_s"] = sum(r.wall_s for r in runs)
-        row["gpu_alloc_ratio_min"] = min(r.gpu_alloc_ratio for r in runs)
-        row["gpu_alloc_ratio_max"] = max(r.gpu_alloc_ratio for r in runs)
-        out["profiles"][name] = row
-    out["nodes"] = len(submission.gpu_nodes(nodes))
-    out["nodes_in_file"] = len(nodes)
-    out["pods_submitted"] = statistics.fmean(r.pods_submitted for runs in results.values() for r in runs)
-    out["pods_in_file"] = len(pods)
-    out["seeds"] = seeds
-    out["arrived_load"] = arrived_load
-    try:
-        bound = [submission.upper_bound(pods, seed, nodes, arrived_load) for seed in range(seeds)]
-        out["upper_bound_gpu_alloc_ratio"] = statistics.fmean(bound)
-        out["upper_bound_per_seed"] = bound
-        out["upper_bound"] = "configuration LP over the arrived pods' GPU shares, CPU and memory (node grouping relaxed)"
-    except bounds.BoundUnavailable as exc:
-        out["upper_bound_gpu_alloc_ratio"] = None
-        out["upper_bound"] = str(exc)
-    if as_json:
-        reporting.emit_json(out)
-    else:
-        rows = [{"profile": n, **{k: v for k, v in r.items() if k in fields + ['wall_s']}} for n, r in out["profiles"].items()]
-        if out["upper_bound_gpu_alloc_ratio"] is not None:
-            rows.append({**{k: "" for k in rows[0]}, "profile": "upper bound (LP)", "gpu_alloc_ratio": out["upper_bound_gpu_alloc_ratio"]})
-        reporting.table(f"openb protocol at {arrived_load:.0%} arrived GPU, mean of {seeds} seeds", rows)

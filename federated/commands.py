@@ -7,8 +7,6 @@ The default artifact shipped in ``federated/models/default`` is reproduced by::
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +72,10 @@ def train(
     score temperature and small-node and idle-node preferences that give the best whole-episode allocation on validation seeds."""
     torch = _torch()
     from fedcore.traces import openb
-    from federated import evaluating, generalizing, training
+    from federated import evaluating, training
 
     try:
-        extra = [(generalizing.list_name(Path(p)), openb.load_pods(p)) for p in validation_lists]  # the user's own files first
+        extra = [(openb.list_name(Path(p)), openb.load_pods(p)) for p in validation_lists]  # the user's own files first
         loaded = evaluating.Traces.load(traces)
     except (TraceError, ValueError) as exc:
         fail(str(exc))
@@ -104,8 +102,8 @@ def export(checkpoint_dir: str, out_dir: str, traces: str | None) -> None:
     torch = _torch()
     from fedcore.scheduling.fragmentation import PodTypes
     from federated import exporting, splits
-    from federated.model import PlacementScorer
     from federated.evaluating import Traces
+    from federated.model import PlacementScorer
 
     path = Path(checkpoint_dir) / CHECKPOINT
     if not path.is_file():
@@ -252,7 +250,7 @@ def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: boo
     from fedcore.scheduling.fragmentation import PodTypes
     from fedcore.scheduling.framework import Scheduler
     from fedcore.twin import submission
-    from federated import benching, explaining
+    from federated import explaining
     from federated.evaluating import Traces
     from federated.runtime import plugin
     from federated.runtime.scorer import PolicyRuntime
@@ -274,7 +272,7 @@ def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: boo
             fail(f"pod {pod.uid} fits no node at that point (it would be dropped)")
         pod_x, node_x = runtime.inputs(pod, table, rows)
         scores = runtime.scorer(pod_x, node_x)
-        node = benching.choose(scores, rows, scheduler.tie_rank)
+        node = plugin.choose(scores, rows, scheduler.tie_rank)
         chosen = int(np.flatnonzero(rows == node)[0])
     except (TraceError, ValueError) as exc:
         fail(str(exc))
@@ -292,96 +290,3 @@ def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: boo
     reporting.table("features that moved the chosen node's score", summary["features"])
 
 
-@click.command("policy")
-@click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
-@click.option("--seeds", default=10, show_default=True, type=click.IntRange(1, 999), help="openb bench seeds 0..N-1 (never trained on; the published protocol uses 10).")
-@click.option("--timing-pods", default=2000, show_default=True, type=click.IntRange(10, 100_000))
-@click.option("--agreement-pods", default=4000, show_default=True, type=click.IntRange(10, 100_000))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@traces_option
-def bench_policy(model: str | None, seeds: int, timing_pods: int, agreement_pods: int, as_json: bool, traces: str | None) -> None:
-    """The learned policy beside the heuristics: openb allocation, held-out DLRM waits, size, int8 fidelity, decision time."""
-    from federated import benching
-    from federated.evaluating import Traces
-
-    path = _model_dir(model)
-    try:
-        loaded = Traces.load(traces)
-        with reporting.progress() as bar:
-            task = bar.add_task("bench policy", total=(len(benching.HEURISTICS) + 3) * seeds + len(benching.HEURISTICS) * (1 + len(benching.VARIANT_QUEUES)) + 5)
-            out = benching.run(path, loaded, seeds, timing_pods, agreement_pods, lambda _label: bar.advance(task))
-    except (TraceError, ValueError) as exc:
-        fail(str(exc))
-    if as_json:
-        reporting.emit_json(out)
-        return
-    flat = [{"figure": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in out.items()]
-    reporting.table("fedplane bench policy", flat)
-    sys.stdout.flush()
-
-
-@click.command("generalize")
-@click.option("--model", type=click.Path(file_okay=False), help="Artifact directory (default: $FEDPLANE_MODEL, else the shipped one).")
-@click.option("--pod-list", "pod_lists", multiple=True, type=click.Path(dir_okay=False), help="An openb pod list (full or five-column); repeat for more (default: every openb_pod_list_*.csv in the traces folder).")
-@click.option("--node-list", type=click.Path(dir_okay=False), default=None, help="The openb node list the fleets are built from (default: the traces folder's).")
-@click.option("--fleet", "fleets", multiple=True, type=click.Choice(["as-is", "one-and-eight"]), help="Fleets to run each list on; repeat for more (default: both). one-and-eight re-cuts every node with 1-7 GPUs into one-GPU nodes.")
-@click.option("--seeds", default=5, show_default=True, type=click.IntRange(1, 999), help="openb bench seeds 0..N-1 (never trained or validated on).")
-@click.option("--lookahead", "k", default=4, show_default=True, type=click.IntRange(0, 64),
-              help="Also run learned with workload-level lookahead on K selection seeds (5000..; learned, fgd, bestfit), labelled learned+lookahead; 0: leave it out.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@traces_option
-def bench_generalize(
-    model: str | None, pod_lists: tuple[str, ...], node_list: str | None, fleets: tuple[str, ...], seeds: int, k: int, as_json: bool, traces: str | None,
-) -> None:
-    """The learned policy against every heuristic, with the LP bound, on openb pod lists and fleets it never trained on.
-
-    learned+lookahead is the learned profile with its lookahead option (``$FEDPLANE_LOOKAHEAD``): before the run it
-    replays the list on the fleet on K selection seeds and runs learned unless FGD or BestFit beats it there.
-    """
-    from federated import benching, generalizing
-    from fedcore.traces import locate, openb
-
-    path = _model_dir(model)
-    try:
-        lists = [Path(p) for p in pod_lists] or sorted(locate.traces_dir(traces).joinpath("alibaba-openb").glob(f"{generalizing.POD_LIST_PREFIX}*.csv"))
-        if not lists:
-            fail("no pod lists: pass --pod-list PATH or a traces folder holding alibaba-openb/openb_pod_list_*.csv")
-        nodes = openb.load_nodes(locate.trace_file(node_list, locate.OPENB_NODES, traces))
-        cases = [
-            generalizing.Case(generalizing.list_name(p), fleet, generalizing.FLEETS[fleet](nodes), openb.load_pods(p))
-            for p in lists for fleet in (fleets or tuple(generalizing.FLEETS))
-        ]
-        for case in cases:
-            if not any(n.gpus for n in case.nodes):
-                fail(f"{node_list or 'the node list'}: no node has a GPU (the openb protocol needs GPU nodes)")
-        with reporting.progress() as bar:
-            task = bar.add_task("bench generalize", total=len(cases) * ((len(benching.HEURISTICS) + 1 + bool(k)) * seeds + 1 + bool(k)))
-            out = generalizing.run(path, cases, seeds, lambda _label: bar.advance(task), k)
-    except (TraceError, ValueError) as exc:
-        fail(str(exc))
-    if as_json:
-        reporting.emit_json(out)
-        return
-    rows = [
-        {"pod list": c["pod_list"], "fleet": c["fleet"], "learned": c["learned_gpu_alloc_ratio"], "best": c["best_heuristic"],
-         "its": c["best_heuristic_gpu_alloc_ratio"], "pts": 100 * c["learned_minus_best"],
-         "seeds": f"{c['seeds_learned_at_least_best']}/{len(c['seeds'])}", "LP bound": c["upper_bound_gpu_alloc_ratio"]}
-        for c in out["cases"]
-    ]
-    reporting.table(f"learned vs the best heuristic (pts: difference in points; seeds: learned >= the seed's best), seeds 0..{seeds - 1}", rows)
-    reporting.table("every profile's mean GPU allocation", [
-        {"pod list": c["pod_list"], "fleet": c["fleet"], **{name: c["per_profile"][name] for name in ("learned", *benching.HEURISTICS)}} for c in out["cases"]
-    ])
-    if k:
-        look = generalizing.LOOKAHEAD
-        reporting.table(
-            f"learned+lookahead: K={k} selection seeds from {out['lookahead']['selection_seed']}, candidates {', '.join(out['lookahead']['candidates'])}"
-            " (ran: the kept profile; pts: vs the best heuristic; sel s: selection rollouts, once per case)",
-            [{"pod list": c["pod_list"], "fleet": c["fleet"], "learned pts": 100 * c["learned_minus_best"], "ran": c[look]["chosen"],
-              "lookahead": c[look]["gpu_alloc_ratio"], "pts": 100 * c[look]["minus_best"],
-              "seeds": f"{c[look]['seeds_at_least_best']}/{len(c['seeds'])}", "sel s": round(c[look]["selection_wall_s"], 1)}
-             for c in out["cases"]],
-        )
-    below = out["cases_below_best_heuristic"]
-    reporting.table(f"cases below the best heuristic (of {len(out['cases'])})", [{"profile": name, "cases": n} for name, n in below.items()])
-    sys.stdout.flush()

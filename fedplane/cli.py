@@ -36,25 +36,25 @@ class LazyGroup(click.Group):
 
 
 BENCHES = {
-    "schedule": "fedcore.commands:bench_schedule",
-    "gossip": "gossip.commands:bench_gossip",
-    "claims": "edgeagent.commands:bench_claims",
-    "policy": "federated.commands:bench_policy",
-    "generalize": "federated.commands:bench_generalize",
-    "federated": "federated.flower.commands:bench_federated",
-    "agent": "edgeagent.commands:bench_agent",
-    "kube": "fedplane.kubebench:bench_kube",
-    "autoscale": "controlplane.autoscaling.commands:bench_autoscale",
-    "loop": "edgeagent.loopcmd:bench_loop",
+    "schedule": "fedplane.lab.benches.commands:bench_schedule",
+    "gossip": "fedplane.lab.benches.gossipcmd:bench_gossip",
+    "claims": "fedplane.lab.benches.commands:bench_claims",
+    "policy": "fedplane.lab.benches.commands:bench_policy",
+    "generalize": "fedplane.lab.benches.commands:bench_generalize",
+    "federated": "fedplane.lab.benches.commands:bench_federated",
+    "agent": "fedplane.lab.benches.commands:bench_agent",
+    "kube": "fedplane.lab.benches.kubebench:bench_kube",
+    "autoscale": "fedplane.lab.benches.commands:bench_autoscale",
+    "loop": "fedplane.lab.loop.loopcmd:bench_loop",
 }
 
 COMMANDS = {
     "controlplane": "controlplane.commands:controlplane",
-    "drill": "controlplane.commands:drill",
+    "drill": "fedplane.lab.drills.commands:drill",
     "sim": "fedcore.commands:sim",
-    "demo": "fedplane.demo:demo",
+    "demo": "fedplane.lab.demo.command:demo",
     "policy": "federated.commands:policy",
-    "federated": "edgeagent.loopcmd:federated",
+    "federated": "fedplane.lab.loop.loopcmd:federated",
     "agent": "edgeagent.commands:agent",
     "autoscale": "controlplane.autoscaling.commands:autoscale",
 }

@@ -2,7 +2,7 @@
 
 This machine's kernel has no netem and no iptables, so real-socket tests and drills inject loss
 here, on the sending side of each member (both directions of a link lose packets, as each end
-wraps its own socket). The deterministic in-memory network (:mod:`gossip.memnet`) covers loss at scale.
+wraps its own socket). The deterministic in-memory network (:mod:`fedplane.lab.doubles.memnet`) covers loss at scale.
 """
 
 from __future__ import annotations

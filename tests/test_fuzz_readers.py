@@ -18,9 +18,10 @@ from hypothesis import strategies as st
 from crdt import wire as crdt_wire
 from crdt.errors import InvalidDelta
 from edgeagent import config as agent_config
-from edgeagent import twinwire
+from edgeagent import linkcodec
 from edgeagent.clusters import ClusterUnavailable
-from fedapi import twinlink, workloadcontext
+from fedapi import workloadcontext
+from fedapi import agentlink
 from fedcore.nodes import Node
 from fedcore.nodetable import NodeTable
 from fedcore.pods import Pod
@@ -156,17 +157,17 @@ def test_claims_records(data: bytes) -> None:
 
 
 @FUZZ
-@given(st.binary(min_size=twinlink.HEADER_BYTES, max_size=twinlink.HEADER_BYTES), st.binary(max_size=200))
+@given(st.binary(min_size=agentlink.HEADER_BYTES, max_size=agentlink.HEADER_BYTES), st.binary(max_size=200))
 def test_twin_link_frames_and_messages(header: bytes, body: bytes) -> None:
     try:
-        twinlink.unpack_header(header)
-    except twinlink.ProtocolError:
+        agentlink.unpack_header(header)
+    except agentlink.ProtocolError:
         pass
     try:
-        message = twinlink.decode(body)
+        message = agentlink.decode(body)
     except ValueError:
         return
-    for read in (twinwire.update_from_wire, twinwire.node_from_wire, twinwire.result_from_wire):
+    for read in (linkcodec.update_from_wire, linkcodec.node_from_wire, linkcodec.result_from_wire):
         try:
             read(message)
         except ClusterUnavailable:

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from controlplane.autoscaling.benchmarking import feed_at, tick_demand
+from controlplane.autoscaling.feeds import feed_at, tick_demand
 from controlplane.autoscaling.controllers import TARGET
 from controlplane.autoscaling.learned import FEATURES, UTIL_LOW, MlpPolicy, Residual, from_sb3
 from controlplane.autoscaling.series import Series
-from controlplane.autoscaling.simulating import ReplicaSet, Sim
+from controlplane.autoscaling.replicas import ReplicaSet, Sim
 
 LATE_WEIGHT = 20_000.0  # a replica-unit of demand late for one tick costs as much as 20,000 replicas for one period
 EPISODE_DAYS = 1.0

@@ -115,7 +115,7 @@ for arch in $arches; do
   cp "$cases" "$root/opt/cases.npz"
   mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
   say "$arch: fedplane agent --check, then $agents emulated agents placing $pods pods (niced; minutes)"
-  nice -n 5 "$py" -m controlplane.archcheck --root "$root" --agents "$agents" --pods "$pods" --cases /opt/cases.npz \
+  nice -n 5 "$py" -m fedplane.lab.drills.archcheck --root "$root" --agents "$agents" --pods "$pods" --cases /opt/cases.npz \
     > "$cache/$arch.json" || say "$arch: the cluster run failed (see $root/srv/fedplane-archcheck/*/agent.log)"
   runs+=("$arch=$cache/$arch.json")
 done
@@ -136,5 +136,5 @@ if [ $image = 1 ]; then
 fi
 
 # 6. One report.
-"$py" -m controlplane.archcheck summarize --reference "$cache/amd64.json" --wall "$(( $(date +%s) - start ))" \
+"$py" -m fedplane.lab.drills.archcheck summarize --reference "$cache/amd64.json" --wall "$(( $(date +%s) - start ))" \
   $([ $json = 1 ] && echo --json) "${runs[@]}"

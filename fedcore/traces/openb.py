@@ -85,3 +85,13 @@ def load_pods(path: Path | str) -> list[Pod]:
     if not pods:
         raise TraceError(f"{path}: no pods")
     return pods
+
+
+POD_LIST_PREFIX = "openb_pod_list_"
+"""The official pod lists are named ``openb_pod_list_<name>.csv``."""
+
+
+def list_name(path: Path) -> str:
+    """``openb_pod_list_gpushare40.csv`` -> ``gpushare40`` (other files: their stem)."""
+    stem = path.stem
+    return stem[len(POD_LIST_PREFIX):] if stem.startswith(POD_LIST_PREFIX) and len(stem) > len(POD_LIST_PREFIX) else stem

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -106,34 +105,3 @@ def run(rounds: int, local_epochs: int, strategy: str, clip_norm: float, clip_me
         click.echo(line)
 
 
-@click.command("federated")
-@click.option("--clients", type=click.IntRange(2, 16), default=3, show_default=True)
-@click.option("--rounds", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--local-epochs", type=click.IntRange(1), default=2, show_default=True)
-@click.option("--split", type=click.Choice(regions.SPLITS), default="app", show_default=True)
-@click.option("--fleet", type=click.IntRange(0), default=0, help="First N GPU nodes of the trace (0 = all).")
-@click.option("--robust", type=click.Choice(["trimmed", "median", "krum"]), default="median", show_default=True)
-@click.option("--poison", default="scale:-10", show_default=True, help="What the poisoned client sends (scale:S or random:S).")
-@click.option("--data", type=click.Path(path_type=Path), help="Prepared data directory, used as is when it holds data (default: a cache dir).")
-@click.option("--traces", type=click.Path(path_type=Path), help="Traces directory.")
-@click.option("--workdir", type=click.Path(path_type=Path), help="Where engines run (default: a temporary directory).")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as one JSON object.")
-def bench_federated(clients: int, rounds: int, local_epochs: int, split: str, fleet: int, robust: str, poison: str,
-                    data: Path | None, traces: Path | None, workdir: Path | None, as_json: bool) -> None:
-    """Central vs federated vs poisoned (FedAvg and robust) on a real SuperLink and SuperNodes."""
-    from federated.flower import bench, faults
-
-    if faults.Fault.parse(poison).kind not in ("scale", "random"):
-        raise click.BadParameter("the poisoned client must send weights: scale:S or random:S", param_hint="--poison")
-    config = bench.BenchConfig(clients, rounds, local_epochs, robust, poison)
-    try:
-        root = _data(data, clients, split, fleet, traces)
-    except (TraceError, ValueError) as exc:
-        fail(str(exc))
-    with tempfile.TemporaryDirectory(prefix="fedplane-federated-") as tmp:
-        result = bench.run((workdir or Path(tmp)).resolve(), root, config)
-    if as_json:
-        click.echo(json.dumps(result))
-    else:
-        for key, value in result.items():
-            click.echo(f"{key:>26}: {value}")

@@ -125,3 +125,10 @@ def profile_for(runtime: PolicyRuntime, workload: Sequence[Pod] = ()) -> Profile
 def learned_profile(ctx: ProfileContext) -> Profile:
     """Entry point for ``fedplane sim --profile learned`` and ``fedplane bench schedule --profiles ...,learned``."""
     return make_profile(ctx)
+
+
+def choose(scores: np.ndarray, rows: np.ndarray, tie_rank: np.ndarray) -> int:
+    """The framework's choice for the learned plugin: highest truncated normalized score, ties to the run's fixed node order."""
+    ints = np.floor(np.clip(normalize(scores), 0.0, 100.0))
+    best = np.flatnonzero(ints == ints.max())
+    return int(rows[best[np.argmin(tie_rank[rows[best]])]])

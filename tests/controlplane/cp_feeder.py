@@ -1,8 +1,8 @@
 """TEST FIXTURE — the evidence feeder: stand-in edge agents that report heartbeats and gossip views
 over the real gRPC API (``ControlPlane.ReportAgent``) at LAN gossip timings.
 
-Drills run real ``fedplane agent`` processes (:mod:`controlplane.agentfleet`), which report
-themselves; this stand-in implements the same :class:`controlplane.drills.EvidenceSource` so the
+Drills run real ``fedplane agent`` processes (:mod:`fedplane.lab.drills.agentfleet`), which report
+themselves; this stand-in implements the same :class:`fedplane.lab.drills.failoverdrill.EvidenceSource` so the
 control plane's verdicts, planning and migrations can be tested fast, with the twin binding the
 pods (``DrillConfig(agents_bind=False)``). Its gossip model is deliberately simple and stated here:
 a node whose agent dies is seen ALIVE by its peers for ``suspect_after_s``, then SUSPECT, then

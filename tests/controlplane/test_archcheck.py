@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane import archcheck
+from fedplane.lab.drills import archcheck
 from federated.runtime import agreement
 
 

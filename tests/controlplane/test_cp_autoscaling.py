@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from controlplane.autoscaling import benchmarking, controllers as ctl, forecasters as fc, series as sr
+from controlplane.autoscaling import controllers as ctl, feeds, forecasters as fc, series as sr
+from fedplane.lab.benches import autoscalebench
 from controlplane.autoscaling.actuating import shares
 from controlplane.autoscaling.learned import Residual, adjusted
 from controlplane.autoscaling.peaks import PeakForecast
 from controlplane.autoscaling.scaler import Autoscaler
-from controlplane.autoscaling.simulating import TICK_S, simulate
+from controlplane.autoscaling.replicas import TICK_S, simulate
 from controlplane.autoscaling.specs import AutoscaleSpec
 from controlplane.registry import Placement
 
@@ -171,13 +172,13 @@ def test_shares_grow_the_largest_placement_and_shrink_it_first() -> None:
 # -- the benchmark's shape on a small real-shaped series ---------------------------------------------
 def test_bench_reports_every_policy_and_model(tmp_path: Path) -> None:
     s = sr.as_demand("sine", 300.0, daily(8, 1.5))
-    out = benchmarking.bench([s], train_steps=0, seed=0, plot_dir=tmp_path)
+    out = autoscalebench.bench([s], train_steps=0, seed=0, plot_dir=tmp_path)
     assert out["series"] == 1 and set(out["startup_s"]) == {"60", "300"}
     row = out["startup_s"]["300"]
     assert set(row) == {"hpa", "keda", "kpa", "static", "forecast_hpa"} | set(out["variants"])
     assert set(out["variants"]) == {"hpa_80", "floor_rule"}
     assert row["hpa_80"]["util_mean"] > row["hpa"]["util_mean"]
-    assert out["chosen_on_training"]["learned_ceiling"]["300"] in benchmarking.CEILINGS + (0.7,)
+    assert out["chosen_on_training"]["learned_ceiling"]["300"] in autoscalebench.CEILINGS + (0.7,)
     assert row["hpa"]["cost_rel_hpa"] == 1.0 and row["static"]["late_pct"] == 0.0
     assert set(out["forecast_mae_vs_naive"]) == set(fc.MODELS)
     assert (tmp_path / "autoscale-sine-300s.png").stat().st_size > 10_000
@@ -345,19 +346,19 @@ def test_forecast_target_is_chosen_on_training_parts_only() -> None:
     s = sr.as_demand("sine", 300.0, daily(10, 1.5, seed=3))
     held_out = np.full(len(s.values) - s.split, 50.0)   # a wholly different held-out part
     t = sr.Series("sine", 300.0, np.concatenate([s.values[: s.split], held_out]))
-    feeds = {(v.name, 300.0): benchmarking.peak_feed(v, 300.0) for v in (s,)}
-    other = {(v.name, 300.0): benchmarking.peak_feed(v, 300.0) for v in (t,)}
+    feeds = {(v.name, 300.0): feeds.peak_feed(v, 300.0, autoscalebench.CHOSEN) for v in (s,)}
+    other = {(v.name, 300.0): feeds.peak_feed(v, 300.0, autoscalebench.CHOSEN) for v in (t,)}
     assert np.array_equal(feeds[("sine", 300.0)][: s.split], other[("sine", 300.0)][: s.split])
-    assert benchmarking.choose_forecast_target([s], feeds, 300.0) == benchmarking.choose_forecast_target([t], other, 300.0)
-    assert benchmarking.choose_ceiling([s], feeds, 300.0, 0.85) == benchmarking.choose_ceiling([t], other, 300.0, 0.85)
+    assert autoscalebench.choose_forecast_target([s], feeds, 300.0) == autoscalebench.choose_forecast_target([t], other, 300.0)
+    assert autoscalebench.choose_ceiling([s], feeds, 300.0, 0.85) == autoscalebench.choose_ceiling([t], other, 300.0, 0.85)
 
 
 def test_demo_section_autoscales_one_workload_through_the_control_plane(tmp_path: Path) -> None:
-    from controlplane.autoscaling import demoing
+    from fedplane.lab.demo import autoscaledemo
 
-    section = demoing.run(None)
+    section = autoscaledemo.run(None)
     assert section["fallback"] is None and section["series"] in ("dlrm-app_87", "google2019-cpu")
     assert section["scaling_decisions"] >= 3 and section["replicas_max"] > section["replicas_min"] >= 1
     assert all("replicas:" in r for r in section["reasons"])
     assert section["late_pct_after_warm"] < 1.0 and 0 < section["util_mean"] <= 100
-    assert demoing.plot(section, tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+    assert autoscaledemo.plot(section, tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from controlplane import drills
+from fedplane.lab.drills import failoverdrill
 from cp_feeder import EVIDENCE, EvidenceFeeder
 from fedplane.cli import main
 
 KEYS = ["scenario", "runs", "detect_s_median", "recovery_s_p50", "recovery_s_p99", "success_rate", "pods_lost", "pods_duplicated"]
 
 
-def run(scenario: str, runs: int, seed: int = 0) -> tuple[dict[str, object], list[drills.RunResult]]:
+def run(scenario: str, runs: int, seed: int = 0) -> tuple[dict[str, object], list[failoverdrill.RunResult]]:
     """The control plane's side of a drill, fast: stand-in agents report, the twin binds the pods."""
-    config = drills.DrillConfig(agents_bind=False)
-    return asyncio.run(drills.run_drill(scenario, runs, seed, config, source=EvidenceFeeder, evidence=EVIDENCE))
+    config = failoverdrill.DrillConfig(agents_bind=False)
+    return asyncio.run(failoverdrill.run_drill(scenario, runs, seed, config, source=EvidenceFeeder, evidence=EVIDENCE))
 
 
 @pytest.mark.integration
@@ -55,9 +55,9 @@ def test_control_plane_crash_mid_failover_resumes_from_the_journal(seed: int) ->
 
 def test_unknown_scenario_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown scenario"):
-        asyncio.run(drills.run_drill("meteor", 1))
+        asyncio.run(failoverdrill.run_drill("meteor", 1))
     with pytest.raises(ValueError, match="runs must be"):
-        asyncio.run(drills.run_drill("cluster-outage", 0))
+        asyncio.run(failoverdrill.run_drill("cluster-outage", 0))
 
 
 @pytest.mark.integration

@@ -8,7 +8,7 @@ import sys
 PROBE = """
 import sys
 sys.modules["etcd3gw"] = None  # as if the 'ha' extra were not installed
-import controlplane.server, controlplane.demoing, controlplane.service
+import controlplane.server, fedplane.lab.demo.planedemo, controlplane.service
 from controlplane.etcdstore import EtcdClient
 from controlplane.store import StoreError
 try:

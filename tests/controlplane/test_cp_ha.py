@@ -18,8 +18,8 @@ from typing import TypeVar
 import grpc
 import pytest
 
-from controlplane import hadrill
-from controlplane.etcdcluster import EtcdCluster, etcd_binary
+from fedplane.lab.drills import hadrill
+from fedplane.lab.drills.etcdcluster import EtcdCluster, etcd_binary
 from fedapi import controlplane_pb2 as cp
 from fedcore.loopback import free_ports
 

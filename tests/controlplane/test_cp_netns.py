@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane import netns
+from fedplane.lab.drills import netns
 
 REASON = netns.unavailable()
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(REASON is not None, reason=f"ip netns unavailable: {REASON}")]

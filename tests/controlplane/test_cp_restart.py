@@ -165,7 +165,7 @@ def test_real_agents_bind_the_rebuilt_twin_after_a_kill_9(plane: tuple[Path, int
     """Edge agents still hold claims on the lost pods' (pod, epoch): the rebuilt workload's new epoch lets them bind it again."""
     import asyncio
 
-    from controlplane.agentfleet import AgentFleet
+    from fedplane.lab.drills.agentfleet import AgentFleet
 
     db, port, procs = plane
     (link,) = free_ports(1)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.etcdcluster import EtcdCluster, etcd_binary
+from fedplane.lab.drills.etcdcluster import EtcdCluster, etcd_binary
 from controlplane.etcdstore import EtcdStore
 from controlplane.journal import Journal, Kind, Migration, MigrationState
 from controlplane.leading import Election

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crdt.simulating import SimConfig, Simulation
+from fedplane.lab.sims.claimsim import SimConfig, Simulation
 
 
 def check(config: SimConfig) -> None:

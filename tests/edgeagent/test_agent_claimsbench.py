@@ -13,9 +13,9 @@ from click.testing import CliRunner
 
 from crdt.claims import ClaimDelta
 from crdt.claims_replica import ClaimsReplica
-from edgeagent import claimsbench
-from edgeagent.claimsbench import ClaimsBench, replay_merges, run
-from edgeagent.commands import bench_claims
+from fedplane.lab.benches import claimsbench
+from fedplane.lab.benches.claimsbench import ClaimsBench, replay_merges, run
+from fedplane.lab.benches.commands import bench_claims
 from fedcore.resources import Resources
 
 
@@ -108,7 +108,7 @@ def test_two_agents_running_one_pod_is_a_double_booking_whatever_their_replicas_
 def test_a_run_is_a_function_of_its_seed_not_of_the_processs_hash_seed() -> None:
     """Two processes with different PYTHONHASHSEED place the same pods the same way (set iteration order once
     decided what agents republished and reopened first, so a seed replayed differently from run to run)."""
-    script = ("import json; from edgeagent.claimsbench import ClaimsBench, run; "
+    script = ("import json; from fedplane.lab.benches.claimsbench import ClaimsBench, run; "
               "r = run(ClaimsBench(agents=6, pods=240, seed=5, rate=20.0, life=8.0)); "
               "print(json.dumps({k: v for k, v in r.items() if not k.startswith(('merges_per_s', 'sim_'))}))")
     reports = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300,

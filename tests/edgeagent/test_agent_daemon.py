@@ -10,17 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from fedapi import twinlink
+from fedapi import agentlink
 from fedcore.loopback import free_ports
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 
-from edgeagent import config, twinwire
+from edgeagent import config
+from edgeagent import linkcodec
 from edgeagent.clusters import Phase
 from edgeagent.daemon import NODE_FILE, Agent
 from fedcore.framelog import FrameLog
-from edgeagent.memcluster import InMemoryCluster
-from edgeagent.twinharness import TwinHarness
+from fedplane.lab.doubles.memcluster import InMemoryCluster
+from fedplane.lab.doubles.linkharness import TwinHarness
 
 pytestmark = pytest.mark.integration
 
@@ -144,7 +145,7 @@ def test_offline_start_uses_the_saved_node_description_and_refuses_a_corrupt_one
         return agent, alive
 
     node = Node("a0", 4000, 8192, gpus=2, gpu_model="T4")
-    good, alive = asyncio.run(scenario(tmp_path / "good", twinlink.encode(twinwire.node_to_wire(node))))
+    good, alive = asyncio.run(scenario(tmp_path / "good", agentlink.encode(linkcodec.node_to_wire(node))))
     assert alive and good.placer is not None and good.placer.node == node
     (status, body), = health
     assert status == 503 and b"cut off from the back end" in body, "running offline is not healthy"

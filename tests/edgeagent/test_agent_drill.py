@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from edgeagent.benching import BenchSettings, run_bench
+from fedplane.lab.benches.agentbench import BenchSettings, run_bench
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(400)]  # 142 s alone (unloaded), ~230 s busy
 

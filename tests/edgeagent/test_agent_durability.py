@@ -16,7 +16,7 @@ from fedcore import framelog
 from edgeagent.clusters import Phase
 from fedcore.framelog import FrameLog
 from edgeagent.ledger import Ledger
-from edgeagent.simulating import PlacementSim
+from fedplane.lab.sims.placementsim import PlacementSim
 
 
 def nodes(n: int) -> list[Node]:

@@ -12,7 +12,7 @@ from edgeagent import config
 from edgeagent.clusters import Phase
 from edgeagent.daemon import Agent
 from edgeagent.effects import Evict
-from edgeagent.memcluster import InMemoryCluster
+from fedplane.lab.doubles.memcluster import InMemoryCluster
 from fedcore.loopback import free_ports
 from fedcore.nodes import Node
 from fedcore.pods import Pod

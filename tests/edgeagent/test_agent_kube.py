@@ -1,5 +1,5 @@
 """The agent's Kubernetes back end through the real client over HTTP against the API double
-(kmock plus binding, eviction with PodDisruptionBudgets: :mod:`fedplane.kubedouble`)."""
+(kmock plus binding, eviction with PodDisruptionBudgets: :mod:`fedplane.lab.doubles.kubedouble`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ kubernetes = pytest.importorskip("kubernetes")
 
 from edgeagent.clusters import BindOutcome, EvictOutcome, Phase, PodUpdate  # noqa: E402
 from edgeagent.kube import KubeCluster  # noqa: E402
-from fedplane.kubedouble import NODES, PDBS, PODS, KubeDouble, kube_double  # noqa: E402
+from fedplane.lab.doubles.kubedouble import NODES, PDBS, PODS, KubeDouble, kube_double  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

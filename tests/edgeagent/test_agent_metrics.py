@@ -51,7 +51,7 @@ def test_histogram_buckets_are_cumulative() -> None:
 
 def test_the_agent_imports_neither_prometheus_client_nor_grpc_nor_unused_back_ends() -> None:
     """Footprint: what the twin-backed agent does not use is not imported (each costs MiBs of RSS)."""
-    probe = ("import sys, edgeagent.entry, edgeagent.daemon, edgeagent.twinclient; "
+    probe = ("import sys, edgeagent.entry, edgeagent.daemon, edgeagent.planeclient; "
              "print(sorted(m for m in ('prometheus_client', 'cryptography', 'kubernetes', 'torch', 'flwr', 'grpc', 'google.protobuf', 'click') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

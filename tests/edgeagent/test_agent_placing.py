@@ -16,7 +16,7 @@ from edgeagent.clusters import BindOutcome, BindResult, Phase
 from edgeagent.config import PlacementSection
 from edgeagent.effects import Publish
 from edgeagent.placing import STATE_EVERY
-from edgeagent.simulating import PlacementSim
+from fedplane.lab.sims.placementsim import PlacementSim
 
 if TYPE_CHECKING:
     from edgeagent.placing import Placer
@@ -196,7 +196,7 @@ def test_the_bind_names_the_devices_the_agent_reserved_and_the_cluster_books_the
 
     from edgeagent.clusters import PodUpdate
     from edgeagent.effects import Bind
-    from edgeagent.memcluster import InMemoryCluster
+    from fedplane.lab.doubles.memcluster import InMemoryCluster
 
     node = nodes(1, gpus=2)[0]
     placer = _lone_placer(node)
@@ -220,7 +220,7 @@ def test_the_bind_names_the_devices_the_agent_reserved_and_the_cluster_books_the
 def test_the_cluster_refuses_devices_the_node_does_not_have(gpus: tuple[int, ...]) -> None:
     import asyncio
 
-    from edgeagent.memcluster import InMemoryCluster
+    from fedplane.lab.doubles.memcluster import InMemoryCluster
 
     node = nodes(1, gpus=2)[0]
     cluster = InMemoryCluster([node])

@@ -11,8 +11,8 @@ import pytest
 
 from edgeagent import preflight
 from edgeagent.config import parse
-from edgeagent.memcluster import InMemoryCluster
-from edgeagent.twinharness import TwinHarness
+from fedplane.lab.doubles.memcluster import InMemoryCluster
+from fedplane.lab.doubles.linkharness import TwinHarness
 from fedcore.nodes import Node
 from tests.test_hostile_commands import fedplane, refused
 

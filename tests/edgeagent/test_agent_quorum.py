@@ -12,7 +12,7 @@ from edgeagent.ledger import Ledger
 from edgeagent.placing import Placer
 from edgeagent.records import NODE_KEY, NodeState, encode_node_state
 from edgeagent.scoring import HeuristicScorer
-from edgeagent.simulating import PlacementSim
+from fedplane.lab.sims.placementsim import PlacementSim
 
 
 def nodes(n: int) -> list[Node]:

@@ -17,7 +17,7 @@ from edgeagent.metrics import AgentMetrics
 from edgeagent.placing import Placer
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.workloadcontext import ContextKeeper
-from fedapi import twinlink
+from fedapi import agentlink
 from fedapi.workloadcontext import NONE, Profile, WorkloadContext
 from fedcore.nodes import Node
 
@@ -114,15 +114,15 @@ def test_metrics_and_the_report_carry_the_context_only_once_there_is_one() -> No
 
 
 @pytest.mark.parametrize(("saved", "resumed", "warning"), [
-    (twinlink.encode({"cpu_pressure": 0.98, "version": 3}), WorkloadContext(0.98, 3), ""),
-    (twinlink.encode(WorkloadContext(0.98, 4, Profile(((16000, 1000, 2, 1.0),))).to_wire()),
+    (agentlink.encode({"cpu_pressure": 0.98, "version": 3}), WorkloadContext(0.98, 3), ""),
+    (agentlink.encode(WorkloadContext(0.98, 4, Profile(((16000, 1000, 2, 1.0),))).to_wire()),
      WorkloadContext(0.98, 4, Profile(((16000, 1000, 2, 1.0),))), ""),
-    (twinlink.encode(WorkloadContext(0.98, 5, Profile(((16000, 1000, 2, 1.0),)), "fgd", 32000, 4).to_wire()),
+    (agentlink.encode(WorkloadContext(0.98, 5, Profile(((16000, 1000, 2, 1.0),)), "fgd", 32000, 4).to_wire()),
      WorkloadContext(0.98, 5, Profile(((16000, 1000, 2, 1.0),)), "fgd", 32000, 4), ""),
-    (twinlink.encode({"cpu_pressure": 0.98, "version": 4, "profile": {**PROFILE, "count": [2, 2]}}), NONE, "one length"),
-    (twinlink.encode({"cpu_pressure": 0.98, "version": 4, "scorer": "random"}), NONE, "scorer must be one of"),
+    (agentlink.encode({"cpu_pressure": 0.98, "version": 4, "profile": {**PROFILE, "count": [2, 2]}}), NONE, "one length"),
+    (agentlink.encode({"cpu_pressure": 0.98, "version": 4, "scorer": "random"}), NONE, "scorer must be one of"),
     (b"\xc1garbage", NONE, "is unreadable"),
-    (twinlink.encode({"cpu_pressure": math.nan, "version": 3}), NONE, "refused the workload context"),
+    (agentlink.encode({"cpu_pressure": math.nan, "version": 3}), NONE, "refused the workload context"),
 ])
 def test_a_restarted_agent_resumes_with_its_saved_context_and_refuses_a_damaged_one(
         saved: bytes, resumed: WorkloadContext, warning: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -37,7 +37,7 @@ def test_cli_loop_runs_rounds_and_rolls_out(traces: Path, tmp_path: Path) -> Non
 
 
 def test_loop_survives_a_supernode_and_an_agent_killed_mid_round(traces: Path, tmp_path: Path) -> None:
-    from edgeagent.learning import LoopFleet, LoopSettings, rounds_of, run_federation
+    from fedplane.lab.loop.learning import LoopFleet, LoopSettings, rounds_of, run_federation
     from federated.flower import engine
 
     settings = LoopSettings(regions=3, agents_per_region=2, rounds=4, traces=str(traces), deadline_s=25.0)

@@ -82,7 +82,7 @@ def test_agent_row_becomes_the_trainers_batch_bit_for_bit(tmp_path: Path) -> Non
 
 def test_a_decision_in_flight_keeps_the_model_that_scored_it(tmp_path: Path) -> None:
     """Hot swap between claim and bind: the row names the claiming model and its score, not the new one's."""
-    from edgeagent.benching import write_policy_model
+    from fedplane.lab.benches.agentbench import write_policy_model
     from edgeagent.policy import ModelWatcher
 
     pytest.importorskip("onnx")

@@ -4,7 +4,6 @@ the registry's history, the drill's bad model, the canary metric's one compariso
 from __future__ import annotations
 
 import http.server
-import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -255,7 +254,7 @@ def test_users_find_the_loop_in_the_cli() -> None:
 
 def test_curve_png_with_and_without_a_poisoned_run(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from edgeagent.learning import plot
+    from fedplane.lab.loop.learning import plot
 
     result = {"metric": "gpu_alloc_heldout", "cold_start": "random: ...", "first_metric": 0.80, "best_heuristic_metric": 0.92,
               "central_metric": 0.921, "detail": {"best_heuristic": "fgd"},
@@ -286,7 +285,7 @@ def test_judging_and_report_seeds_are_disjoint_and_figures_are_measured_on_repor
 
 
 def test_the_bench_reads_every_round_metric_from_the_report_seeds() -> None:
-    from edgeagent.learning import event, reported, rounds_of
+    from fedplane.lab.loop.learning import event, reported, rounds_of
 
     lines = [{"event": "start", "judge_metric": 0.5},
              {"round": 1, "judge_metric": 0.91, "canary": "promoted"},

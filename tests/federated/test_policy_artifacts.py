@@ -18,7 +18,7 @@ from fedcore.scheduling.fragmentation import PodTypes  # noqa: E402
 from federated import exporting  # noqa: E402
 from federated.model import PlacementScorer  # noqa: E402
 from federated.runtime import artifacts, scorer  # noqa: E402
-from federated.runtime.features import NODE_FEATURES, FeatureBuilder, pod_features  # noqa: E402
+from federated.runtime.features import FeatureBuilder, pod_features  # noqa: E402
 from policy_models import fgd_like_model  # noqa: E402
 
 

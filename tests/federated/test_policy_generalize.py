@@ -10,7 +10,8 @@ from click.testing import CliRunner
 from policy_data import fleet
 
 from fedcore.nodes import Node
-from federated import generalizing
+from fedcore.traces import openb
+from fedplane.lab.benches import generalizebench
 from fedplane.cli import main
 
 
@@ -27,18 +28,18 @@ def test_one_and_eight_keeps_every_gpu_model_and_the_cpu_and_memory_per_gpu() ->
         Node("d", 64000, 262144),
         Node("e", 8000, 61440, gpus=1, gpu_model="P100"),
     ]
-    cut = generalizing.one_and_eight(nodes)
+    cut = generalizebench.one_and_eight(nodes)
     assert {n.gpus for n in cut} == {0, 1, 8}
     assert sum(n.gpus for n in cut) == sum(n.gpus for n in nodes)
     assert [n.name for n in cut] == ["a-g0", "a-g1", "b", "c-g0", "c-g1", "c-g2", "c-g3", "d", "e-g0"]
     assert [(n.gpu_model, n.cpu_milli, n.memory_mib) for n in cut if n.name.startswith("a-")] == [("T4", 52000, 262144)] * 2
     assert cut[2] is nodes[1] and cut[7] is nodes[3]
-    assert generalizing.one_and_eight(nodes) == cut  # deterministic
+    assert generalizebench.one_and_eight(nodes) == cut  # deterministic
 
 
 @pytest.mark.parametrize(("path", "name"), [("x/openb_pod_list_gpushare40.csv", "gpushare40"), ("mine.csv", "mine"), ("openb_pod_list_.csv", "openb_pod_list_")])
 def test_list_name(path: str, name: str) -> None:
-    assert generalizing.list_name(Path(path)) == name
+    assert openb.list_name(Path(path)) == name
 
 
 def write_case(tmp: Path) -> tuple[Path, Path]:

@@ -23,7 +23,7 @@ from fedcore.pods import Pod
 from fedcore.resources import GpuRequest
 from fedcore.scheduling import profiles
 from fedcore.twin import submission
-from federated.generalizing import one_and_eight
+from fedplane.lab.benches.generalizebench import one_and_eight
 from federated.runtime import lookahead, plugin
 from fedplane.cli import main
 

@@ -114,16 +114,16 @@ def test_a_window_reports_its_queue_order_and_never_placed_large_pods_by_shape()
 
 def test_bench_variants_sit_apart_from_the_profiles_and_are_labelled() -> None:
     pytest.importorskip("onnxruntime")
-    from federated import benching
+    from fedplane.lab.benches import policybench
 
     nodes = [Node(f"n{i}", 8000, 32768) for i in range(3)]
     instances = [Instance(Pod(f"p{i}", 3000 + 500 * (i % 3), 4096), float(10 * i), float(10 * i + 75)) for i in range(40)]
     traces = evaluating.Traces(nodes, [], instances, nodes, [])
     held = evaluating.Window.of(nodes, instances)
-    out = benching.queue_variants(default_model_dir(), traces, held, "bestfit", lambda label: None)
-    assert set(out) == {f"{h}+{q}" for h in benching.HEURISTICS for q in benching.VARIANT_QUEUES} | {"bestfit+learned-queue", "best"}
+    out = policybench.queue_variants(default_model_dir(), traces, held, "bestfit", lambda label: None)
+    assert set(out) == {f"{h}+{q}" for h in policybench.HEURISTICS for q in policybench.VARIANT_QUEUES} | {"bestfit+learned-queue", "best"}
     assert out["bestfit+smallest-first"]["queue"] == "smallest-first" and out["bestfit+learned-queue"]["queue"] == artifacts.load(default_model_dir()).queue.name
-    section = benching.dlrm_window(default_model_dir(), traces, lambda label: None, held)
+    section = policybench.dlrm_window(default_model_dir(), traces, lambda label: None, held)
     assert section["learned"]["queue"] == artifacts.load(default_model_dir()).queue.name
     assert all(v["queue"] == "oldest-first" for k, v in section.items() if isinstance(v, dict) and k != "learned")
 

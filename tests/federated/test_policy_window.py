@@ -48,17 +48,17 @@ def test_running_pods_left_unplaced_at_the_start_are_reported_apart() -> None:
 
 def test_bench_window_section_holds_profiles_as_objects_and_the_fluid_bound_flat() -> None:
     """Readers pick the best heuristic among the section's objects: the fluid bound must not read as one."""
-    from federated import benching
+    from fedplane.lab.benches import policybench
     from federated.runtime.scorer import default_model_dir
 
     nodes = [Node(f"n{i}", 8000, 32768) for i in range(3)]
     instances = [Instance(Pod(f"p{i}", 3000 + 500 * (i % 3), 4096), float(10 * i), float(10 * i + 75)) for i in range(40)]
     traces = evaluating.Traces(nodes, [], instances, nodes, [])
-    out = benching.dlrm_window(default_model_dir(), traces, lambda label: None)
+    out = policybench.dlrm_window(default_model_dir(), traces, lambda label: None)
     profiles = {k: v for k, v in out.items() if isinstance(v, dict)}
-    assert set(profiles) == {*benching.HEURISTICS, "learned"}
+    assert set(profiles) == {*policybench.HEURISTICS, "learned"}
     assert all("never_placed" in v and "wait_s_mean" in v for v in profiles.values())
-    assert out["best_heuristic"] == min(benching.HEURISTICS, key=lambda k: (profiles[k]["never_placed"], profiles[k]["wait_s_mean"]))
+    assert out["best_heuristic"] == min(policybench.HEURISTICS, key=lambda k: (profiles[k]["never_placed"], profiles[k]["wait_s_mean"]))
     assert out["fluid_bound_never_placed"] == 0
     assert 0 <= out["preplaced_left_out_at_start"] <= out["preplaced"] and "first-fit" in out["start"]
 

@@ -20,8 +20,8 @@ from typing import Any, Protocol, TypeVar
 
 import pytest
 
-from edgeagent.memcluster import InMemoryCluster
-from edgeagent.twinclient import TwinClient
+from fedplane.lab.doubles.memcluster import InMemoryCluster
+from edgeagent.planeclient import PlaneClient
 from fedcore.backends.model import BindOutcome, BindResult, EvictOutcome, EvictResult, WorkloadSpec
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 from fedcore.kubeobjects import EPOCH_ANNOTATION
@@ -82,7 +82,7 @@ class TwinFence:
 
 
 class LinkFence(TwinFence):
-    """The agent's TwinClient through the control plane's TwinCluster service on the twin link."""
+    """The agent's PlaneClient through the control plane's TwinCluster service on the twin link."""
 
     def __init__(self) -> None:
         from controlplane.service import TwinClusterService
@@ -93,7 +93,7 @@ class LinkFence(TwinFence):
         plane = SimpleNamespace(backends=SimpleNamespace(twins=lambda: {"t": self.twin}))
         self.server = LinkServer(TwinClusterService(plane))  # type: ignore[arg-type]
         port = self.run(self.server.start())
-        self.client = TwinClient(f"127.0.0.1:{port}", "t", 5.0)
+        self.client = PlaneClient(f"127.0.0.1:{port}", "t", 5.0)
 
     def bind(self, pod: str, node: str, epoch: int) -> BindResult:
         return self.run(self.client.bind(pod, node, epoch))
@@ -136,7 +136,7 @@ class KubeFence:
     """Pods and nodes on the API double; ``agent`` picks the agent's adapter, else the control plane's."""
 
     def __init__(self, double: Any, agent: bool) -> None:
-        from fedplane.kubedouble import NODES
+        from fedplane.lab.doubles.kubedouble import NODES
 
         self.double, self.agent = double, agent
         self.nodes = (f"k{next(serial)}-a", f"k{next(serial)}-b")
@@ -155,7 +155,7 @@ class KubeFence:
             self.backend = KubernetesCluster("kube", double.client())
 
     def pending(self, epoch: int, cpu_milli: int = 500) -> str:
-        from fedplane.kubedouble import PODS
+        from fedplane.lab.doubles.kubedouble import PODS
 
         name = f"p{next(serial)}"
         self.double.put(PODS, "default", name, {
@@ -171,7 +171,7 @@ class KubeFence:
         return self.backend.bind_pod(pod, node, epoch)
 
     def complete(self, pod: str, epoch: int) -> None:
-        from fedplane.kubedouble import PODS
+        from fedplane.lab.doubles.kubedouble import PODS
 
         obj = self.double.get(PODS, "default", pod)
         obj["status"] = {"phase": "Succeeded"}  # the kubelet's report
@@ -190,7 +190,7 @@ class KubeFence:
 @pytest.fixture(scope="module")
 def double() -> Iterator[Any]:
     pytest.importorskip("kmock")
-    from fedplane.kubedouble import kube_double
+    from fedplane.lab.doubles.kubedouble import kube_double
 
     with kube_double() as d:
         yield d

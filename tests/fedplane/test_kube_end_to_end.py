@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("kmock")
 pytest.importorskip("kubernetes")
 
-from fedplane.kubebench import KubeScenario, run_scenario  # noqa: E402
+from fedplane.lab.benches.kubebench import KubeScenario, run_scenario  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,8 @@ pytestmark = pytest.mark.integration
 @pytest.mark.skipif(not os.environ.get("KUBECONFIG") or len(CONTEXTS) < 2,
                     reason="opt-in: set KUBECONFIG and FEDPLANE_KUBE_CONTEXTS=ctx-a,ctx-b (two or more real clusters)")
 def test_the_scenario_on_real_clusters(tmp_path: Path) -> None:
-    from fedplane.kubebench import KubeScenario, run_scenario
-    from fedplane.kubeclusters import RealCluster
+    from fedplane.lab.benches.kubebench import KubeScenario, run_scenario
+    from fedplane.lab.doubles.kubeclusters import RealCluster
 
     namespace = os.environ.get("FEDPLANE_TEST_NAMESPACE", "default")
     prefix = f"fp{secrets.token_hex(3)}-w"
@@ -47,9 +47,9 @@ def test_the_real_cluster_path_through_its_tcp_gates_on_api_doubles(tmp_path: Pa
     """What the opt-in suite runs, minus TLS: kubeconfig contexts, the TCP gates that make a cluster dark,
     binders read from schedulerName, waits from the pods' timestamps; API doubles stand in for the clusters."""
     pytest.importorskip("kmock")
-    from fedplane.kubebench import KubeScenario, _node, run_scenario
-    from fedplane.kubeclusters import RealCluster
-    from fedplane.kubedouble import NODES, kube_double
+    from fedplane.lab.benches.kubebench import KubeScenario, _node, run_scenario
+    from fedplane.lab.doubles.kubeclusters import RealCluster
+    from fedplane.lab.doubles.kubedouble import NODES, kube_double
 
     scenario = KubeScenario(clusters=2, agents=2, pods=8, replicas=4, timeout_s=90)
     with kube_double(controllers=True) as a, kube_double(controllers=True) as b:

@@ -7,8 +7,8 @@ import json
 from click.testing import CliRunner
 from prometheus_client import CollectorRegistry
 
-from gossip.bench import serf_model_rounds
-from gossip.commands import bench_gossip
+from fedplane.lab.benches.gossipbench import serf_model_rounds
+from fedplane.lab.benches.gossipcmd import bench_gossip
 from gossip.metrics import Counters, export_prometheus
 from gossip.wire import DropReason
 
@@ -79,7 +79,7 @@ def test_bench_gossip_runs_the_scenarios_asked_for_and_nulls_the_rest() -> None:
 
 def test_full_state_bytes_counted_in_the_digest_run_equal_the_full_state_runs() -> None:
     """The count that stands in for the baseline above N = 2,000 matches running the baseline."""
-    from gossip.bench import antientropy_bytes
+    from fedplane.lab.benches.gossipbench import antientropy_bytes
     from gossip.config import GossipConfig
 
     config = GossipConfig().replace(probe_interval=0.2, probe_timeout=0.1)

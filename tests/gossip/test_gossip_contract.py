@@ -16,7 +16,7 @@ import pytest_asyncio
 from gossip.config import GossipConfig
 from gossip.keyring import Keyring
 from gossip.members import MemberState
-from gossip.memnet import InMemoryNetwork
+from fedplane.lab.doubles.memnet import InMemoryNetwork
 from gossip.records import RecordValue
 from gossip.udp import UdpGossip
 

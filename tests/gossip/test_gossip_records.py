@@ -5,7 +5,7 @@ from __future__ import annotations
 from gossip.config import GossipConfig
 from gossip.effects import RecordEvent
 from gossip.keyring import Keyring
-from gossip.memnet import InMemoryNetwork
+from fedplane.lab.doubles.memnet import InMemoryNetwork
 from gossip.records import RecordStore
 
 FAST = GossipConfig(probe_interval=0.2, probe_timeout=0.1, gossip_interval=0.2, pushpull_interval=2.0,

@@ -17,7 +17,7 @@ from gossip.config import GossipConfig
 from gossip.effects import Effect, MemberEvent, RecordEvent
 from gossip.keyring import Keyring
 from gossip.members import MemberState
-from gossip.memnet import InMemoryNetwork, LinkModel
+from fedplane.lab.doubles.memnet import InMemoryNetwork, LinkModel
 from gossip.wire import DropReason
 
 FAST = GossipConfig(probe_interval=0.2, probe_timeout=0.1, gossip_interval=0.2, pushpull_interval=2.0, reap_after=30.0)
@@ -231,7 +231,7 @@ def test_relayed_news_moves_one_hop_per_gossip_round() -> None:
     """The publisher sends at once; every relay waits for its next round, as in the synchronous
     rounds of the epidemic model, so an update is never more hops from its publisher than rounds
     have passed (probes and acks piggyback it too, but only once it is ready)."""
-    from gossip.bench import serf_model_rounds, warm_cluster
+    from fedplane.lab.benches.gossipbench import serf_model_rounds, warm_cluster
 
     config = GossipConfig(probe_interval=0.2, probe_timeout=0.1)
     net = warm_cluster(60, config, seed=5)

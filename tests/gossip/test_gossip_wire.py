@@ -337,7 +337,7 @@ def test_a_member_loads_nacl_only_with_keys_and_never_cryptography() -> None:
     import subprocess
     import sys
 
-    probe = "import sys, gossip.udp, gossip.memnet; print(sorted(m for m in ('nacl', 'cryptography') if m in sys.modules))"
+    probe = "import sys, gossip.udp, fedplane.lab.doubles.memnet; print(sorted(m for m in ('nacl', 'cryptography') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     keyed = ("import sys; from gossip.keyring import Keyring; Keyring([bytes(32)]); "

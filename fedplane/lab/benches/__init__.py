@@ -1,0 +1,1 @@
+"""Benches: each prints its figures as JSON beside its baseline from the same run."""
