@@ -346,11 +346,11 @@ def test_forecast_target_is_chosen_on_training_parts_only() -> None:
     s = sr.as_demand("sine", 300.0, daily(10, 1.5, seed=3))
     held_out = np.full(len(s.values) - s.split, 50.0)   # a wholly different held-out part
     t = sr.Series("sine", 300.0, np.concatenate([s.values[: s.split], held_out]))
-    feeds = {(v.name, 300.0): feeds.peak_feed(v, 300.0, autoscalebench.CHOSEN) for v in (s,)}
+    mine = {(v.name, 300.0): feeds.peak_feed(v, 300.0, autoscalebench.CHOSEN) for v in (s,)}
     other = {(v.name, 300.0): feeds.peak_feed(v, 300.0, autoscalebench.CHOSEN) for v in (t,)}
-    assert np.array_equal(feeds[("sine", 300.0)][: s.split], other[("sine", 300.0)][: s.split])
-    assert autoscalebench.choose_forecast_target([s], feeds, 300.0) == autoscalebench.choose_forecast_target([t], other, 300.0)
-    assert autoscalebench.choose_ceiling([s], feeds, 300.0, 0.85) == autoscalebench.choose_ceiling([t], other, 300.0, 0.85)
+    assert np.array_equal(mine[("sine", 300.0)][: s.split], other[("sine", 300.0)][: s.split])
+    assert autoscalebench.choose_forecast_target([s], mine, 300.0) == autoscalebench.choose_forecast_target([t], other, 300.0)
+    assert autoscalebench.choose_ceiling([s], mine, 300.0, 0.85) == autoscalebench.choose_ceiling([t], other, 300.0, 0.85)
 
 
 def test_demo_section_autoscales_one_workload_through_the_control_plane(tmp_path: Path) -> None:
