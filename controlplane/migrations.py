@@ -107,7 +107,7 @@ class Executor:
         self._intent(m, "create-target", now)
         target = self.backends(m.target)
         try:
-            target.create_workload(workload.spec(m.target_total, m.epoch, self.registry.scheduler_name(m.target)))
+            target.create_workload(workload.spec(m.target_total, m.epoch, scheduler_name=self.registry.scheduler_name(m.target)))
         except errors.Conflict:
             existing = target.get_workload(m.workload)
             if existing.spec.replicas < m.target_total:  # never shrink: a sibling migration may have grown it

@@ -202,7 +202,7 @@ class ControlPlane:
             try:
                 for cluster, count in sorted(choice.counts.items()):
                     try:
-                        self.backends(cluster).create_workload(workload.spec(count, 1, self.registry.scheduler_name(cluster)))
+                        self.backends(cluster).create_workload(workload.spec(count, 1, scheduler_name=self.registry.scheduler_name(cluster)))
                     except errors.Conflict:
                         pass
                     created.append(cluster)
@@ -287,7 +287,7 @@ class ControlPlane:
                         with self.store.tx():
                             epoch = self.registry.bump_epoch(p.workload)
                             self.registry.set_placement(Placement(p.workload, p.cluster, p.replicas, epoch))
-                        backend.create_workload(w.spec(p.replicas, epoch))
+                        backend.create_workload(w.spec(p.replicas, epoch, scheduler_name=self.registry.scheduler_name(p.cluster)))
                         repaired.append(f"{p.workload}: {p.replicas} replicas re-created on {p.cluster} (epoch {p.epoch} -> {epoch})")
                         continue
                     if have < p.replicas:

@@ -86,12 +86,18 @@ class Workload:
             workload=self.name, max_per_node=self.policy.max_per_cluster or -1,
         )
 
-    def spec(self, replicas: int, epoch: int, scheduler_name: str = "") -> WorkloadSpec:
-        """What one cluster is asked to run; ``scheduler_name`` says who binds its pods there ("" = kube-scheduler)."""
+    def spec(self, replicas: int, epoch: int, *, scheduler_name: str) -> WorkloadSpec:
+        """What one cluster is asked to run; ``scheduler_name`` says who binds its pods there ("" = kube-scheduler).
+
+        The scheduler name has no default on purpose: a re-creation that forgot it (a restore, a take-over)
+        sent the pods to kube-scheduler instead of the agents. Every template field goes across; a test
+        fails when a new one does not.
+        """
         t = self.template
         return WorkloadSpec(
             self.name, replicas, t.cpu_milli, t.memory_mib, t.gpus, epoch, t.image, scheduler_name, node_selector=dict(t.node_selector),
             gpu_model=t.gpu_model, archs=t.archs, tolerations=t.tolerations,
+            priority=t.priority,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -33,6 +33,8 @@ from fedcore.resources import MILLI, GpuRequest, Resources
 
 EPOCH_ANNOTATION = "fedplane.io/epoch"
 """The fencing epoch a pod was created at (on the Deployment, its template and so its pods)."""
+PRIORITY_ANNOTATION = "fedplane.io/priority"
+"""A workload's priority for the agents (``spec.priority`` itself is set only through a PriorityClass)."""
 WORKLOAD_LABEL = "fedplane.io/workload"
 SCHEDULER_NAME = "fedplane"
 """``spec.schedulerName`` of the pods edge agents place (kube-scheduler leaves them alone)."""

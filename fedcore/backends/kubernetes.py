@@ -197,6 +197,8 @@ class KubernetesCluster:
         """The Deployment for a workload spec (plain dict, so it can be validated and shown)."""
         labels = {WORKLOAD_LABEL: spec.name}
         annotations = {EPOCH_ANNOTATION: str(spec.epoch)}
+        if spec.priority:
+            annotations[kubeobjects.PRIORITY_ANNOTATION] = str(spec.priority)
         requests: dict[str, str] = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
         if spec.gpus:
             requests[GPU_RESOURCE] = str(spec.gpus)
@@ -238,6 +240,7 @@ class KubernetesCluster:
         ws = WorkloadSpec(
             meta["name"], int(spec.get("replicas", 0)), requests.cpu_milli, requests.memory_mib, requests.gpus, epoch,
             ((template.get("containers") or [{}])[0]).get("image", ""), template.get("schedulerName", ""), selector,
+            priority=_priority(meta),
         )
         return Workload(ws, int((d.get("status") or {}).get("readyReplicas") or 0))
 
@@ -318,3 +321,9 @@ class KubernetesCluster:
         import urllib3
 
         return isinstance(exc, (urllib3.exceptions.HTTPError, OSError, TimeoutError))
+
+
+def _priority(meta: dict[str, Any]) -> int:
+    """The workload's priority from its annotation (0 when absent or not a plain integer)."""
+    raw = str((meta.get("annotations") or {}).get(kubeobjects.PRIORITY_ANNOTATION, "0"))
+    return int(raw) if raw.lstrip("-").isascii() and raw.lstrip("-").isdigit() and len(raw) <= 11 else 0

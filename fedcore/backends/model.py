@@ -40,6 +40,7 @@ class WorkloadSpec:
     archs: tuple[str, ...] = ()
     tolerations: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect); "" = any
     max_per_node: int = -1
+    priority: int = 0  # the pods' scheduling priority (higher first); agents read it from every pod
 
     def __post_init__(self) -> None:
         check_name("workload", self.name)

@@ -358,7 +358,7 @@ class TwinCluster:
             pod_name = f"{name}-{n}"
             pod = Pod(
                 pod_name, spec.cpu_milli, spec.memory_mib, gpu=GpuRequest(spec.gpus, 1000 if spec.gpus else 0),
-                gpu_model=spec.gpu_model, workload=name, node_selector=dict(spec.node_selector),
+                gpu_model=spec.gpu_model, priority=spec.priority, workload=name, node_selector=dict(spec.node_selector),
                 archs=frozenset(Arch(a) for a in spec.archs), max_per_node=spec.max_per_node,
                 tolerations=tuple(Toleration(k, v or None, TaintEffect(e) if e else None) for k, v, e in spec.tolerations),
             )

@@ -281,7 +281,7 @@ def test_kubernetes_workload_is_scaled_through_the_scale_subresource(tmp_path: P
             w = Workload("api", 2, Template(250, 256))
             plane.registry.put_workload(w)
             plane.registry.set_placement(Placement("api", "k", 2, 1))
-            backends("k").create_workload(w.spec(2, 1))
+            backends("k").create_workload(w.spec(2, 1, scheduler_name=""))
             plane.autoscaling.enable(AutoscaleSpec("api", str(wave_csv(tmp_path / "wave.csv")), stride_s=60.0, startup_s=30.0,
                                                    peak_replicas=12.0), 0.0)
             for t in range(0, 60, 5):
