@@ -23,6 +23,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from fedcore.backends import fencing
 from fedcore import kubeobjects
 from fedcore.backends.model import EvictOutcome, EvictResult
 from fedcore.kubeobjects import KubeObjectError
@@ -127,17 +128,11 @@ class KubeCluster:
         body = client.V1Binding(metadata=client.V1ObjectMeta(name=name, namespace=namespace),
                                 target=client.V1ObjectReference(api_version="v1", kind="Node", name=node))
         current = await self._read(namespace, name)
-        if current is None or _recreated(current.pod.uid, pod):
-            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
-        if current.epoch != epoch:
-            return BindResult(BindOutcome.STALE_EPOCH, current.node, current.epoch, f"pod is at epoch {current.epoch}")
-        if current.phase.finished:  # it keeps its nodeName after it ends: never "already bound"
-            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod is {current.phase.value}")
-        if current.node:
-            outcome = BindOutcome.ALREADY_BOUND if current.node == node else BindOutcome.DUPLICATE
-            return BindResult(outcome, current.node, epoch)
-        if current.phase is not Phase.PENDING:
-            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod is {current.phase.value}")
+        gone = current is None or _recreated(current.pod.uid, pod)
+        refused = fencing.fence(pod, node, epoch, None if gone else fencing.Seen(current.epoch, current.node, current.phase.value))
+        if refused is not None:
+            return refused
+        assert current is not None
         problem = await self._room(node, name, current)
         if problem:
             return BindResult(BindOutcome.REJECTED, node, epoch, problem)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from fedcore import kubeobjects
-from fedcore.backends import errors
+from fedcore.backends import errors, fencing
 from fedcore.backends.model import (
     BindOutcome, BindResult, EventKind, EvictOutcome, EvictResult, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
 )
@@ -117,17 +117,10 @@ class KubernetesCluster:
     def bind_pod(self, pod: str, node: str, epoch: int) -> BindResult:
         """A Binding for a pod with ``schedulerName: fedplane``, fenced by the pod's epoch annotation."""
         state = self._read_pod(pod)
-        if state is None:
-            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
-        if epoch != state.epoch:
-            return BindResult(BindOutcome.STALE_EPOCH, state.node, state.epoch, f"epoch {epoch} is not the pod's {state.epoch}")
-        if state.phase in (Phase.SUCCEEDED, Phase.FAILED):  # it keeps its nodeName after it ends
-            return BindResult(BindOutcome.REJECTED, node, state.epoch, f"pod is {state.phase.value}")
-        if state.node:
-            outcome = BindOutcome.ALREADY_BOUND if state.node == node else BindOutcome.DUPLICATE
-            return BindResult(outcome, state.node, state.epoch)
-        if state.phase is not Phase.PENDING:
-            return BindResult(BindOutcome.REJECTED, node, state.epoch, f"pod is {state.phase.value}")
+        refused = fencing.fence(pod, node, epoch, None if state is None else fencing.Seen(state.epoch, state.node, state.phase.value))
+        if refused is not None:
+            return refused
+        assert state is not None
         problem = self._room(node, pod)
         if problem:
             return BindResult(BindOutcome.REJECTED, node, state.epoch, problem)

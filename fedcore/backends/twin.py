@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from fedcore.backends import errors
+from fedcore.backends import errors, fencing
 from fedcore.backends.model import (
     BindOutcome, BindResult, EventKind, EvictOutcome, EvictResult, NodeState, Phase, PodEvent, PodState, Workload, WorkloadSpec, check_name,
 )
@@ -198,19 +198,15 @@ class TwinCluster:
         """
         self._enter()
         p = self.pods.get(pod)
-        if p is None:
-            return BindResult(BindOutcome.REJECTED, node, epoch, f"pod {pod} does not exist")
-        if epoch != p.epoch:
-            self.safety.stale_binds += 1
-            return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} is not the pod's {p.epoch}")
-        if p.placement is not None:
-            bound_to = self.table.nodes[p.placement.node].name
-            if bound_to == node:
-                return BindResult(BindOutcome.ALREADY_BOUND, node, p.epoch)
-            self.safety.duplicate_binds += 1
-            return BindResult(BindOutcome.DUPLICATE, bound_to, p.epoch, f"already bound to {bound_to} at epoch {epoch}")
-        if p.phase is not Phase.PENDING:  # finished: a completed pod is never bound again
-            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"pod is {p.phase.value}")
+        refused = fencing.fence(pod, node, epoch, None if p is None else fencing.Seen(
+            p.epoch, self.table.nodes[p.placement.node].name if p.placement is not None else "", p.phase.value))
+        if refused is not None:
+            if refused.outcome is BindOutcome.STALE_EPOCH:
+                self.safety.stale_binds += 1
+            elif refused.outcome is BindOutcome.DUPLICATE:
+                self.safety.duplicate_binds += 1
+            return refused
+        assert p is not None
         row = self.table.index.get(node)
         if row is None:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} does not exist")

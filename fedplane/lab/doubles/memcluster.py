@@ -24,6 +24,7 @@ from edgeagent.clusters import (
     PodUpdate,
     UnknownNode,
 )
+from fedcore.backends import fencing
 from fedcore.nodes import Node
 from fedcore.nodetable import NO_DEVICE, NodeTable, OvercommitError, Placement
 from fedcore.pods import Pod
@@ -129,20 +130,18 @@ class InMemoryCluster:
     async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
         self._enter()
         p = self.pods.get(pod)
+        refused = fencing.fence(pod, node, epoch, None if p is None else fencing.Seen(
+            p.epoch, self.table.nodes[p.placement.node].name if p.placement is not None else "", p.phase.value))
+        if refused is not None:
+            if refused.outcome is BindOutcome.STALE_EPOCH:
+                self.evidence.stale_refusals += 1
+            elif refused.outcome is BindOutcome.DUPLICATE:
+                self.evidence.duplicate_refusals += 1
+            return refused
+        assert p is not None
         row = self.table.index.get(node)
-        if p is None or row is None:
-            return BindResult(BindOutcome.REJECTED, node, epoch, f"unknown {'pod' if p is None else 'node'}")
-        if epoch != p.epoch:
-            self.evidence.stale_refusals += 1
-            return BindResult(BindOutcome.STALE_EPOCH, epoch=p.epoch, reason=f"epoch {epoch} is not the pod's {p.epoch}")
-        if p.placement is not None:
-            bound_to = self.table.nodes[p.placement.node].name
-            if bound_to == node:
-                return BindResult(BindOutcome.ALREADY_BOUND, node, p.epoch)
-            self.evidence.duplicate_refusals += 1
-            return BindResult(BindOutcome.DUPLICATE, bound_to, p.epoch, f"already bound to {bound_to}")
-        if p.phase is not Phase.PENDING:
-            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"pod is {p.phase.value}")
+        if row is None:
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} does not exist")
         if not self.table.alive[row]:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} is not ready")
         problem = self.table.device_problem(row, gpus)
