@@ -14,7 +14,7 @@ from controlplane.registry import BackendKind, ClusterSpec, Placement, Placer
 from controlplane.runtime import ClusterRow
 from controlplane.verdicts import Health
 from controlplane.workloads import Policy, Spread, Template, Workload
-from fedcore.backends.model import BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState
+from fedcore.backends.model import PAUSE_IMAGE, BindOutcome, BindResult, EventKind, NodeState, Phase, PodEvent, PodState
 from fedcore.nodes import Node
 from fedcore.resources import Resources
 
@@ -134,7 +134,7 @@ def workload(m: cp.WorkloadSpec) -> Workload:
     template = Template(
         int(t.cpu_milli), int(t.memory_mib), t.gpus, t.gpu_model, tuple(t.archs),
         tuple((x.key, x.value, x.effect) for x in t.tolerations), dict(t.node_selector), t.priority,
-        t.image or "registry.k8s.io/pause:3.9",
+        t.image or PAUSE_IMAGE,
     )
     policy = Policy(SPREAD[p.spread], tuple(p.clusters), tuple(p.regions), tuple(p.avoid_clusters), dict(p.cluster_labels),
                     p.movable, p.max_per_cluster, p.home_region)

@@ -174,14 +174,22 @@ def _charge_used(table: NodeTable, views: Sequence[ClusterView]) -> None:
             left = left - take
 
 
+Scores = tuple[tuple[ScorePlugin, float], ...]
+
+
+def learned_scores(profile: str) -> Scores:
+    """The score plugins of scheduling profile ``profile`` (e.g. the learned policy; "" = none), built once by the caller."""
+    return tuple(profiles.make(profile, profiles.ProfileContext()).scores) if profile else ()
+
+
 def choose(
     workload: Workload, views: Sequence[ClusterView], topology: Topology, replicas: int | None = None,
-    exclude: Iterable[str] = (), learned: str = "", already: dict[str, int] | None = None,
+    exclude: Iterable[str] = (), learned: Scores = (), already: dict[str, int] | None = None,
 ) -> Choice:
     """Pick clusters for ``replicas`` (default: all) replicas of ``workload``; never reserves anything.
 
     ``already`` counts replicas of this workload that stay where they are (spread scores see them).
-    ``learned`` names a scheduling profile whose score plugins are added (e.g. a learned policy).
+    ``learned`` adds score plugins built once by the caller (:func:`learned_scores`).
     """
     want = workload.replicas if replicas is None else replicas
     nodes = pseudo_nodes(views, exclude)
@@ -197,8 +205,7 @@ def choose(
         (LeastAllocated(), 1.0), (LatencyScore(topology, workload.policy.home_region), 1.0),
         (SpreadScore(workload.policy.spread, workload.replicas), 2.0),
     ]
-    if learned:
-        scores += list(profiles.make(learned, profiles.ProfileContext()).scores)
+    scores += learned
     scheduler = Scheduler(Profile("cluster-level", [*default_filters(), ClusterPolicy(workload)], scores), table)
     counts: Counter[str] = Counter()
     reasons: list[str] = []

@@ -64,6 +64,11 @@ class Planner:
     topology: Topology
     config: PlannerConfig = PlannerConfig()
     _evictions: dict[str, list[float]] = field(default_factory=dict)
+    learned_scores: placing.Scores = field(init=False, default=())
+    """The learned profile's score plugins, built once (a model loads and its options are read here, never per choice)."""
+
+    def __post_init__(self) -> None:
+        self.learned_scores = placing.learned_scores(self.config.learned_profile)
 
     def plan(
         self, now: float, verdicts: Mapping[str, Verdict], views: Sequence[placing.ClusterView],
@@ -109,7 +114,7 @@ class Planner:
         """Targets for ``p``'s replicas: never a failed cluster, nor one where ``w`` has a migration in flight
         (a rebalance's remove-source there would scale away what this failover adds)."""
         already = {q.cluster: q.replicas for q in placements if q.workload == w.name and q.state is PlacementState.PLACED and q.cluster not in failed}
-        choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed | moving, learned=self.config.learned_profile, already=already)
+        choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed | moving, learned=self.learned_scores, already=already)
         why = (f"{p.cluster} is {verdict.health.value}", *verdict.reasons)
         plans = [
             Plan(Kind.FAILOVER, w.name, p.cluster, target, k, already.get(target, 0) + k, why + choice.reasons)
@@ -133,7 +138,7 @@ class Planner:
             w = workloads[p.workload]
             others = {q.cluster: q.replicas for q in placements if q.workload == w.name and q.cluster != cluster}
             choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed | cool | {cluster}, already=others,
-                                    learned=self.config.learned_profile)
+                                    learned=self.learned_scores)
             if choice.ok:
                 why = (f"{cluster} load {load.now:.2f}, forecast {load.forecast:.2f} > {self.config.overload:.2f}",
                        f"{w.name} is movable ({p.replicas} replicas)", *choice.reasons)

@@ -188,7 +188,7 @@ class ControlPlane:
                 raise ValueError(f"workload {workload.name} already exists")
             leftovers = {p.cluster for p in self.registry.placements(workload.name)}  # a deleted copy not yet removed
             choice = placing.choose(workload, self.views(), self.planner.topology, exclude=leftovers,
-                                    learned=self.planner.config.learned_profile)
+                                    learned=self.planner.learned_scores)
             if dry_run or not choice.ok:
                 return choice
             with self.store.tx():

@@ -1,6 +1,6 @@
 """Per cluster, which scorer family its agents place with: when to run the lookahead selection, and what to adopt.
 
-The learned policy is not best on every workload and fleet (federated/models/README.md, "workload-level
+The learned policy is not best on every workload and fleet (docs/policy-experiments.md, "workload-level
 lookahead"): replaying the cluster's workload on its fleet in the twin under each candidate family (the
 learned policy, FGD, BestFit) and keeping learned unless a heuristic beats it removes the large shortfalls.
 The selection itself is ``federated.runtime.lookahead.choose``; it costs tens of CPU-seconds on a full

@@ -10,7 +10,7 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fedcore.backends.model import WorkloadSpec, check_name
+from fedcore.backends.model import PAUSE_IMAGE, WorkloadSpec, check_name
 from fedcore.nodes import Arch, TaintEffect
 from fedcore.pods import Pod, Toleration
 from fedcore.resources import GpuRequest
@@ -32,7 +32,7 @@ class Template:
     tolerations: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect); "" = any
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     priority: int = 0
-    image: str = "registry.k8s.io/pause:3.9"
+    image: str = PAUSE_IMAGE
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.gpus) < 0:

@@ -2,7 +2,7 @@
 
 On a saturated DLRM window most lost arrivals are lost to *which* waiting pod a freed node serves,
 not to where a pod goes: every placement score tried lands within 2% of the best heuristic
-(federated/models/README.md), while the queue order moves never-placed arrivals by a third. The
+(docs/policy-experiments.md), while the queue order moves never-placed arrivals by a third. The
 learned profile therefore also carries a queue order (Kubernetes' QueueSort extension point; an
 edge agent uses it to choose which pending pod to claim next): a linear score of each waiting pod
 against the node that freed room.
@@ -30,7 +30,7 @@ from federated.runtime import artifacts
 Weights = tuple[float, ...]
 START: Weights = (-1.0, -1.0, -0.5, 0.0, 0.0, 0.0, 1.0)
 """Smallest-first, a mild youngest-first and a point for a pod that uses the freed room whole: the best hand-set point
-of the first exploration (federated/models/README.md)."""
+of the first exploration (docs/policy-experiments.md)."""
 STEPS = (0.5, -0.5, 1.0, -1.0)
 HEURISTICS = evaluating.HEURISTICS
 Windows = Sequence[tuple[Sequence[Node], evaluating.Window]]

@@ -40,7 +40,7 @@ Point = tuple[float, float]
 AS_TRAINED: Point = (0.0, 0.0)
 GRID: tuple[Point, ...] = ((0.0, 0.0), (50.0, 0.0), (100.0, 0.0), (0.0, 150.0), (25.0, 150.0), (50.0, 150.0), (100.0, 150.0), (200.0, 150.0))
 """Packing x reservation; (0, 0) keeps the imitation as it was. A reservation of 150 points already outweighs
-every other term (300, 450 and 900 judged exactly as 150 at every packing tried: federated/models/README.md)."""
+every other term (300, 450 and 900 judged exactly as 150 at every packing tried: docs/policy-experiments.md)."""
 WINDOW_STARTS = (1.0, 1.5, 2.0, 2.5, 3.0)
 """Training windows start this many held-out lengths before the cut (so each ends at or before it)."""
 

@@ -16,7 +16,7 @@ int8 runtime) and the best is kept; (1, 0), the teacher's own scores, is on the 
 stage never keeps something worse than the trained model there. A third number, a preference
 for GPU nodes with less of their GPU in use, moves near-ties the other way than packing does;
 a separate, coarser temperature for GPU-sharing pods and a small preference for nodes that keep
-whole GPUs free were found by the same measurement (see federated/models/README.md).
+whole GPUs free were found by the same measurement (see docs/policy-experiments.md).
 """
 
 from __future__ import annotations
@@ -45,14 +45,14 @@ Reshape = tuple[float, float, float, float, float, float, float]
 RESHAPE_KEYS = ("temperature", "small_first", "idle_first", "sharing_temperature", "whole_first", "pinned_release", "cpu_pack")
 AS_TRAINED: Reshape = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0)
 CPU_PACK = 5.0
-"""The CPU packing of the shipped point, chosen on CPU-bound validation fleets (federated/models/README.md)."""
+"""The CPU packing of the shipped point, chosen on CPU-bound validation fleets (docs/policy-experiments.md)."""
 RESHAPES: tuple[Reshape, ...] = (
     AS_TRAINED, (2.0, 3.0, 1.0, 2.0, 0.0, 0.0, 0.0), (2.5, 3.0, 1.0, 2.5, 0.0, 0.0, 0.0), (2.5, 3.0, 1.0, 10.0 / 3.0, 0.5, 0.0, 0.0),
     (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0, CPU_PACK), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 1.0, 0.0), (2.5, 4.0, 1.0, 10.0 / 3.0, 0.5, 0.0, 0.0),
 )
 """The default grid: the teacher's scale, the last two sessions' kept points, the best of the last session's search
 on the full list with its node-kind preferences released in pinned workloads and CPU packed in CPU-bound ones, and
-without either (federated/models/README.md). The default list pins nothing and is not CPU-bound, so it scores the last
+without either (docs/policy-experiments.md). The default list pins nothing and is not CPU-bound, so it scores the last
 three alike and the tie goes to the earlier, the shipped point; validation lists that pin models
 (``--validation-list``) tell them apart."""
 
@@ -67,7 +67,7 @@ class TrainConfig:
     epochs: int = 8
     rl_steps: int = 0
     """PPO steps (one step = one pod); 0 skips RL (the default: 8,192 steps measured 0.8965 validation allocation against
-    the imitation start's 0.9560, and were never kept; see federated/models/README.md)."""
+    the imitation start's 0.9560, and were never kept; see docs/policy-experiments.md)."""
     validation_seeds: int = 10
     """Settings seeds (the full openb list, seeds from :data:`splits.SETTINGS_SEED_BASE`) every candidate is judged on."""
     reshapes: tuple[Reshape, ...] = RESHAPES

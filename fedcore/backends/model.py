@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from fedcore.pods import Pod
 from fedcore.resources import Resources
 
+PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
+"""The image of a workload that names none: it holds its requests and does nothing."""
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -33,7 +35,7 @@ class WorkloadSpec:
     memory_mib: int
     gpus: int = 0
     epoch: int = 1
-    image: str = "registry.k8s.io/pause:3.9"
+    image: str = PAUSE_IMAGE
     scheduler_name: str = ""
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     gpu_model: str = ""

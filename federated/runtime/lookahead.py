@@ -6,7 +6,7 @@ pods sampled from the list up to 100% arrived GPU) on ``k`` selection seeds
 (:data:`SELECTION_SEED` onward, never the bench seeds 0-9 nor the validation seeds 4000-4003),
 and keeps ``learned`` unless a heuristic's selection mean beats learned's by more than
 ``margin``. It is a guard that falls back to a heuristic where one wins on this workload
-(measured in ``federated/models/README.md``), not a better learned policy. Candidates leave
+(measured in ``docs/policy-experiments.md``), not a better learned policy. Candidates leave
 kube-default out: with it, cpu300 on the as-is fleet gave up learned's lead for a tie and nothing else moved.
 
 The learned rollouts build the profile with lookahead off, so selection never recurses.
