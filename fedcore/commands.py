@@ -25,7 +25,7 @@ PLOT_STEP = 0.005
 
 def fail(message: str) -> NoReturn:
     """Print a clear error and exit non-zero (bad input is the user's to fix, not a traceback)."""
-    reporting.stderr.print(f"[red]error:[/red] {message}")
+    reporting.error(message)
     sys.exit(2)
 
 

@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, DecimalException
 from typing import Any
 
 from fedcore.nodes import Arch, Node, Taint, TaintEffect
@@ -54,6 +54,14 @@ _SUFFIXES = {
 }
 _QUANTITY = re.compile(r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
 _PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+MAX_QUANTITY = Decimal(2**63 - 1)
+"""The largest quantity read (Kubernetes keeps values in an int64, and CPU's milli-values too): nothing larger is a real
+request or capacity, and a number like ``1e400`` would later ask the scheduler for the impossible."""
+MAX_EPOCH = 2**63 - 1
+_EPOCH = re.compile(r"^[0-9]{1,19}$")
+"""ASCII digits only: ``int()`` would also take ``1_000``, ``٣`` or surrounding spaces."""
+PRIORITY_RANGE = (-(2**31), 2**31 - 1)
+"""``spec.priority`` is an int32 in the API."""
 
 
 class KubeObjectError(ValueError):
@@ -73,16 +81,26 @@ def quantity(value: str | int | float) -> Decimal:
     try:
         scale = _SUFFIXES[suffix] if suffix in _SUFFIXES else Decimal(10) ** int(suffix[1:])  # else an exponent
         amount = Decimal(number) * scale
-    except (InvalidOperation, OverflowError, ValueError) as exc:
-        raise KubeObjectError(f"not a Kubernetes quantity: {value!r}") from exc
+    except (DecimalException, OverflowError, ValueError) as exc:
+        raise KubeObjectError(f"not a Kubernetes quantity: {_short(value)}") from exc
     if amount < 0:
-        raise KubeObjectError(f"negative quantity: {value!r}")
+        raise KubeObjectError(f"negative quantity: {_short(value)}")
+    if amount > MAX_QUANTITY:
+        raise KubeObjectError(f"quantity {_short(value)} is over the largest Kubernetes keeps ({MAX_QUANTITY:.3e})")
     return amount
+
+
+def _short(value: object) -> str:
+    """A value for an error message, at most 40 characters of it."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def cpu_milli(value: str | int | float, up: bool = True) -> int:
     """CPU in millicores: requests round up (``0.0001`` asks for 1m), capacities round down."""
     milli = quantity(value) * MILLI
+    if milli > MAX_QUANTITY:
+        raise KubeObjectError(f"cpu {_short(value)} is over the largest Kubernetes keeps ({MAX_QUANTITY / MILLI:.3e} cores)")
     return int(math.ceil(milli) if up else math.floor(milli))
 
 
@@ -287,29 +305,43 @@ def split_key(key: str) -> tuple[str, str]:
 
 def epoch_of(meta: Mapping[str, Any], where: str) -> int:
     raw = (meta.get("annotations") or {}).get(EPOCH_ANNOTATION, "1")
-    try:
-        epoch = int(raw)
-    except (TypeError, ValueError):
-        raise KubeObjectError(f"{where}: annotation {EPOCH_ANNOTATION}={raw!r} is not an integer") from None
-    if epoch < 1:
-        raise KubeObjectError(f"{where}: annotation {EPOCH_ANNOTATION}={raw!r} must be >= 1")
-    return epoch
+    text = str(raw) if isinstance(raw, (str, int)) and not isinstance(raw, bool) else ""
+    if not _EPOCH.match(text.strip()) or not 1 <= int(text) <= MAX_EPOCH:
+        raise KubeObjectError(f"{where}: annotation {EPOCH_ANNOTATION}={_short(raw)} must be an integer in 1..{MAX_EPOCH}")
+    return int(text)
+
+
+def _names(meta: Any) -> tuple[str, str]:
+    """``(namespace, name)`` of an object, whatever shape its metadata has ("" where unreadable)."""
+    meta = meta if isinstance(meta, Mapping) else {}
+    name, namespace = meta.get("name"), meta.get("namespace") or "default"
+    if not isinstance(name, str) or not isinstance(namespace, str):
+        return "", ""
+    return namespace, name
 
 
 def read_pod(obj: Mapping[str, Any]) -> KubePod:
-    """A pod dict as fedplane sees it; raises :class:`KubeObjectError` naming the pod and field."""
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    name, namespace = meta.get("name") or "", meta.get("namespace") or "default"
-    where = f"pod {namespace}/{name}"
+    """A pod dict as fedplane sees it; raises :class:`KubeObjectError` naming the pod and field, and nothing else
+    (a field of the wrong shape — a list where a map belongs, a number where a string does — included)."""
+    namespace, name = _names(obj.get("metadata") if isinstance(obj, Mapping) else None)
     if not name:
-        raise KubeObjectError("a pod without metadata.name")
+        raise KubeObjectError("a pod without a readable metadata.name")
+    where = f"pod {namespace}/{name}"
+    try:
+        return _read_pod(obj, namespace, name, where)
+    except (AttributeError, TypeError, ArithmeticError) as exc:
+        raise KubeObjectError(f"{where}: a field has the wrong shape ({type(exc).__name__})") from None
+
+
+def _read_pod(obj: Mapping[str, Any], namespace: str, name: str, where: str) -> KubePod:
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     selector = {k: str(v) for k, v in (spec.get("nodeSelector") or {}).items() if k != ARCH_LABEL}
     phase = status.get("phase") or "Pending"
     if phase not in _PHASES:
         raise KubeObjectError(f"{where}: unknown phase {phase!r}")
     priority = spec.get("priority") or 0
-    if not isinstance(priority, int):
-        raise KubeObjectError(f"{where}: spec.priority {priority!r} is not an integer")
+    if not isinstance(priority, int) or isinstance(priority, bool) or not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
+        raise KubeObjectError(f"{where}: spec.priority {_short(priority)} is not a 32-bit integer")
     return KubePod(
         namespace, name, (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""), epoch_of(meta, where), phase,
         spec.get("nodeName") or "", spec.get("schedulerName") or "default-scheduler", _condition(status, "Ready"),
@@ -346,9 +378,17 @@ class KubeNode:
 
 
 def read_node(obj: Mapping[str, Any]) -> KubeNode:
-    """A node dict; a node fedplane cannot place on comes back with ``problem`` set, never an exception."""
+    """A node dict; a node fedplane cannot place on comes back with ``problem`` set, never an exception (a field of
+    the wrong shape included)."""
+    _, name = _names(obj.get("metadata") if isinstance(obj, Mapping) else None)
+    try:
+        return _read_node(obj, name)
+    except (AttributeError, TypeError, ArithmeticError, KubeObjectError) as exc:
+        return KubeNode(name, Resources(), None, "", False, problem=f"a field has the wrong shape ({type(exc).__name__})")
+
+
+def _read_node(obj: Mapping[str, Any], name: str) -> KubeNode:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    name = meta.get("name") or ""
     labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
     arch_label = labels.get(ARCH_LABEL, "")
     arch = arch_of(arch_label) if arch_label else Arch.AMD64  # no label: the kubelet default

@@ -13,9 +13,16 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 stderr = Console(stderr=True)
 stdout = Console()
+
+
+def error(message: str) -> None:
+    """One error line on stderr, never hard-wrapped and never read as markup: scripts and tests match it whole,
+    and a path or a value in it may be longer than the terminal or hold brackets."""
+    stderr.print("[red]error:[/red]", Text(message), soft_wrap=True)
 
 
 def emit_json(obj: Mapping[str, Any]) -> None:

@@ -16,11 +16,13 @@ class TraceError(ValueError):
 
 
 def _lines(handle: Iterator[bytes], path: Path, at: list[int]) -> Iterator[str]:
-    """Decode line by line, so an undecodable byte is reported with its line and column; ``at[0]`` is the line read."""
+    """Decode line by line, so an undecodable byte is reported with its line and column; ``at[0]`` is the line read.
+
+    A UTF-8 byte-order mark opening the file (as spreadsheets save CSV) is dropped, never read into the first column's name."""
     for number, raw in enumerate(handle, start=1):
         at[0] = number
         try:
-            yield raw.decode("utf-8")
+            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
             raise TraceError(
                 f"{path}:{number}: byte 0x{raw[exc.start]:02x} at column {exc.start + 1} is not UTF-8"

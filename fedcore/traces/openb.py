@@ -13,6 +13,20 @@ NODE_COLUMNS = {"sn", "cpu_milli", "memory_mib", "gpu", "model"}
 POD_COLUMNS = {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}
 """What the protocol needs; some official lists carry only these five (``qos`` then reads as best-effort)."""
 QOS = {q.value: q for q in QoS}
+MAX_GPUS = 64
+"""Most GPUs a node may hold or a pod ask for (the largest openb node has 8; the twin's nodes hold at most 64): the
+node table keeps a free-milli cell per device of the largest node for every node, so one node claiming a million
+GPUs would allocate gigabytes and resample millions of pods."""
+
+
+def _gpus(path: Path | str, line: int, row: dict[str, str], column: str) -> int:
+    """A whole number of GPUs, at most :data:`MAX_GPUS`."""
+    gpus = number(path, line, row, column)
+    if gpus != int(gpus):
+        raise TraceError(f"{path}:{line}: column {column!r} must be a whole number of GPUs")
+    if gpus > MAX_GPUS:
+        raise TraceError(f"{path}:{line}: column {column!r} is over {MAX_GPUS} GPUs (the most a node holds here)")
+    return int(gpus)
 
 
 def load_nodes(path: Path | str, scale: int = 1, clusters: int = 1, regions: int = 1) -> list[Node]:
@@ -24,11 +38,9 @@ def load_nodes(path: Path | str, scale: int = 1, clusters: int = 1, regions: int
         raise ValueError("node scale, clusters and regions must be at least 1")
     base: list[tuple[str, int, int, int, str]] = []
     for line, row in rows(path, NODE_COLUMNS):
-        gpus = number(path, line, row, "gpu")
-        if gpus != int(gpus):
-            raise TraceError(f"{path}:{line}: gpu count must be a whole number")
         base.append(
-            (row["sn"], int(number(path, line, row, "cpu_milli")), int(number(path, line, row, "memory_mib")), int(gpus), row["model"])
+            (row["sn"], int(number(path, line, row, "cpu_milli")), int(number(path, line, row, "memory_mib")), _gpus(path, line, row, "gpu"),
+             row["model"])
         )
     if not base:
         raise TraceError(f"{path}: no nodes")
@@ -59,7 +71,7 @@ def load_pods(path: Path | str) -> list[Pod]:
     """
     pods = []
     for line, row in rows(path, POD_COLUMNS):
-        num_gpu = int(number(path, line, row, "num_gpu"))
+        num_gpu = _gpus(path, line, row, "num_gpu")
         milli = min(MILLI, int(number(path, line, row, "gpu_milli")))
         if num_gpu > 1:
             milli = MILLI

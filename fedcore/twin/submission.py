@@ -45,7 +45,11 @@ class SubmissionResult:
 
 
 def workload(pods: Sequence[Pod], seed: int, cluster_gpu_milli: int, overload: float = OVERLOAD) -> list[Pod]:
-    """The seed's submission order: a permutation, then a resampled tail up to ``overload`` x cluster GPU."""
+    """The seed's submission order: a permutation, then a resampled tail up to ``overload`` x cluster GPU.
+
+    Raises ValueError when no pod asks for a GPU (the tail would never reach the cluster's GPU)."""
+    if cluster_gpu_milli > 0 and not any(p.gpu.total_milli for p in pods):
+        raise ValueError(f"the openb protocol fills the cluster's GPUs: none of the {len(pods)} pods asks for a GPU")
     rng = np.random.default_rng(seed)
     order = [pods[i] for i in rng.permutation(len(pods))]
     requested = sum(p.gpu.total_milli for p in order)
