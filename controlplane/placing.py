@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from controlplane.registry import Placement, PlacementState
 from controlplane.workloads import Policy, Spread, Workload
 from fedcore.backends.model import NodeState
 from fedcore.kubeobjects import arch_of
@@ -220,3 +221,16 @@ def choose(
             reasons.append(f"{node.cluster} ({node.region}): score {decision.score:.0f} over {len(table)} cluster pools")
         counts[node.cluster] += 1
     return Choice(dict(counts), tuple(reasons), 0)
+
+
+def used_by_cluster(workloads: Iterable[Workload], placements: Iterable[Placement]) -> dict[str, Resources]:
+    """What the placed replicas request, per cluster (the plane's own accounting, before agents report)."""
+    by_name = {w.name: w for w in workloads}
+    used: dict[str, Resources] = {}
+    for p in placements:
+        w = by_name.get(p.workload)
+        if w is not None and p.state is PlacementState.PLACED:
+            t = w.template
+            used[p.cluster] = used.get(p.cluster, Resources()) + Resources(
+                t.cpu_milli * p.replicas, t.memory_mib * p.replicas, 0, t.gpus * 1000 * p.replicas)
+    return used

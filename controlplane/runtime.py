@@ -25,6 +25,7 @@ from controlplane.journal import Journal, Kind, Migration, MigrationState, new_i
 from controlplane.metrics import Metrics
 from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
+from controlplane.retiring import Retiring
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
 from controlplane.selecting import Job, Outcome, Selector
@@ -33,7 +34,7 @@ from controlplane.workloads import Workload
 from fedapi.workloadcontext import SCORERS, WorkloadContext
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
-from fedcore.backends.model import NodeState, Phase, ready_capacity
+from fedcore.backends.model import NodeState, ready_capacity
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 from fedcore.resources import Resources
 from fedcore.topology import Cluster, Topology
@@ -114,8 +115,7 @@ class ControlPlane:
         self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration)
         self.lock = threading.RLock()
         self._warned: set[tuple[str, str, str]] = set()
-        self._evicting: set[tuple[str, str]] = set()
-        """(cluster, pod) evictions asked for and not yet confirmed (counted once as requested)."""
+        self.retiring = Retiring(self.registry, backends, self.metrics, self._record)
         self.autoscaling = Autoscaling(Book(self.store), self.registry, self.journal, backends, self.metrics, self._record, traces)
         self.leading = False
         if lead:
@@ -381,7 +381,7 @@ class ControlPlane:
             self.metrics.migration_queue.set(sum(1 for m in self.journal.active() if m.next_at <= now))
             self.executor.advance(now)
             self.metrics.migrations_active.set(len(self.journal.active()))
-            self._cleanup(now)
+            self.retiring.cleanup(now, {c: v for c, (v, _) in self.verdicts.items()})
             self.autoscaling.tick(now)
 
     def views(self) -> list[placing.ClusterView]:
@@ -428,14 +428,7 @@ class ControlPlane:
                 log.warning("cluster %s: node %s is left out of placement: %s", cluster, node, reason)
 
     def _used(self) -> dict[str, Resources]:
-        workloads = {w.name: w for w in self.registry.workloads()}
-        used: dict[str, Resources] = {}
-        for p in self.registry.placements():
-            w = workloads.get(p.workload)
-            if w is not None and p.state is PlacementState.PLACED:
-                t = w.template
-                used[p.cluster] = used.get(p.cluster, Resources()) + Resources(t.cpu_milli * p.replicas, t.memory_mib * p.replicas, 0, t.gpus * 1000 * p.replicas)
-        return used
+        return placing.used_by_cluster(self.registry.workloads(), self.registry.placements())
 
     def _update_contexts(self, specs: Sequence[ClusterSpec], workloads: Mapping[str, Workload], placements: Sequence[Placement],
                          now: float) -> None:
@@ -535,58 +528,6 @@ class ControlPlane:
             if plan.kind is Kind.RETURN:
                 self.registry.drop_home(Home(plan.workload, plan.target, plan.source, 0))
             return self.executor.start(m, now)
-
-    def _cleanup(self, now: float) -> None:
-        """Remove copies left on a failed cluster once it answers again (they carry an older epoch).
-
-        A copy to remove entirely is retired pod by pod through evictions (the Eviction API on
-        Kubernetes, so the cluster's PodDisruptionBudgets are respected): its Deployment is deleted
-        orphaning the pods, then each pod still at the stale epoch is evicted; a budget that
-        blocks one leaves the placement stale until a later tick gets it through.
-        """
-        for p in self.registry.placements():
-            if p.state is not PlacementState.STALE:
-                continue
-            verdict = self.verdicts.get(p.cluster, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
-            if verdict.health.failed or verdict.health is Health.UNKNOWN:
-                continue
-            try:
-                backend = self.backends(p.cluster)
-                if p.replicas:
-                    backend.scale_workload(p.workload, p.replicas)
-                elif self._retire(backend, p) > 0:
-                    continue
-            except errors.NotFound:
-                pass
-            except errors.BackendError:
-                continue
-            if p.replicas:
-                self.registry.set_placement(Placement(p.workload, p.cluster, p.replicas, p.epoch))
-            else:
-                self.registry.drop_placement(p.workload, p.cluster)
-            self._record(DecisionRecord(now, "cleanup", p.workload, p.cluster, "", (f"{p.cluster} is {verdict.health.value} again; stale epoch-{p.epoch} copy removed",)))
-
-    def _retire(self, backend: ClusterBackend, p: Placement) -> int:
-        """Evict the stale copy's pods; returns how many are still there (a disruption budget held them)."""
-        try:
-            backend.delete_workload(p.workload, orphan_pods=True)
-        except errors.NotFound:
-            pass
-        left = 0
-        for pod in backend.list_pods(p.workload):
-            if pod.epoch > p.epoch or pod.phase in (Phase.SUCCEEDED, Phase.FAILED):
-                continue  # a newer copy placed here since, or already over
-            if (p.cluster, pod.name) not in self._evicting:
-                self._evicting.add((p.cluster, pod.name))
-                self.metrics.evictions_requested.labels(p.cluster).inc()
-            result = backend.evict_pod(pod.name, pod.epoch)
-            if result.final:
-                self._evicting.discard((p.cluster, pod.name))
-                self.metrics.evictions_done.labels(p.cluster, result.outcome.value).inc()
-            else:
-                left += 1
-                self.metrics.evictions_blocked.labels(p.cluster).inc()
-        return left
 
     def _record(self, d: DecisionRecord) -> None:
         self.registry.record_decision(d)
