@@ -4,8 +4,9 @@
   workload's desired state (targets chosen by :mod:`controlplane.placing`, failed clusters
   excluded); the runtime gives each a bumped fencing epoch. Not rate-limited: the source is lost.
   Replicas that found no room are planned again every round until they do.
-- Return (optional, ``return_after_s`` > 0): replicas failed over from a cluster move back,
-  make-before-break, once it has been HEALTHY for ``return_after_s``; rate-limited like rebalance.
+- Return (failback): replicas failed over from a cluster move back, make-before-break, by their workload's
+  failback policy (:mod:`controlplane.failbacks`; ``return_after_s`` is the default window, 0 = never), with
+  hysteresis against flapping, groups moving together, paced by the eviction budget (:mod:`controlplane.returning`).
 - Rebalance: a healthy cluster whose load or forecast exceeds ``overload`` moves one movable
   workload make-before-break to a cluster that stays under ``target_max`` after the move, at most
   ``evictions_per_window`` per cluster per ``window_s`` (a token bucket on injected time).
@@ -15,10 +16,11 @@ failovers avoid clusters its migrations in flight touch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controlplane import placing
+from controlplane import placing, returning
+from controlplane.failbacks import Falls
 from controlplane.journal import Kind, Migration
 from controlplane.registry import Home, Placement, PlacementState
 from controlplane.verdicts import Verdict
@@ -64,6 +66,8 @@ class Planner:
     topology: Topology
     config: PlannerConfig = PlannerConfig()
     _evictions: dict[str, list[float]] = field(default_factory=dict)
+    falls: Falls = field(default_factory=Falls)
+    """When each cluster fell, for failback's hysteresis (observed every round)."""
     learned_scores: placing.Scores = field(init=False, default=())
     """The learned profile's score plugins, built once (a model loads and its options are read here, never per choice)."""
 
@@ -73,11 +77,13 @@ class Planner:
     def plan(
         self, now: float, verdicts: Mapping[str, Verdict], views: Sequence[placing.ClusterView],
         loads: Mapping[str, Load], workloads: Mapping[str, Workload], placements: Sequence[Placement],
-        active: Sequence[Migration], homes: Sequence[Home] = (), healthy_since: Mapping[str, float] = {},
+        active: Sequence[Migration], homes: Sequence[Home] = (), healthy_since: Mapping[str, float] = {}, wall: float = 0.0,
     ) -> tuple[list[Plan], list[str]]:
-        """Migrations to start now, and notes on what could not be planned (also explainable)."""
+        """Migrations to start now, and notes on what could not be planned (also explainable). ``wall``: Unix seconds,
+        for failback maintenance windows."""
         busy = {(m.workload, m.source) for m in active} | {(m.workload, m.target) for m in active}
         failed = {c for c, v in verdicts.items() if v.health.failed}
+        self.falls.observe(now, failed)
         plans: list[Plan] = []
         notes: list[str] = []
         views = list(views)
@@ -92,7 +98,8 @@ class Planner:
                     notes += note
                     views = [_charged(v, w, made) for v in views]
         moving = {pl.workload for pl in plans} | {m.workload for m in active}
-        for plan in self._returns(now, homes, healthy_since, placements, moving):
+        x = returning.Inputs(now, wall, self.config.return_after_s, healthy_since, self.falls)
+        for plan in self.failbacks(x, homes, workloads, placements, moving, lambda cs: self._spend(cs, now)):
             plans.append(plan)
             moving.add(plan.workload)
         for cluster, load in sorted(loads.items()):
@@ -146,23 +153,28 @@ class Planner:
                         for target, k in sorted(choice.counts.items())]
         return []
 
-    def _returns(
-        self, now: float, homes: Sequence[Home], healthy_since: Mapping[str, float], placements: Sequence[Placement], moving: set[str],
+    def failbacks(
+        self, x: returning.Inputs, homes: Sequence[Home], workloads: Mapping[str, Workload], placements: Sequence[Placement],
+        moving: set[str], tokens: Callable[[set[str]], bool],
     ) -> list[Plan]:
-        if self.config.return_after_s <= 0:
-            return []
-        plans = []
-        for h in homes:
-            since = healthy_since.get(h.home)
-            if since is None or now - since < self.config.return_after_s or h.workload in moving:
-                continue
-            here = {p.cluster: p.replicas for p in placements if p.workload == h.workload and p.state is PlacementState.PLACED}
-            k = min(h.replicas, here.get(h.away, 0))
-            if k and self._token(h.away, now):
-                why = (f"{h.home} healthy for {now - since:.0f}s (>= {self.config.return_after_s:.0f}s)",
-                       f"returning {k} replica(s) of {h.workload} failed over to {h.away}")
-                plans.append(Plan(Kind.RETURN, h.workload, h.away, h.home, k, here.get(h.home, 0) + k, why))
-        return plans
+        """The returns due this round (see :mod:`controlplane.returning`)."""
+        return [Plan(m.kind, m.workload, m.away, m.home, m.replicas, m.home_total, m.reasons)
+                for p in returning.plan(homes, workloads, placements, moving, x, tokens) for m in p.moves]
+
+    def failback_preview(
+        self, x: returning.Inputs, homes: Sequence[Home], workloads: Mapping[str, Workload], placements: Sequence[Placement],
+        moving: set[str],
+    ) -> list[returning.Pending]:
+        """What failback would move now and why the rest waits; spends no token (the dry run)."""
+        return returning.plan(homes, workloads, placements, moving, x, lambda cs: all(self._token(c, x.now) for c in cs))
+
+    def _spend(self, clusters: set[str], now: float) -> bool:
+        """One eviction token of every cluster in ``clusters``, or none when one of them has none left."""
+        if not all(self._token(c, now) for c in clusters):
+            return False
+        for c in clusters:
+            self._evictions.setdefault(c, []).append(now)
+        return True
 
     def _token(self, cluster: str, now: float) -> bool:
         recent = [t for t in self._evictions.get(cluster, []) if now - t < self.config.window_s]

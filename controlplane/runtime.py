@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane import placing
+from controlplane import placing, returning
 from controlplane.autoscaling.actuating import Autoscaling
 from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
@@ -114,6 +115,8 @@ class ControlPlane:
         self.planner = Planner(Topology(), planner)
         self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration)
         self.lock = threading.RLock()
+        self.wall: Callable[[], float] = time.time
+        """Wall-clock time for failback maintenance windows (``clock`` may be monotonic)."""
         self._warned: set[tuple[str, str, str]] = set()
         self.retiring = Retiring(self.registry, backends, self.metrics, self._record)
         self.autoscaling = Autoscaling(Book(self.store), self.registry, self.journal, backends, self.metrics, self._record, traces)
@@ -372,7 +375,7 @@ class ControlPlane:
             plans, notes = self.planner.plan(
                 now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(), self.loads,
                 workloads, placements, self.journal.active(),
-                self.registry.homes(), {c: since for c, (v, since) in self.verdicts.items() if v.health is Health.HEALTHY},
+                self.registry.homes(), self._healthy_since(), self.wall(),
             )
             for note in notes:
                 self._record(DecisionRecord(now, "unplaced", "", "", "", (note,)))
@@ -383,6 +386,16 @@ class ControlPlane:
             self.metrics.migrations_active.set(len(self.journal.active()))
             self.retiring.cleanup(now, {c: v for c, (v, _) in self.verdicts.items()})
             self.autoscaling.tick(now)
+
+    def failback_preview(self, now: float) -> list[returning.Pending]:
+        """What failback would move now and why the rest waits (``migrate --dry-run``); changes nothing."""
+        with self.lock:
+            x = returning.Inputs(now, self.wall(), self.planner.config.return_after_s, self._healthy_since(), self.planner.falls)
+            return self.planner.failback_preview(x, self.registry.homes(), {w.name: w for w in self.registry.workloads()},
+                                                 self.registry.placements(), {m.workload for m in self.journal.active()})
+
+    def _healthy_since(self) -> dict[str, float]:
+        return {c: since for c, (v, since) in self.verdicts.items() if v.health is Health.HEALTHY}
 
     def views(self) -> list[placing.ClusterView]:
         used = self._used()

@@ -10,6 +10,7 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from controlplane.failbacks import Failback
 from fedcore.backends.model import PAUSE_IMAGE, WorkloadSpec, check_name
 from fedcore.nodes import Arch, TaintEffect
 from fedcore.pods import Pod, Toleration
@@ -57,6 +58,13 @@ class Policy:
     movable: bool = True
     max_per_cluster: int = 0
     home_region: str = ""
+    failback: Failback = Failback()
+    group: str = ""
+    """Workloads of one group fail back together, in one round, once every member's home is ready ("" = alone)."""
+
+    def __post_init__(self) -> None:
+        if self.group:
+            check_name("group", self.group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +73,8 @@ class Workload:
     replicas: int
     template: Template
     policy: Policy = Policy()
+    stateful: bool = False
+    """Its replicas write a volume: a migration hands the state over (fence, checkpoint, restore: controlplane.handoffs)."""
 
     def __post_init__(self) -> None:
         check_name("workload", self.name)
@@ -103,6 +113,7 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["policy"]["spread"] = self.policy.spread.value
+        out["policy"]["failback"] = self.policy.failback.to_dict()
         return out
 
     @classmethod
@@ -111,6 +122,7 @@ class Workload:
         t["archs"] = tuple(t.get("archs", ()))
         t["tolerations"] = tuple(tuple(x) for x in t.get("tolerations", ()))
         p["spread"] = Spread(p.get("spread", "none"))
+        p["failback"] = Failback.from_dict(p.get("failback"))  # absent in workloads stored before failback policies
         for key in ("clusters", "regions", "avoid_clusters"):
             p[key] = tuple(p.get(key, ()))
-        return cls(d["name"], int(d["replicas"]), Template(**t), Policy(**p))
+        return cls(d["name"], int(d["replicas"]), Template(**t), Policy(**p), bool(d.get("stateful", False)))
