@@ -1,8 +1,9 @@
 """The control plane's sub-commands: ``fedplane controlplane …``, ``fedplane drill failover`` and ``fedplane demo``.
 
 ``serve`` runs the service; the other ``controlplane`` commands are gRPC clients of a running one
-(``--target``, default ``$FEDPLANE_CONTROLPLANE`` or 127.0.0.1:50051). gRPC errors and bad input
-end with a clear message and exit code 2, never a traceback.
+(``--target``, default ``$FEDPLANE_CONTROLPLANE``, else the credential's plane, else 127.0.0.1:50051), showing
+the credential in ``--credentials`` or ``$FEDPLANE_CREDENTIALS`` (:mod:`fedapi.credentials`). gRPC errors and
+bad input end with a clear message and exit code 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -15,21 +16,26 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from fedapi import client, common_pb2
+from fedapi import client, common_pb2, credentials
 from fedapi import controlplane_pb2 as cp
 from fedapi.tls import TlsFiles
 from fedcore import reporting
 from fedcore.commands import fail
 
+if TYPE_CHECKING:
+    from controlplane.auth import Authenticator
+
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 DEFAULT_TARGET = os.environ.get("FEDPLANE_CONTROLPLANE", "127.0.0.1:50051")
+CREDENTIALS = "fedplane.credentials"
+"""Where ``--credentials`` leaves its path in the click context (read by :func:`connect`)."""
 INT64_MAX = 2**63 - 1
 """Largest value of a proto ``int64`` field (CPU milli, memory MiB): click refuses more, naming the option."""
 INT32_MAX = 2**31 - 1
@@ -55,10 +61,45 @@ def tls_files(cert: str | None, key: str | None, ca: str | None) -> TlsFiles | N
     return TlsFiles(Path(cert or ""), Path(key or ""), Path(ca or ""))
 
 
+def _keep_credentials(ctx: click.Context, _param: click.Parameter, path: str | None) -> None:
+    ctx.meta[CREDENTIALS] = path
+
+
 def client_options(f: F) -> F:
     f = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(f)
     f = click.option("--target", default=DEFAULT_TARGET, show_default=True, help="Control plane address (host:port; replicated: several, comma-separated).")(f)
+    f = click.option("--credentials", envvar=credentials.ENV, show_envvar=True, expose_value=False, callback=_keep_credentials,
+                     type=click.Path(dir_okay=False), help="Credential file (JSON with a bearer token) to show the control plane.")(f)
     return tls_options(f)
+
+
+def credential() -> credentials.Credential | None:
+    """The credential this command was given (None: none), read once; an unusable file ends the command."""
+    ctx = click.get_current_context(silent=True)
+    path = ctx.meta.get(CREDENTIALS) if ctx is not None else None
+    if not path:
+        return None
+    try:
+        return credentials.read(path)
+    except ValueError as exc:
+        fail(str(exc))
+
+
+def plane_target(target: str) -> str:
+    """``--target`` as given; left at its default, the plane the credential was issued by (if it names one)."""
+    ctx = click.get_current_context(silent=True)
+    given = ctx is None or ctx.get_parameter_source("target") is not click.core.ParameterSource.DEFAULT or "FEDPLANE_CONTROLPLANE" in os.environ
+    found = None if given else credential()
+    return found.target if found is not None and found.target else target
+
+
+def connect(target: str, tls: TlsFiles | None) -> client.Connection:
+    """A connection to one member that shows this command's credential on every call."""
+    found = credential()
+    try:
+        return client.connect(target, tls, found.token if found else "")
+    except ValueError as exc:
+        fail(str(exc))
 
 
 def call(target: str, tls: TlsFiles | None, method: str, request: Any) -> Any:
@@ -67,15 +108,12 @@ def call(target: str, tls: TlsFiles | None, method: str, request: Any) -> Any:
     ``target`` may list several members (``a:1,b:2``): an unreachable one passes the call to the
     next, and a standby's answer "not the leader" sends it to the leader it names.
     """
-    candidates = [t.strip() for t in target.split(",") if t.strip()]
+    candidates = [t.strip() for t in plane_target(target).split(",") if t.strip()]
     tried: list[str] = []
     while candidates:
         here = candidates.pop(0)
         tried.append(here)
-        try:
-            conn = client.connect(here, tls)
-        except ValueError as exc:
-            fail(str(exc))
+        conn = connect(here, tls)
         try:
             return getattr(conn.control, method)(request, timeout=600 if method == "RunDrill" else 10)
         except grpc.RpcError as exc:
@@ -83,10 +121,17 @@ def call(target: str, tls: TlsFiles | None, method: str, request: Any) -> Any:
             if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and leader and leader not in tried:
                 candidates.insert(0, leader)
             elif exc.code() != grpc.StatusCode.UNAVAILABLE or not candidates:
-                fail(f"{method} at {here}: {exc.code().name}: {exc.details()}")
+                fail(f"{method} at {here}: {exc.code().name}: {exc.details()}" + _hint(exc.code()))
         finally:
             conn.close()
     fail(f"{method}: no control plane answered at {target}")
+
+
+def _hint(code: grpc.StatusCode) -> str:
+    """What to do about a credential of too low a role (the plane names the role needed)."""
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return " (ask an admin for a credential of that role: fedplane controlplane credentials --role ...)"
+    return ""
 
 
 def emit(as_json: bool, message: Any, title: str, rows: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> None:
@@ -108,6 +153,8 @@ def controlplane() -> None:
 @click.option("--port", default=50051, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--agent-port", default=7070, show_default=True, type=click.IntRange(0, 65535), help="Twin link port: where edge agents reach the twin clusters' API (0: any).")
 @click.option("--metrics-port", default=9464, show_default=True, type=click.IntRange(-1, 65535), help="Prometheus /metrics port (-1: off, 0: any).")
+@click.option("--ui-port", default=-1, show_default=True, type=click.IntRange(-1, 65535),
+              help="Web console port (-1: off, 0: any): server-rendered pages, live over SSE; a viewer's token or better to read.")
 @click.option("--twin-clusters", default=0, show_default=True, type=click.IntRange(0, 1000), help="Register N embedded twin clusters c0..cN-1.")
 @click.option("--regions", default=2, show_default=True, type=click.IntRange(1, 100), help="Twin clusters are dealt round-robin into regions r0..")
 @click.option("--twin-nodes", default=4, show_default=True, type=click.IntRange(1, 10_000), help="Nodes per twin cluster.")
@@ -127,18 +174,24 @@ def controlplane() -> None:
               help="Replicated mode: keep state in this etcd cluster (>= 3.5) instead of --db; members elect one leader, standbys answer reads.")
 @click.option("--member", default="", help="Replicated mode: this member's name (default: host:port).")
 @click.option("--advertise", default="", help="Replicated mode: the address other members and clients reach this one at (default: host:port).")
+@click.option("--admin-credentials", default="fedplane-admin.cred", show_default=True, type=click.Path(dir_okay=False),
+              envvar="FEDPLANE_ADMIN_CREDENTIALS", show_envvar=True,
+              help="Admin credential file: written (0600) on first start, kept while this plane knows its token.")
+@click.option("--insecure", is_flag=True, help="Check no credentials (anyone who reaches the port is admin): loopback only.")
 @tls_options
 def serve(
-    db: str, host: str, port: int, agent_port: int, metrics_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
+    db: str, host: str, port: int, agent_port: int, metrics_port: int, ui_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
-    scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, insecure: bool,
+    tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics.
 
     Embedded (default): one process on one SQLite file. Replicated (--etcd): run several, each
     with its own --port; one leads (an etcd lease, fenced writes), the others take over within ~5 s.
+    Every caller shows a credential (see ``controlplane credentials``); the first admin's is --admin-credentials.
     """
-    from controlplane import campaigning, server
+    from controlplane import auth, campaigning, server
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec, Placer
     from controlplane.runtime import Backends, ControlPlane
@@ -150,6 +203,14 @@ def serve(
     from fedcore.scheduling import profiles
 
     tls = tls_files(tls_cert, tls_key, tls_ca)
+    console = None
+    if ui_port >= 0:
+        try:
+            from controlplane.console import serving as console
+        except ImportError as exc:
+            fail(f"--ui-port: the web console needs aiohttp ({exc}): pip install 'fedplane[console]'")
+    if insecure and not auth.loopback(host):
+        fail(f"--insecure refuses to serve on {host}: without credentials anyone who reaches the port is admin; bind 127.0.0.1 or drop --insecure")
     specs = [ClusterSpec(f"c{i}", f"r{i % regions}", twin_nodes=twin_nodes) for i in range(twin_clusters)]
     try:
         if kubeconfig or contexts:
@@ -166,20 +227,41 @@ def serve(
             from controlplane.etcdstore import EtcdStore
             from controlplane.leading import Election
 
-            store = EtcdStore([e.strip() for e in etcd_endpoints.split(",") if e.strip()])
+            endpoints = [e.strip() for e in etcd_endpoints.split(",") if e.strip()]
+            store = EtcdStore(endpoints)
             plane = ControlPlane(store, backends, time.monotonic, timings, planning, lead=False, scorer_selection=scorer_selection)
+            # credentials are only ever added, so every member writes them unfenced (no leader needed to issue one)
+            checker = auth.Authenticator(EtcdStore(endpoints, prefix=store.prefix, require_fence=False))
             election = Election(store, member, advertise)
             election.leader()  # etcd must answer now: a clear error beats a member that campaigns into the void
             leadership = campaigning.Campaign(election, plane, specs)
         else:
             plane = ControlPlane(db, backends, time.monotonic, timings, planning, scorer_selection=scorer_selection)
+            checker = auth.Authenticator(plane.store)
             for spec in specs:
                 plane.register_cluster(spec)
-    except (ValueError, errors.BackendError, StoreError) as exc:
+        gate: auth.Authenticator | auth.Insecure = auth.INSECURE if insecure else checker
+        if insecure:
+            reporting.stderr.print("warning: --insecure: no credentials are checked, anyone who reaches this port is admin")
+    except (ValueError, OSError, errors.BackendError, StoreError) as exc:
         fail(str(exc))
 
     async def main() -> None:
-        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, link_port=agent_port, leadership=leadership)
+        running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, link_port=agent_port, leadership=leadership,
+                                     auth=gate)
+        if isinstance(gate, auth.Authenticator):
+            try:
+                _admin_credential(gate, admin_credentials, advertise or f"{host}:{running.port}")
+            except (OSError, ValueError, StoreError) as exc:
+                await running.stop()
+                plane.close()
+                fail(f"cannot write the admin credential to {admin_credentials}: {exc}")
+        try:
+            ui = await console.serve_plane(plane, leadership, console.viewers(gate), host, ui_port) if console else None
+        except OSError:
+            await running.stop()
+            plane.close()
+            raise
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
@@ -188,8 +270,11 @@ def serve(
             + (f"(replicated on etcd {etcd_endpoints}, member {leadership.member}: campaigning)" if etcd_endpoints
                else f"({len(specs)} clusters registered now, db {db})")
             + (f", metrics on :{running.metrics_port}/metrics" if running.metrics_port else "")
+            + (f", console on http://{host}:{ui.port}/" if ui else "")
         )
         await stop.wait()
+        if ui:
+            await ui.stop()
         await running.stop()
         plane.close()
 
@@ -197,6 +282,22 @@ def serve(
         asyncio.run(main())
     except OSError as exc:
         fail(f"cannot serve on {host}:{port}: {exc}")
+
+
+def _admin_credential(checker: Authenticator, path: str, target: str) -> None:
+    """Keep the admin credential in ``path`` if this plane knows its token; else issue one and write it there (0600)."""
+    try:
+        found = credentials.read(path) if os.path.exists(path) else None
+    except ValueError:
+        found = None
+    principal = checker.authenticate(found.token) if found is not None else None
+    if principal is not None and principal.role == "admin":
+        return
+    if os.path.exists(path):
+        reporting.stderr.print(f"{path} holds no admin credential of this control plane: writing a new one")
+    token = checker.issue("admin")
+    credentials.write(path, credentials.Credential(token, "admin", target=target))
+    reporting.stderr.print(f"admin credential written to {path} (mode 0600): export {credentials.ENV}={path}")
 
 
 @controlplane.command()
@@ -400,11 +501,8 @@ def leader(target: str, as_json: bool, tls_cert: str | None, tls_key: str | None
     """Who leads, as every member given in --target sees it (fencing token, refused writes)."""
     tls = tls_files(tls_cert, tls_key, tls_ca)
     rows: list[dict[str, Any]] = []
-    for member in [t.strip() for t in target.split(",") if t.strip()]:
-        try:
-            conn = client.connect(member, tls)
-        except ValueError as exc:
-            fail(str(exc))
+    for member in [t.strip() for t in plane_target(target).split(",") if t.strip()]:
+        conn = connect(member, tls)
         try:
             info = MessageToDict(conn.control.GetLeader(cp.GetLeaderRequest(), timeout=5), preserving_proto_field_name=True,
                                  always_print_fields_with_no_presence=True)
@@ -437,3 +535,32 @@ def decisions(limit: int, target: str, as_json: bool, tls_cert: str | None, tls_
     ])
 
 
+
+
+@controlplane.command(name="credentials")
+@click.option("--role", required=True, type=click.Choice(["viewer", "operator", "agent", "admin"]), help="What the holder may do.")
+@click.option("--cluster", default="", help="Role agent: the only cluster it acts for (required).")
+@click.option("--node", default="", help="Role agent: the only node it binds to and reports as (default: any node of its cluster).")
+@click.option("--out", required=True, type=click.Path(dir_okay=False, writable=True), help="Write the credential file here (mode 0600).")
+@client_options
+def credentials_(
+    role: str, cluster: str, node: str, out: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+) -> None:
+    """Issue a credential (admin only): a JSON file with a bearer token for the CLI (--credentials, $FEDPLANE_CREDENTIALS),
+    an agent (backend.credentials) or the web console (its token)."""
+    if role == "agent" and not cluster:
+        fail("--role agent needs --cluster (the cluster the agent acts for)")
+    if role != "agent" and (cluster or node):
+        fail(f"--cluster and --node bind an agent's credential; a {role} credential is not bound to one")
+    target = plane_target(target)
+    issued = call(target, tls_files(tls_cert, tls_key, tls_ca), "IssueCredential", cp.IssueCredentialRequest(role=role, cluster=cluster, node=node))
+    try:
+        credentials.write(out, credentials.Credential(issued.token, issued.role, issued.cluster, issued.node, target))
+    except OSError as exc:
+        fail(f"cannot write {out}: {exc.strerror or exc}")
+    summary = {"role": issued.role, "cluster": issued.cluster, "node": issued.node, "file": out, "target": target}
+    if as_json:
+        reporting.emit_json(summary)
+    else:
+        reporting.stderr.print(f"{role} credential written to {out} (mode 0600)" + (f" for cluster {cluster}" if cluster else "")
+                               + (f", node {node}" if node else ""))

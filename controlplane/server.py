@@ -2,6 +2,9 @@
 link for edge agents (the TwinCluster service without gRPC, :mod:`fedapi.agentlink`), the
 reconcile loop, and the Prometheus ``/metrics`` endpoint.
 
+Both transports check credentials (:mod:`controlplane.auth`) unless the caller passes
+:data:`~controlplane.auth.INSECURE`, which binds to loopback only: there is no default.
+
 The loop calls ``plane.tick(now)`` every probe interval in a worker thread; an exception in a
 tick is logged and the loop goes on, except a ``SimulatedCrash`` (drills), which ends it as a
 real crash would end the process. Beside it, the clusters' scorer selections run one at a time
@@ -24,6 +27,7 @@ from prometheus_client import start_http_server
 
 from controlplane.autoscaling.api import AutoscalerService
 from controlplane import selectworker
+from controlplane.auth import Authenticator, Gate, Insecure, loopback
 from controlplane.campaigning import Campaign, Leadership, Solo
 from controlplane.migrations import SimulatedCrash
 from controlplane.runtime import ControlPlane
@@ -58,6 +62,7 @@ class Running:
     campaign: asyncio.Task[None] | None = None
     leadership: Leadership = Solo()
     selection: asyncio.Task[None] | None = None
+    auth: Authenticator | Insecure = Insecure()
 
     @property
     def link_port(self) -> int:
@@ -117,17 +122,22 @@ async def select_scorers(plane: ControlPlane, clock: Callable[[], float]) -> Non
 async def start(
     plane: ControlPlane, host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
     metrics_port: int | None = None, drills: DrillRunner = _no_drills, link_port: int = 0, leadership: Leadership = Solo(),
+    *, auth: Authenticator | Insecure,
 ) -> Running:
     """Serve ``plane`` on host:port and the agents' twin link on host:link_port (0 = any free port).
 
-    With a :class:`~controlplane.campaigning.Campaign` the process campaigns for leadership and
-    acts only while it leads. Returns the bound ports and a stop handle.
+    ``auth`` checks every caller's credential; :class:`~controlplane.auth.Insecure` turns that off and is refused
+    on any host but loopback (ValueError). With a :class:`~controlplane.campaigning.Campaign` the process
+    campaigns for leadership and acts only while it leads. Returns the bound ports and a stop handle.
     """
+    if isinstance(auth, Insecure) and not loopback(host):
+        raise ValueError(f"refusing to serve without authentication on {host}: --insecure binds to loopback only (127.0.0.1, ::1)")
+    gate = auth if isinstance(auth, Authenticator) else None
     # gRPC turns SO_REUSEPORT on by default: a second control plane could then listen on the same
     # port and clients would alternate between two databases. One port, one process.
-    server = grpc.aio.server(maximum_concurrent_rpcs=512, options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(maximum_concurrent_rpcs=512, options=[("grpc.so_reuseport", 0)], interceptors=[Gate(gate)] if gate else None)
     twin = TwinClusterService(plane)
-    controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills, leadership), server)  # type: ignore[no-untyped-call]
+    controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills, leadership, gate), server)  # type: ignore[no-untyped-call]
     twincluster_pb2_grpc.add_TwinClusterServicer_to_server(twin, server)  # type: ignore[no-untyped-call]
     autoscale_pb2_grpc.add_AutoscalerServicer_to_server(AutoscalerService(plane), server)  # type: ignore[no-untyped-call]
     health = health_aio.HealthServicer()
@@ -144,7 +154,7 @@ async def start(
         raise OSError(f"cannot listen on {address}")
     await server.start()
     link_tls = agentlink.tls_context(str(tls.cert), str(tls.key), str(tls.ca), server=True) if tls else None
-    link = LinkServer(twin, host, link_port, link_tls)  # agents' reports and binds under the same mTLS as gRPC
+    link = LinkServer(twin, host, link_port, link_tls, gate)  # agents' reports and binds under the same mTLS and credentials as gRPC
     try:
         await link.start()
     except OSError:
@@ -162,4 +172,4 @@ async def start(
         election.address = election.address or f"{host}:{bound}"
         election.member = election.member or election.address
         campaign = asyncio.create_task(leadership.run())
-    return Running(server, bound, plane, task, link, mport, metrics, campaign, leadership, selection)
+    return Running(server, bound, plane, task, link, mport, metrics, campaign, leadership, selection, auth)

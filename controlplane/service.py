@@ -16,6 +16,7 @@ from typing import Any, NoReturn, TypeVar
 import grpc
 
 from controlplane import convert
+from controlplane.auth import Authenticator
 from controlplane.campaigning import Leadership, Solo
 from controlplane.runtime import ControlPlane
 from controlplane.store import Fenced, StoreUnavailable
@@ -72,8 +73,9 @@ async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: An
 
 
 class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
-    def __init__(self, plane: ControlPlane, drills: DrillRunner, leadership: Leadership = Solo()) -> None:
-        self.plane, self.drills, self.leadership = plane, drills, leadership
+    def __init__(self, plane: ControlPlane, drills: DrillRunner, leadership: Leadership = Solo(), auth: Authenticator | None = None) -> None:
+        """``auth``: where credentials are issued (None: this plane checks none, and issues none)."""
+        self.plane, self.drills, self.leadership, self.auth = plane, drills, leadership, auth
 
     async def _lead(self, context: grpc.aio.ServicerContext) -> None:
         """Writes only on the leader: a standby names it (message and ``fedplane-leader`` trailing metadata)."""
@@ -180,6 +182,13 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
     async def ListAgents(self, request: cp.ListAgentsRequest, context: grpc.aio.ServicerContext) -> cp.ListAgentsResponse:
         rows = await _run(context, self.plane.agents, request.cluster)
         return cp.ListAgentsResponse(clusters=[convert.cluster_agents(*row) for row in rows])
+
+    async def IssueCredential(self, request: cp.IssueCredentialRequest, context: grpc.aio.ServicerContext) -> cp.IssuedCredential:
+        """Any member issues (credentials are added, never changed: no leader needed; etcd keeps them for all)."""
+        if self.auth is None:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "this control plane runs --insecure: it checks no credentials and issues none")
+        token = await _run(context, self.auth.issue, request.role, request.cluster, request.node)
+        return cp.IssuedCredential(token=token, role=request.role, cluster=request.cluster, node=request.node)
 
     async def RunDrill(self, request: cp.RunDrillRequest, context: grpc.aio.ServicerContext) -> cp.DrillReport:
         report = await _run(context, self.drills, request.scenario, request.runs or 1, request.seed)

@@ -69,6 +69,7 @@ class BackendSection:
     timeout: float = _opt(5.0, "seconds before a back-end call counts as failed (retried with backoff)")
     status_interval: float = _opt(10.0, "seconds between node-status reports to the back end")
     relist_interval: float = _opt(60.0, "seconds between full relists of the cluster's pods (a missed watch event strands nothing)")
+    credentials: str = _opt("", "credential file of role agent for this cluster (`controlplane credentials --role agent --cluster C [--node N]`): shown on the twin link and with reports; empty = none (a plane that checks credentials refuses the agent)")
 
 
 @dataclass(frozen=True, slots=True)

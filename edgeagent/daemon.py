@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedapi import agentlink
+from fedapi import agentlink, credentials
 from fedcore.agentcmd import LOSS_ENV
 from fedcore.nodes import Node
 
@@ -122,7 +122,7 @@ def make_cluster(config: AgentConfig) -> ClusterAPI:
         return KubeCluster(config.backend.kubeconfig, config.backend.scheduler_name, config.backend.timeout)
     from edgeagent.planeclient import PlaneClient
 
-    return PlaneClient(config.backend.address, config.cluster, config.backend.timeout, link_tls(config))
+    return PlaneClient(config.backend.address, config.cluster, config.backend.timeout, link_tls(config), credentials.token_in(config.backend.credentials))
 
 
 def link_tls(config: AgentConfig) -> Any:
@@ -440,7 +440,7 @@ class Agent:
 
         shared = isinstance(self.cluster, PlaneClient) and address == self.config.backend.address
         channel = (self.cluster.channel if isinstance(self.cluster, PlaneClient) and shared
-                   else agentlink.LinkChannel(address, link_tls(self.config)))
+                   else agentlink.LinkChannel(address, link_tls(self.config), credentials.token_in(self.config.backend.credentials)))
         interval = backoff = self.config.report.interval
         try:
             while True:

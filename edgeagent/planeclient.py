@@ -18,11 +18,12 @@ from fedcore.nodes import Node
 
 
 class PlaneClient:
-    def __init__(self, address: str, cluster: str, timeout: float, tls: Any = None) -> None:
-        """``tls``: an ``ssl.SSLContext`` for mutual TLS (:func:`fedapi.agentlink.tls_context`), None for plain TCP."""
+    def __init__(self, address: str, cluster: str, timeout: float, tls: Any = None, token: str = "") -> None:
+        """``tls``: an ``ssl.SSLContext`` for mutual TLS (:func:`fedapi.agentlink.tls_context`), None for plain TCP;
+        ``token``: the agent's bearer token, shown first on each connection ("" = none)."""
         self.cluster = cluster
         self.timeout = timeout
-        self.channel = LinkChannel(address, tls)
+        self.channel = LinkChannel(address, tls, token)
 
     async def watch(self) -> AsyncIterator[PodUpdate]:
         try:

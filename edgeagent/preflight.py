@@ -42,6 +42,10 @@ def local_problems(config: AgentConfig, ports: bool = True) -> list[str]:
             tls_context(config.tls.cert, config.tls.key, config.tls.ca, server=False)
         except ValueError as exc:
             problems.append(f"tls: {exc}")
+    if config.backend.credentials:
+        problem = credentials_problem(config)
+        if problem:
+            problems.append(f"backend.credentials: {problem}")
     problem = data_dir_problem(config.data_path)
     if problem:
         problems.append(f"data_dir: {problem}")
@@ -51,6 +55,23 @@ def local_problems(config: AgentConfig, ports: bool = True) -> list[str]:
     if ports:
         problems += port_problems(config)
     return problems
+
+
+def credentials_problem(config: AgentConfig) -> str | None:
+    """Why the agent's credential file would be refused (None: it is one for this agent's cluster and node)."""
+    from fedapi import credentials
+
+    try:
+        found = credentials.read(config.backend.credentials)
+    except ValueError as exc:
+        return str(exc)
+    if found.role != "agent":
+        return f"{config.backend.credentials} is a {found.role} credential; an agent needs one of role agent"
+    if found.cluster != config.cluster:
+        return f"{config.backend.credentials} is for cluster {found.cluster!r}, this agent's is {config.cluster!r}"
+    if found.node and found.node != config.node_name:
+        return f"{config.backend.credentials} is for node {found.node!r}, this agent is {config.node_name!r}"
+    return None
 
 
 def data_dir_problem(path: Path) -> str | None:

@@ -10,7 +10,9 @@ servicer objects as gRPC, so the two transports cannot drift apart.
 
 A frame is ``length:u32 | kind:u8 | call:u32 | method:u8 | body`` (big-endian; ``length``
 counts everything after itself). Many calls share a connection; a watch is a call whose
-ITEM frames keep coming until END, ERROR or the client's CANCEL. With mTLS on (``tls_context``) the
+ITEM frames keep coming until END, ERROR or the client's CANCEL. A client with a credential sends it first, as
+one AUTH frame (the token as its body, call 0) on each connection; a server that checks credentials answers a
+missing or unknown one with an ERROR on call 0 and hangs up, which fails every call on that connection. With mTLS on (``tls_context``) the
 connection is TLS and each side proves itself with a certificate the other side's CA signed. Lengths are never
 trusted: a frame over :data:`MAX_FRAME` or of an unknown kind ends the connection, and
 every call on it fails with :class:`LinkError`; a call the server cannot serve gets an
@@ -54,6 +56,7 @@ class Kind(IntEnum):
     CALL = 1
     WATCH = 2
     CANCEL = 3
+    AUTH = 4
     REPLY = 17
     ITEM = 18
     END = 19
@@ -136,9 +139,10 @@ def parse_error(body: bytes) -> LinkError:
 class LinkChannel:
     """A client's connection, opened on first use and again after it breaks."""
 
-    def __init__(self, address: str, tls: Any = None) -> None:
-        """``tls``: an ``ssl.SSLContext`` from :func:`tls_context` (None: plain TCP)."""
-        self.tls = tls
+    def __init__(self, address: str, tls: Any = None, token: str = "") -> None:
+        """``tls``: an ``ssl.SSLContext`` from :func:`tls_context` (None: plain TCP); ``token``: the bearer token
+        shown first on every connection ("" = none)."""
+        self.tls, self.token = tls, token
         host, sep, port = address.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"expected host:port, got {address!r}")
@@ -218,14 +222,21 @@ class LinkChannel:
                                                    f"{CONNECT_TIMEOUT:g}s") from None
                 except OSError as exc:
                     raise LinkError("UNAVAILABLE", f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+                if self.token:
+                    self._writer.write(pack(Kind.AUTH, 0, 0, self.token.encode()))
                 self._reader_task = asyncio.get_running_loop().create_task(self._read(reader, self._writer))
             return self._writer
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         reason = "connection closed by the server"
+        refused: LinkError | None = None
         try:
             while True:
                 frame = await read_frame(reader)
+                if frame.call == 0 and frame.kind is Kind.ERROR:  # the connection itself was refused (its credential)
+                    refused = parse_error(frame.body)
+                    log.warning("twin link %s:%d: %s", self.host, self.port, refused)
+                    break
                 deliver = self._calls.get(frame.call)
                 if deliver is not None:
                     deliver(frame)
@@ -238,7 +249,7 @@ class LinkChannel:
             writer.close()
             if self._writer is writer:
                 self._writer = None
-            self._broken(LinkError("UNAVAILABLE", reason))
+            self._broken(refused or LinkError("UNAVAILABLE", reason))
 
     def _broken(self, error: LinkError) -> None:
         calls, self._calls = self._calls, {}

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0f\x61utoscale.proto\x12\x0b\x66\x65\x64plane.v1\"\xcb\x01\n\rAutoscaleSpec\x12\x10\n\x08workload\x18\x01 \x01(\t\x12\x0e\n\x06series\x18\x02 \x01(\t\x12\x10\n\x08stride_s\x18\x03 \x01(\x01\x12\x0e\n\x06policy\x18\x04 \x01(\t\x12\x14\n\x0cmin_replicas\x18\x05 \x01(\x05\x12\x14\n\x0cmax_replicas\x18\x06 \x01(\x05\x12\x16\n\tstartup_s\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x15\n\rpeak_replicas\x18\x08 \x01(\x01\x12\r\n\x05speed\x18\t \x01(\x01\x42\x0c\n\n_startup_s\"B\n\x16\x45nableAutoscaleRequest\x12(\n\x04spec\x18\x01 \x01(\x0b\x32\x1a.fedplane.v1.AutoscaleSpec\"\'\n\x13GetAutoscaleRequest\x12\x10\n\x08workload\x18\x01 \x01(\t\"+\n\x17\x44isableAutoscaleRequest\x12\x10\n\x08workload\x18\x01 \x01(\t\"\xc5\x01\n\x0f\x41utoscaleStatus\x12(\n\x04spec\x18\x01 \x01(\x0b\x32\x1a.fedplane.v1.AutoscaleSpec\x12\x10\n\x08\x66\x61llback\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65mand\x18\x03 \x01(\x01\x12\x10\n\x08\x66orecast\x18\x04 \x01(\x01\x12\x0f\n\x07\x64\x65sired\x18\x05 \x01(\x05\x12\r\n\x05ready\x18\x06 \x01(\x05\x12\x10\n\x08replicas\x18\x07 \x01(\x05\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x12\n\nenabled_at\x18\t \x01(\x01\"I\n\x14GetAutoscaleResponse\x12\x31\n\x0b\x61utoscalers\x18\x01 \x03(\x0b\x32\x1c.fedplane.v1.AutoscaleStatus2\x8f\x02\n\nAutoscaler\x12T\n\x0f\x45nableAutoscale\x12#.fedplane.v1.EnableAutoscaleRequest\x1a\x1c.fedplane.v1.AutoscaleStatus\x12S\n\x0cGetAutoscale\x12 .fedplane.v1.GetAutoscaleRequest\x1a!.fedplane.v1.GetAutoscaleResponse\x12V\n\x10\x44isableAutoscale\x12$.fedplane.v1.DisableAutoscaleRequest\x1a\x1c.fedplane.v1.AutoscaleStatusb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0f\x61utoscale.proto\x12\x0b\x66\x65\x64plane.v1\"\xdb\x01\n\rAutoscaleSpec\x12\x10\n\x08workload\x18\x01 \x01(\t\x12\x0e\n\x06series\x18\x02 \x01(\t\x12\x10\n\x08stride_s\x18\x03 \x01(\x01\x12\x0e\n\x06policy\x18\x04 \x01(\t\x12\x14\n\x0cmin_replicas\x18\x05 \x01(\x05\x12\x14\n\x0cmax_replicas\x18\x06 \x01(\x05\x12\x16\n\tstartup_s\x18\x07 \x01(\x01H\x00\x88\x01\x01\x12\x15\n\rpeak_replicas\x18\x08 \x01(\x01\x12\r\n\x05speed\x18\t \x01(\x01\x12\x0e\n\x06values\x18\n \x03(\x01\x42\x0c\n\n_startup_s\"B\n\x16\x45nableAutoscaleRequest\x12(\n\x04spec\x18\x01 \x01(\x0b\x32\x1a.fedplane.v1.AutoscaleSpec\"\'\n\x13GetAutoscaleRequest\x12\x10\n\x08workload\x18\x01 \x01(\t\"+\n\x17\x44isableAutoscaleRequest\x12\x10\n\x08workload\x18\x01 \x01(\t\"\xc5\x01\n\x0f\x41utoscaleStatus\x12(\n\x04spec\x18\x01 \x01(\x0b\x32\x1a.fedplane.v1.AutoscaleSpec\x12\x10\n\x08\x66\x61llback\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65mand\x18\x03 \x01(\x01\x12\x10\n\x08\x66orecast\x18\x04 \x01(\x01\x12\x0f\n\x07\x64\x65sired\x18\x05 \x01(\x05\x12\r\n\x05ready\x18\x06 \x01(\x05\x12\x10\n\x08replicas\x18\x07 \x01(\x05\x12\x0e\n\x06reason\x18\x08 \x01(\t\x12\x12\n\nenabled_at\x18\t \x01(\x01\"I\n\x14GetAutoscaleResponse\x12\x31\n\x0b\x61utoscalers\x18\x01 \x03(\x0b\x32\x1c.fedplane.v1.AutoscaleStatus2\x8f\x02\n\nAutoscaler\x12T\n\x0f\x45nableAutoscale\x12#.fedplane.v1.EnableAutoscaleRequest\x1a\x1c.fedplane.v1.AutoscaleStatus\x12S\n\x0cGetAutoscale\x12 .fedplane.v1.GetAutoscaleRequest\x1a!.fedplane.v1.GetAutoscaleResponse\x12V\n\x10\x44isableAutoscale\x12$.fedplane.v1.DisableAutoscaleRequest\x1a\x1c.fedplane.v1.AutoscaleStatusb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,17 +32,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'autoscale_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_AUTOSCALESPEC']._serialized_start=33
-  _globals['_AUTOSCALESPEC']._serialized_end=236
-  _globals['_ENABLEAUTOSCALEREQUEST']._serialized_start=238
-  _globals['_ENABLEAUTOSCALEREQUEST']._serialized_end=304
-  _globals['_GETAUTOSCALEREQUEST']._serialized_start=306
-  _globals['_GETAUTOSCALEREQUEST']._serialized_end=345
-  _globals['_DISABLEAUTOSCALEREQUEST']._serialized_start=347
-  _globals['_DISABLEAUTOSCALEREQUEST']._serialized_end=390
-  _globals['_AUTOSCALESTATUS']._serialized_start=393
-  _globals['_AUTOSCALESTATUS']._serialized_end=590
-  _globals['_GETAUTOSCALERESPONSE']._serialized_start=592
-  _globals['_GETAUTOSCALERESPONSE']._serialized_end=665
-  _globals['_AUTOSCALER']._serialized_start=668
-  _globals['_AUTOSCALER']._serialized_end=939
+  _globals['_AUTOSCALESPEC']._serialized_end=252
+  _globals['_ENABLEAUTOSCALEREQUEST']._serialized_start=254
+  _globals['_ENABLEAUTOSCALEREQUEST']._serialized_end=320
+  _globals['_GETAUTOSCALEREQUEST']._serialized_start=322
+  _globals['_GETAUTOSCALEREQUEST']._serialized_end=361
+  _globals['_DISABLEAUTOSCALEREQUEST']._serialized_start=363
+  _globals['_DISABLEAUTOSCALEREQUEST']._serialized_end=406
+  _globals['_AUTOSCALESTATUS']._serialized_start=409
+  _globals['_AUTOSCALESTATUS']._serialized_end=606
+  _globals['_GETAUTOSCALERESPONSE']._serialized_start=608
+  _globals['_GETAUTOSCALERESPONSE']._serialized_end=681
+  _globals['_AUTOSCALER']._serialized_start=684
+  _globals['_AUTOSCALER']._serialized_end=955
 # @@protoc_insertion_point(module_scope)

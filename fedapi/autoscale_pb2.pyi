@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AutoscaleSpec(_message.Message):
-    __slots__ = ("workload", "series", "stride_s", "policy", "min_replicas", "max_replicas", "startup_s", "peak_replicas", "speed")
+    __slots__ = ("workload", "series", "stride_s", "policy", "min_replicas", "max_replicas", "startup_s", "peak_replicas", "speed", "values")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     SERIES_FIELD_NUMBER: _ClassVar[int]
     STRIDE_S_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class AutoscaleSpec(_message.Message):
     STARTUP_S_FIELD_NUMBER: _ClassVar[int]
     PEAK_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     SPEED_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
     workload: str
     series: str
     stride_s: float
@@ -27,7 +28,8 @@ class AutoscaleSpec(_message.Message):
     startup_s: float
     peak_replicas: float
     speed: float
-    def __init__(self, workload: _Optional[str] = ..., series: _Optional[str] = ..., stride_s: _Optional[float] = ..., policy: _Optional[str] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., startup_s: _Optional[float] = ..., peak_replicas: _Optional[float] = ..., speed: _Optional[float] = ...) -> None: ...
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, workload: _Optional[str] = ..., series: _Optional[str] = ..., stride_s: _Optional[float] = ..., policy: _Optional[str] = ..., min_replicas: _Optional[int] = ..., max_replicas: _Optional[int] = ..., startup_s: _Optional[float] = ..., peak_replicas: _Optional[float] = ..., speed: _Optional[float] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class EnableAutoscaleRequest(_message.Message):
     __slots__ = ("spec",)

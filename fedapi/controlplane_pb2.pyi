@@ -588,3 +588,25 @@ class LeaderInfo(_message.Message):
     writes_refused: int
     take_over_s: float
     def __init__(self, is_leader: _Optional[bool] = ..., leader: _Optional[str] = ..., fencing_token: _Optional[int] = ..., member: _Optional[str] = ..., writes_refused: _Optional[int] = ..., take_over_s: _Optional[float] = ...) -> None: ...
+
+class IssueCredentialRequest(_message.Message):
+    __slots__ = ("role", "cluster", "node")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    cluster: str
+    node: str
+    def __init__(self, role: _Optional[str] = ..., cluster: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...
+
+class IssuedCredential(_message.Message):
+    __slots__ = ("token", "role", "cluster", "node")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    role: str
+    cluster: str
+    node: str
+    def __init__(self, token: _Optional[str] = ..., role: _Optional[str] = ..., cluster: _Optional[str] = ..., node: _Optional[str] = ...) -> None: ...

@@ -100,6 +100,11 @@ class ControlPlaneStub:
                 request_serializer=controlplane__pb2.ListAgentsRequest.SerializeToString,
                 response_deserializer=controlplane__pb2.ListAgentsResponse.FromString,
                 _registered_method=True)
+        self.IssueCredential = channel.unary_unary(
+                '/fedplane.v1.ControlPlane/IssueCredential',
+                request_serializer=controlplane__pb2.IssueCredentialRequest.SerializeToString,
+                response_deserializer=controlplane__pb2.IssuedCredential.FromString,
+                _registered_method=True)
 
 
 class ControlPlaneServicer:
@@ -189,6 +194,13 @@ class ControlPlaneServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IssueCredential(self, request, context):
+        """Issues a bearer credential of a role (admin only); the plane keeps only the token's SHA-256.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControlPlaneServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -256,6 +268,11 @@ def add_ControlPlaneServicer_to_server(servicer, server):
                     servicer.ListAgents,
                     request_deserializer=controlplane__pb2.ListAgentsRequest.FromString,
                     response_serializer=controlplane__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'IssueCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueCredential,
+                    request_deserializer=controlplane__pb2.IssueCredentialRequest.FromString,
+                    response_serializer=controlplane__pb2.IssuedCredential.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -609,6 +626,33 @@ class ControlPlane:
             '/fedplane.v1.ControlPlane/ListAgents',
             controlplane__pb2.ListAgentsRequest.SerializeToString,
             controlplane__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedplane.v1.ControlPlane/IssueCredential',
+            controlplane__pb2.IssueCredentialRequest.SerializeToString,
+            controlplane__pb2.IssuedCredential.FromString,
             options,
             channel_credentials,
             insecure,

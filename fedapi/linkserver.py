@@ -4,6 +4,10 @@ See :mod:`fedapi.agentlink` for the frames. This side converts each request map 
 service's protobuf request (``json_format.ParseDict``: unknown fields and wrong types are
 refused with INVALID_ARGUMENT) and each reply to a map of *every* field, defaults
 included, so the agent reads fields without knowing proto3's defaults.
+
+With a :class:`Gate` (the control plane's credentials) a connection's first frame must be AUTH with a token the
+gate knows, else the server answers one ERROR on call 0 (UNAUTHENTICATED) and hangs up; the principal is bound to
+the connection and each call is checked against it (its role, cluster and node: PERMISSION_DENIED).
 """
 
 from __future__ import annotations
@@ -58,6 +62,18 @@ def from_wire(message: Wire, kind: type[Message]) -> Message:
     return json_format.ParseDict(message, kind())
 
 
+class Gate(Protocol):
+    """Who may use the link: the control plane's :class:`controlplane.auth.Authenticator` fits."""
+
+    async def admit(self, token: str) -> Any:
+        """The principal ``token`` speaks for, None when unknown."""
+        ...
+
+    def refusal(self, principal: Any, method: str, request: Message) -> str | None:
+        """Why ``principal`` may not call ``method`` (a full gRPC path) with ``request``; None when it may."""
+        ...
+
+
 class _Abort(Exception):
     def __init__(self, code: str, details: str) -> None:
         super().__init__(details)
@@ -80,13 +96,16 @@ class _Context:
 class _Served:
     """One client connection: its calls run as tasks; replies are written in order per call."""
 
-    def __init__(self, servicer: object, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, servicer: object, writer: asyncio.StreamWriter, gate: Gate | None = None, principal: Any = None) -> None:
         self.servicer = servicer
         self.writer = writer
+        self.gate, self.principal = gate, principal
         self.calls: dict[int, asyncio.Task[None]] = {}
         self._context = _Context()
 
     def start(self, frame: Frame) -> None:
+        if frame.kind is Kind.AUTH:
+            return  # the connection's credential is read once, before any call (LinkServer._admit)
         if frame.kind is Kind.CANCEL:
             task = self.calls.pop(frame.call, None)
             if task is not None:
@@ -110,6 +129,9 @@ class _Served:
                 request = from_wire(decode(frame.body), request_type)
             except (ValueError, json_format.ParseError) as exc:
                 raise _Abort("INVALID_ARGUMENT", f"{name}: bad request: {exc}") from exc
+            why = self.gate.refusal(self.principal, f"/{_SERVICE.full_name}/{name}", request) if self.gate is not None else None
+            if why is not None:
+                raise _Abort("PERMISSION_DENIED", why)
             method = getattr(self.servicer, name)
             if streaming:
                 async for item in method(request, self._context):
@@ -139,9 +161,10 @@ class _Served:
 class LinkServer:
     """Serves a TwinCluster servicer (the control plane's, or a test harness's) over the link."""
 
-    def __init__(self, servicer: object, host: str = "127.0.0.1", port: int = 0, tls: Any = None) -> None:
-        """``tls``: an ``ssl.SSLContext`` (:func:`fedapi.agentlink.tls_context`, server side) for mutual TLS."""
-        self.servicer, self.host, self.port, self.tls = servicer, host, port, tls
+    def __init__(self, servicer: object, host: str = "127.0.0.1", port: int = 0, tls: Any = None, gate: Gate | None = None) -> None:
+        """``tls``: an ``ssl.SSLContext`` (:func:`fedapi.agentlink.tls_context`, server side) for mutual TLS;
+        ``gate``: who may call (None: anyone who connects)."""
+        self.servicer, self.host, self.port, self.tls, self.gate = servicer, host, port, tls, gate
         self._server: asyncio.Server | None = None
         self._open: set[_Served] = set()
         self._handlers: set[asyncio.Task[Any]] = set()
@@ -162,12 +185,16 @@ class LinkServer:
             await self._server.wait_closed()
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        served = _Served(self.servicer, writer)
+        served = _Served(self.servicer, writer, self.gate)
         self._open.add(served)
         handler = asyncio.current_task()
         if handler is not None:
             self._handlers.add(handler)
         try:
+            if self.gate is not None:
+                served.principal = await self._admit(reader, writer, self.gate)
+                if served.principal is None:
+                    return
             while True:
                 served.start(await read_frame(reader))
         except ProtocolError as exc:
@@ -178,3 +205,20 @@ class LinkServer:
             self._open.discard(served)
             self._handlers.discard(handler)
             served.close()
+
+    @staticmethod
+    async def _admit(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, gate: Gate) -> Any:
+        """The principal of the connection's first frame (AUTH), or None once the client was told why not."""
+        first = await read_frame(reader)
+        token = first.body.decode("ascii", "replace") if first.kind is Kind.AUTH else ""
+        try:
+            principal = await gate.admit(token) if token else None
+        except Exception as exc:  # the credential store cannot answer now: the agent retries
+            log.warning("twin link: cannot check a credential: %s", exc)
+            writer.write(pack(Kind.ERROR, 0, 0, error_body("UNAVAILABLE", f"cannot check credentials now: {exc}")))
+            return None
+        if principal is None:
+            why = "unknown credential (not issued by this control plane)" if token else "no credential on this connection"
+            writer.write(pack(Kind.ERROR, 0, 0, error_body("UNAUTHENTICATED", f"{why}: give the agent backend.credentials "
+                                                                              "(a file from 'fedplane controlplane credentials --role agent')")))
+        return principal

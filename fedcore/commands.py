@@ -23,6 +23,19 @@ PLOT_STEP = 0.005
 """Share of cluster GPU arrived between two points of the openb protocol's plot."""
 
 
+class FiniteRange(click.FloatRange):
+    """A :class:`click.FloatRange` that also refuses ``nan`` and ``inf`` (every comparison with NaN is false, so click's
+    own range lets it through)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return rv
+
+
 def fail(message: str) -> NoReturn:
     """Print a clear error and exit non-zero (bad input is the user's to fix, not a traceback)."""
     reporting.error(message)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fedcore import kubeobjects
@@ -112,3 +113,151 @@ def test_a_node_of_the_wrong_shape_comes_back_with_its_problem_never_an_exceptio
     assert node.problem.startswith(problem) and node.capacity.cpu_milli == 0
     with pytest.raises(kubeobjects.KubeObjectError):
         node.to_node()  # never placed on
+
+
+# ---- autoscaling series: the server opens no path a client names ------------------------------------
+
+SECRET = "root:$6$salt$hash:19000:0:99999:7:::"
+
+
+class Aborted(Exception):
+    """What a fake gRPC context's ``abort`` raises: the status code and details a client would get."""
+
+
+class FakeContext:
+    async def abort(self, code: object, details: str) -> None:
+        raise Aborted(code, details)
+
+
+def _plane(tmp_path: Path, *workloads: str) -> object:
+    from controlplane.registry import ClusterSpec
+    from controlplane.runtime import Backends, ControlPlane
+    from controlplane.workloads import Template, Workload
+
+    clock = lambda: 0.0  # noqa: E731
+    plane = ControlPlane(tmp_path / "cp.db", Backends(clock), clock)
+    plane.register_cluster(ClusterSpec("a", "r0"))
+    plane.tick(0.0)
+    for name in workloads:
+        plane.submit(Workload(name, 2, Template(250, 256)), dry_run=False)
+    return plane
+
+
+def _enable(plane: object, **spec: object) -> tuple[object, str]:
+    """EnableAutoscale through the servicer, as the server runs it: (status code, details) of a refusal."""
+    import asyncio
+
+    from controlplane.autoscaling.api import AutoscalerService
+    from fedapi import autoscale_pb2 as pb
+
+    request = pb.EnableAutoscaleRequest(spec=pb.AutoscaleSpec(**spec))
+    try:
+        asyncio.run(AutoscalerService(plane).EnableAutoscale(request, FakeContext()))  # type: ignore[arg-type]
+    except Aborted as exc:
+        return exc.args[0], exc.args[1]
+    return "OK", ""
+
+
+def test_the_server_never_opens_a_series_path_a_client_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import grpc
+
+    secret = tmp_path / "shadow"
+    secret.write_text(SECRET + "\n")
+    opened: list[str] = []
+    real_open = Path.open
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: opened.append(str(self)) or real_open(self, *a, **k))
+    plane = _plane(tmp_path, "w1")
+    try:
+        code, details = _enable(plane, workload="w1", series=str(secret))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "neither a packaged series" in details and "root:" not in details
+        assert str(secret) not in opened
+        assert plane.autoscaling.statuses() == [] and plane.autoscaling.book.all() == []  # nothing enabled, nothing stored
+    finally:
+        plane.close()
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ({"values": [1.0, 2.0, float("nan")]}, "sample 3 is not a finite number in 0..1e+12"),
+    ({"values": [1.0, float("inf")]}, "sample 2 is not a finite number"),
+    ({"values": [1.0, -1.0]}, "sample 2 is not a finite number"),
+    ({"values": [1e308]}, "sample 1 is not a finite number"),
+    ({"values": [1.0] * 20_001}, "20001 samples, at most 20000"),
+    ({"values": [1.0], "peak_replicas": float("nan")}, "peak_replicas must be a number in 0.1..500, not nan"),
+    ({"values": [1.0], "speed": 1e308}, "speed must be a number in 0.001..1000"),
+    ({"values": [1.0], "startup_s": float("inf")}, "startup_s must be a number in 0..86400, not inf"),
+    ({"values": [1.0], "series": "x" * 129}, "in at most 128 printable characters"),
+])
+def test_a_bad_series_or_spec_is_refused_on_enable_and_nothing_is_enabled(tmp_path: Path, spec: dict[str, object], why: str) -> None:
+    import grpc
+
+    plane = _plane(tmp_path, "w1")
+    try:
+        code, details = _enable(plane, **{"workload": "w1", "series": "load.csv", **spec})
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and why in details, details
+        assert plane.autoscaling.statuses() == [] and plane.autoscaling.book.all() == []
+    finally:
+        plane.close()
+
+
+@pytest.mark.parametrize(("content", "why"), [
+    (b"", "no samples (empty, or a header only)"),
+    (b"demand\n", "no samples (empty, or a header only)"),
+    (b"demand\n1\n2\nnan\n", "line 4 is not a finite number in 0..1e+12"),
+    (b"1\ninf\n", "line 2 is not a finite number in 0..1e+12"),
+    (b"1\n-3\n", "line 2 is not a finite number in 0..1e+12"),
+    (b"1\n\n2\n", "line 2 is not a number"),
+    ((SECRET + "\ndaemon:*:19000:0:99999:7:::\n").encode(), "line 2 is not a number"),
+    (b"1\n" + b"9" * 5000 + b"\n", "line 2 is longer than 4096 bytes"),
+    (b"1\n\xff\n", "line 2 is not UTF-8 text in CSV"),
+    (b"1\n" * 20_001, "more than 20000 samples (line 20001)"),
+])
+def test_the_client_reads_its_csv_and_refuses_it_by_line_never_echoing_it(tmp_path: Path, content: bytes, why: str) -> None:
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+
+    path = tmp_path / "load.csv"
+    path.write_bytes(content)
+    result = CliRunner().invoke(main, ["autoscale", "enable", "w1", "--series", str(path), "--target", "127.0.0.1:1"])
+    assert result.exit_code == 2, result.output
+    assert f"error: series {path}: {why}" in result.output.splitlines()
+    assert "root:" not in result.output and "daemon:" not in result.output
+
+
+def test_a_bom_headed_csv_is_read_by_the_client() -> None:
+    from controlplane.autoscaling import series as sr
+
+    assert sr._samples(Path("x.csv"), [b"\xef\xbb\xbf1.5\n", b"2\n"]) == [1.5, 2.0]
+
+
+@pytest.mark.parametrize("option", ["--peak-replicas", "--speed", "--startup-s", "--stride-s"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_the_client_refuses_a_non_finite_number_before_connecting(option: str, value: str) -> None:
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+
+    result = CliRunner().invoke(main, ["autoscale", "enable", "w1", option, value, "--target", "127.0.0.1:1"])
+    assert result.exit_code == 2 and f"Invalid value for '{option}'" in result.output, result.output
+    assert f"'{value}' is not a finite number." in result.output or f"{value} is not in the range" in result.output
+
+
+def test_one_failing_autoscaler_stalls_no_other_and_its_status_says_why(tmp_path: Path) -> None:
+    from controlplane.autoscaling.specs import AutoscaleSpec
+
+    plane = _plane(tmp_path, "bad", "good")
+    try:
+        wave = tuple(float(10 + (i % 30)) for i in range(400))
+        for name in ("bad", "good"):
+            plane.autoscaling.enable(AutoscaleSpec(name, "wave.csv", values=wave, stride_s=60.0, speed=60.0, startup_s=1.0), 0.0)
+        plane.autoscaling.scalers["bad"].replay = np.array([])  # an empty replay, as an empty series once gave: modulo by zero
+        for t in range(1, 40):
+            plane.tick(float(t))
+        bad, good = plane.autoscaling.status("bad"), plane.autoscaling.status("good")
+        assert bad.reason == "failed: ZeroDivisionError: integer modulo by zero; replicas kept"
+        assert good.reason.startswith("forecast_hpa:") and good.desired != 2  # the other one kept deciding
+        failures = [d for d in plane.registry.decisions(1000) if d.kind == "autoscale-failed"]
+        assert [(d.workload, d.reasons) for d in failures] == [("bad", ("ZeroDivisionError: integer modulo by zero",))]  # once
+        assert plane.registry.placements("bad")[0].replicas == 2
+    finally:
+        plane.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import grpc
 
+from controlplane.autoscaling import series as sr
 from controlplane.autoscaling.actuating import Status
 from controlplane.autoscaling.specs import AutoscaleSpec
 from controlplane.runtime import ControlPlane
@@ -17,11 +18,15 @@ from fedapi import autoscale_pb2 as pb, autoscale_pb2_grpc
 
 
 def spec_from(m: pb.AutoscaleSpec) -> AutoscaleSpec:
-    d = AutoscaleSpec(m.workload or "x")
+    """The spec a client asked for; out-of-bounds values (and a series of more than
+    :data:`~controlplane.autoscaling.series.MAX_SAMPLES` samples) raise ValueError."""
+    if len(m.values) > sr.MAX_SAMPLES:  # before copying them out of the message
+        raise sr.SeriesError(f"series {m.series[:60]!r}: {len(m.values)} samples, at most {sr.MAX_SAMPLES}")
+    d = AutoscaleSpec("x")
     return AutoscaleSpec(
         m.workload, m.series or d.series, m.stride_s, m.policy or d.policy, m.min_replicas or d.min_replicas,
         m.max_replicas or d.max_replicas, m.startup_s if m.HasField("startup_s") else d.startup_s,
-        m.peak_replicas or d.peak_replicas, m.speed or d.speed,
+        m.peak_replicas or d.peak_replicas, m.speed or d.speed, values=tuple(m.values),
     )
 
 

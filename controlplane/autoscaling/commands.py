@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from controlplane.autoscaling.controllers import MAX_REPLICAS
 from controlplane.commands import client_options, tls_files
 from fedcore import reporting
-from fedcore.commands import fail
+from fedcore.commands import FiniteRange, fail
 
 
 def _call(target: str, tls: object, method: str, request: object) -> object:
@@ -55,22 +58,33 @@ def autoscale() -> None:
 @autoscale.command()
 @click.argument("workload")
 @click.option("--series", default="alibaba2018-cpu", show_default=True,
-              help="Demand to replay: alibaba2018-cpu, google2019-cpu, google2019-mem, azure2-cpu, dlrm-app_N, or a CSV path on the control plane's host.")
-@click.option("--stride-s", type=click.FloatRange(min=0), default=0.0, help="Seconds between CSV samples (default 60).")
+              help="Demand to replay: alibaba2018-cpu, google2019-cpu, google2019-mem, azure2-cpu, dlrm-app_N, or a CSV file here "
+                   "(one sample per line, at most 20,000): this command reads it and sends the samples.")
+@click.option("--stride-s", type=FiniteRange(0, 86_400), default=0.0, help="Seconds between CSV samples (default 60).")
 @click.option("--policy", type=click.Choice(["forecast_hpa", "hpa"]), default="forecast_hpa", show_default=True)
-@click.option("--min", "min_replicas", type=click.IntRange(1), default=1, show_default=True)
-@click.option("--max", "max_replicas", type=click.IntRange(1), default=100, show_default=True)
-@click.option("--startup-s", type=click.FloatRange(min=0), default=60.0, show_default=True, help="A new pod's start-up time: how far ahead to forecast.")
-@click.option("--peak-replicas", type=click.FloatRange(min=0.1), default=10.0, show_default=True, help="Scale demand so its usual peak needs this many pods at 100%.")
-@click.option("--speed", type=click.FloatRange(min=0.001), default=1.0, show_default=True, help="Series seconds replayed per second.")
+@click.option("--min", "min_replicas", type=click.IntRange(1, MAX_REPLICAS), default=1, show_default=True)
+@click.option("--max", "max_replicas", type=click.IntRange(1, MAX_REPLICAS), default=100, show_default=True)
+@click.option("--startup-s", type=FiniteRange(0, 86_400), default=60.0, show_default=True, help="A new pod's start-up time: how far ahead to forecast.")
+@click.option("--peak-replicas", type=FiniteRange(0.1, MAX_REPLICAS), default=10.0, show_default=True,
+              help="Scale demand so its usual peak needs this many pods at 100%.")
+@click.option("--speed", type=FiniteRange(0.001, 1000), default=1.0, show_default=True, help="Series seconds replayed per second.")
 @client_options
 def enable(workload: str, series: str, stride_s: float, policy: str, min_replicas: int, max_replicas: int, startup_s: float,
            peak_replicas: float, speed: float, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
     """Autoscale WORKLOAD from now on."""
+    from controlplane.autoscaling import series as sr
     from fedapi import autoscale_pb2 as pb
 
+    values: list[float] = []
+    if not sr.packaged(series):  # a file here: its samples travel, never its path
+        path = Path(series)
+        try:
+            values = sr.read_csv(path)
+        except sr.SeriesError as exc:
+            fail(str(exc))
+        series = "".join(c if c.isprintable() else "?" for c in path.name)[:128] or "series"
     spec = pb.AutoscaleSpec(workload=workload, series=series, stride_s=stride_s, policy=policy, min_replicas=min_replicas,
-                            max_replicas=max_replicas, startup_s=startup_s, peak_replicas=peak_replicas, speed=speed)
+                            max_replicas=max_replicas, startup_s=startup_s, peak_replicas=peak_replicas, speed=speed, values=values)
     _show(as_json, [_call(target, tls_files(tls_cert, tls_key, tls_ca), "EnableAutoscale", pb.EnableAutoscaleRequest(spec=spec))])
 
 

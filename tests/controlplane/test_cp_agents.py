@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from controlplane import server
+from controlplane.auth import INSECURE
 from controlplane.registry import ClusterSpec
 from controlplane.runtime import Backends, ControlPlane
 from controlplane.verdicts import Timings
@@ -103,7 +104,7 @@ def test_with_mtls_on_agents_report_over_tls_and_an_agent_without_a_certificate_
     async def scenario() -> None:
         plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic, 0.1, Binder.EXTERNAL), time.monotonic, FAST)
         plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=1))
-        running = await server.start(plane, tls=TlsFiles(pki["server_cert"], pki["server_key"], pki["ca"]))
+        running = await server.start(plane, tls=TlsFiles(pki["server_cert"], pki["server_key"], pki["ca"]), auth=INSECURE)
 
         def settings(tls: dict[str, str]) -> config.AgentConfig:
             return config.parse({

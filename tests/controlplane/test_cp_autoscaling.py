@@ -140,25 +140,19 @@ def test_series_checks_name_the_series_and_the_fault(values: list[float], messag
         sr.checked("web", values, 10)
 
 
-@pytest.mark.parametrize(("text", "fallback"), [
-    ("demand\n" + "\n".join(["5", "", "6"] * 200), "missing or non-finite"),   # gaps
-    ("\n".join(["5", "nan"] * 200), "missing or non-finite"),                  # NaN
-    ("5\n6\n7\n", "no history"),                                               # too short
-])
-def test_bad_series_fall_back_to_hpa_with_a_message(tmp_path: Path, text: str, fallback: str) -> None:
-    path = tmp_path / "load.csv"
-    path.write_text(text)
-    a = Autoscaler.build(AutoscaleSpec("web", str(path), stride_s=10.0))
-    assert a.peaks is None and fallback in a.fallback and "HPA" in a.fallback
+def test_a_series_too_short_to_forecast_falls_back_to_hpa_with_a_message() -> None:
+    a = Autoscaler.build(AutoscaleSpec("web", "load.csv", stride_s=10.0, values=(5.0, 6.0, 7.0)))
+    assert a.peaks is None and "no history" in a.fallback and "HPA" in a.fallback
     for t in range(0, 120, 5):
         d = a.step(float(t), 2, 2)
         assert d.desired >= 1 and "hpa" in d.reason
 
 
-def test_unreadable_series_file_is_a_fallback_not_a_crash(tmp_path: Path) -> None:
-    (tmp_path / "x.csv").write_text("a\nb\nc\n")
-    assert "not a number" in Autoscaler.build(AutoscaleSpec("web", str(tmp_path / "x.csv"))).fallback
-    assert "neither a packaged series" in Autoscaler.build(AutoscaleSpec("web", str(tmp_path / "none.csv"))).fallback
+def test_a_series_naming_a_file_is_refused_on_enable_and_an_hpa_when_stored(tmp_path: Path) -> None:
+    (tmp_path / "x.csv").write_text("1\n2\n3\n")
+    with pytest.raises(sr.SeriesError, match="neither a packaged series"):
+        Autoscaler.build(AutoscaleSpec("web", str(tmp_path / "x.csv")), strict=True)
+    assert "neither a packaged series" in Autoscaler.build(AutoscaleSpec("web", str(tmp_path / "x.csv"))).fallback
 
 
 def test_shares_grow_the_largest_placement_and_shrink_it_first() -> None:
@@ -199,10 +193,14 @@ class Clock:
         return self.t
 
 
-def wave_csv(path: Path, days: int = 3) -> Path:
+def wave(days: int = 3) -> tuple[float, ...]:
     """A daily wave at 60 s samples: demand the control plane replays."""
-    t = np.arange(days * 1440)
-    path.write_text("\n".join(f"{10 + 8 * math.sin(2 * math.pi * i / 1440):.3f}" for i in t))
+    return tuple(round(10 + 8 * math.sin(2 * math.pi * i / 1440), 3) for i in range(days * 1440))
+
+
+def wave_csv(path: Path, days: int = 3) -> Path:
+    """The wave as a client's CSV file (the client reads it and sends the samples)."""
+    path.write_text("\n".join(f"{v:.3f}" for v in wave(days)))
     return path
 
 
@@ -217,7 +215,7 @@ def test_twin_workload_is_autoscaled_through_the_back_end_journaled_and_exported
         plane.register_cluster(ClusterSpec("a", "r0"))
         plane.tick(0.0)
         plane.submit(Workload("web", 2, Template(250, 256), Policy(clusters=("a",))), dry_run=False)
-        status = plane.autoscaling.enable(AutoscaleSpec("web", str(wave_csv(tmp_path / "wave.csv")), stride_s=60.0, startup_s=5.0,
+        status = plane.autoscaling.enable(AutoscaleSpec("web", "wave.csv", stride_s=60.0, startup_s=5.0, values=wave(),
                                                         peak_replicas=20.0, speed=120.0, max_replicas=40), 0.0)
         assert status.fallback == ""
         seen = set()
@@ -253,12 +251,14 @@ def test_autoscaler_survives_a_restart_of_the_control_plane(tmp_path: Path) -> N
     plane.register_cluster(ClusterSpec("a", "r0"))
     plane.tick(0.0)
     plane.submit(Workload("web", 2, Template(250, 256), Policy(clusters=("a",))), dry_run=False)
-    plane.autoscaling.enable(AutoscaleSpec("web", str(tmp_path / "missing.csv")), 0.0)
+    plane.autoscaling.enable(AutoscaleSpec("web", "wave.csv", stride_s=60.0, values=wave(1)), 0.0)
+    plane.autoscaling.book.put(AutoscaleSpec("old", str(tmp_path / "missing.csv")))  # as a plane that read client paths stored it
     plane.close()
     again = ControlPlane(tmp_path / "cp.db", Backends(clock), clock)
     try:
-        assert [s.spec.workload for s in again.autoscaling.statuses()] == ["web"]
-        assert "neither a packaged series" in again.autoscaling.status("web").fallback
+        assert [s.spec.workload for s in again.autoscaling.statuses()] == ["old", "web"]
+        assert again.autoscaling.status("web").fallback == "" and again.autoscaling.status("web").spec.values == wave(1)
+        assert "neither a packaged series" in again.autoscaling.status("old").fallback
     finally:
         again.close()
 
@@ -282,7 +282,7 @@ def test_kubernetes_workload_is_scaled_through_the_scale_subresource(tmp_path: P
             plane.registry.put_workload(w)
             plane.registry.set_placement(Placement("api", "k", 2, 1))
             backends("k").create_workload(w.spec(2, 1, scheduler_name=""))
-            plane.autoscaling.enable(AutoscaleSpec("api", str(wave_csv(tmp_path / "wave.csv")), stride_s=60.0, startup_s=30.0,
+            plane.autoscaling.enable(AutoscaleSpec("api", "wave.csv", stride_s=60.0, startup_s=30.0, values=wave(),
                                                    peak_replicas=12.0), 0.0)
             for t in range(0, 60, 5):
                 clock.t = float(t)
@@ -300,6 +300,7 @@ def test_grpc_and_cli_enable_status_disable(tmp_path: Path) -> None:
     import time
 
     from controlplane import server
+    from controlplane.auth import INSECURE
     from controlplane.registry import ClusterSpec
     from controlplane.runtime import Backends, ControlPlane
     from controlplane.verdicts import Timings
@@ -311,7 +312,7 @@ def test_grpc_and_cli_enable_status_disable(tmp_path: Path) -> None:
         plane.register_cluster(ClusterSpec("a", "r0"))
         plane.tick(time.monotonic())
         plane.submit(Workload("web", 2, Template(250, 256)), dry_run=False)
-        running = await server.start(plane)
+        running = await server.start(plane, auth=INSECURE)
         target = ["--target", f"127.0.0.1:{running.port}"]
         runner = CliRunner()
 

@@ -17,6 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from controlplane import server
+from controlplane.auth import INSECURE
 from controlplane.runtime import Backends, ControlPlane
 from controlplane.verdicts import Timings
 from cp_certs import make_pki
@@ -40,7 +41,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
     backends = Backends(time.monotonic, twin_ready_delay_s=0.1)
     backends.by_name["edge"] = TwinCluster("edge", make_nodes("edge", "r1", 2, 4000, 8192, gpus=1), time.monotonic, 0.1, Binder.EXTERNAL)
     plane = ControlPlane(tmp_path / "cp.db", backends, time.monotonic, FAST)
-    running = await server.start(plane, metrics_port=0)
+    running = await server.start(plane, metrics_port=0, auth=INSECURE)
     channel = client.connect_aio(f"127.0.0.1:{running.port}")
     yield Api(running, controlplane_pb2_grpc.ControlPlaneStub(channel), twincluster_pb2_grpc.TwinClusterStub(channel), channel)
     await channel.close()
@@ -245,7 +246,7 @@ async def test_health_reflection_and_metrics(api: Api) -> None:
 async def test_mtls_refuses_clients_without_certificates(tmp_path: Path) -> None:
     pki = make_pki(tmp_path)
     plane = ControlPlane(tmp_path / "cp.db", Backends(time.monotonic), time.monotonic, FAST)
-    running = await server.start(plane, tls=TlsFiles(pki["server_cert"], pki["server_key"], pki["ca"]))
+    running = await server.start(plane, tls=TlsFiles(pki["server_cert"], pki["server_key"], pki["ca"]), auth=INSECURE)
     target = f"127.0.0.1:{running.port}"
     try:
         good = client.connect_aio(target, TlsFiles(pki["client_cert"], pki["client_key"], pki["ca"]))
