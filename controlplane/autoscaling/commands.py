@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from controlplane.autoscaling.controllers import MAX_REPLICAS
-from controlplane.commands import client_options, tls_files
+from controlplane.commands import client_options, connect, plane_target, tls_files
 from fedcore import reporting
 from fedcore.commands import FiniteRange, fail
 
@@ -16,12 +16,9 @@ def _call(target: str, tls: object, method: str, request: object) -> object:
     """One unary call to the Autoscaler service; a gRPC error becomes a clear message and exit code 2."""
     import grpc
 
-    from fedapi import autoscale_pb2_grpc, client
+    from fedapi import autoscale_pb2_grpc
 
-    try:
-        conn = client.connect(target, tls)  # type: ignore[arg-type]
-    except ValueError as exc:
-        fail(str(exc))
+    conn = connect(plane_target(target), tls)  # type: ignore[arg-type]
     try:
         stub = autoscale_pb2_grpc.AutoscalerStub(conn.channel)  # type: ignore[no-untyped-call]
         return getattr(stub, method)(request, timeout=30)
