@@ -22,6 +22,7 @@ HEALTH = {h: getattr(cp, f"HEALTH_{h.name}") for h in Health}
 MIGRATION_STATE = {s: getattr(cp, f"MIGRATION_{s.name}") for s in MigrationState}
 PEER = {cp.PEER_ALIVE: PeerState.ALIVE, cp.PEER_SUSPECT: PeerState.SUSPECT, cp.PEER_DEAD: PeerState.DEAD, cp.PEER_LEFT: PeerState.LEFT}
 SPREAD = {cp.SPREAD_NONE: Spread.NONE, cp.SPREAD_CLUSTERS: Spread.CLUSTERS, cp.SPREAD_REGIONS: Spread.REGIONS}
+SPREAD_NUMBER = {spread: number for number, spread in SPREAD.items()}
 BACKEND = {cp.BACKEND_TWIN: BackendKind.TWIN, cp.BACKEND_UNSPECIFIED: BackendKind.TWIN, cp.BACKEND_KUBERNETES: BackendKind.KUBERNETES}
 PHASE = {Phase.PENDING: tw.POD_PENDING, Phase.RUNNING: tw.POD_RUNNING, Phase.SUCCEEDED: tw.POD_SUCCEEDED, Phase.FAILED: tw.POD_FAILED}
 EVENT = {EventKind.ADDED: tw.EVENT_ADDED, EventKind.MODIFIED: tw.EVENT_MODIFIED, EventKind.DELETED: tw.EVENT_DELETED}
@@ -139,6 +140,20 @@ def workload(m: cp.WorkloadSpec) -> Workload:
     policy = Policy(SPREAD[p.spread], tuple(p.clusters), tuple(p.regions), tuple(p.avoid_clusters), dict(p.cluster_labels),
                     p.movable, p.max_per_cluster, p.home_region)
     return Workload(m.name, m.replicas, template, policy)
+
+
+def to_workload(w: Workload) -> cp.WorkloadSpec:
+    """The API form of a workload (the inverse of :func:`workload`; a property test round-trips every field)."""
+    t, p = w.template, w.policy
+    return cp.WorkloadSpec(
+        name=w.name, replicas=w.replicas,
+        pod=cp.PodTemplate(cpu_milli=t.cpu_milli, memory_mib=t.memory_mib, gpus=t.gpus, gpu_model=t.gpu_model, archs=list(t.archs),
+                           tolerations=[common_pb2.Toleration(key=k, value=v, effect=e) for k, v, e in t.tolerations],
+                           node_selector=t.node_selector, priority=t.priority, image=t.image),
+        policy=cp.PlacementPolicy(spread=SPREAD_NUMBER[p.spread], clusters=p.clusters, regions=p.regions, avoid_clusters=p.avoid_clusters,
+                                  cluster_labels=p.cluster_labels, movable=p.movable, max_per_cluster=p.max_per_cluster,
+                                  home_region=p.home_region),
+    )
 
 
 def placements(name: str, rows: list[Placement], ready: dict[str, int], why: tuple[str, ...] = ()) -> cp.PlacementDecision:

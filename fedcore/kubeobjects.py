@@ -35,6 +35,8 @@ EPOCH_ANNOTATION = "fedplane.io/epoch"
 """The fencing epoch a pod was created at (on the Deployment, its template and so its pods)."""
 PRIORITY_ANNOTATION = "fedplane.io/priority"
 """A workload's priority for the agents (``spec.priority`` itself is set only through a PriorityClass)."""
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""The GPU model of a node (NVIDIA's GPU feature discovery sets it); a pod that needs a model selects it."""
 WORKLOAD_LABEL = "fedplane.io/workload"
 SCHEDULER_NAME = "fedplane"
 """``spec.schedulerName`` of the pods edge agents place (kube-scheduler leaves them alone)."""
@@ -271,6 +273,8 @@ class KubePod:
     priority: int = 0
     uid: str = ""
     """``metadata.uid``: which incarnation of the name this is."""
+    gpu_model: str = ""
+    """The GPU model it selects (:data:`GPU_PRODUCT_LABEL`), "" for any."""
 
     @property
     def key(self) -> str:
@@ -281,7 +285,7 @@ class KubePod:
         return Pod(uid or self.key, self.requests.cpu_milli, self.requests.memory_mib,
                    gpu=GpuRequest(self.requests.gpus, MILLI if self.requests.gpus else 0),
                    node_selector=dict(self.node_selector), archs=self.archs, tolerations=self.tolerations,
-                   priority=self.priority, workload=self.workload)
+                   priority=self.priority, workload=self.workload, gpu_model=self.gpu_model)
 
 
 INCARNATION = "~"
@@ -336,18 +340,29 @@ def read_pod(obj: Mapping[str, Any]) -> KubePod:
 def _read_pod(obj: Mapping[str, Any], namespace: str, name: str, where: str) -> KubePod:
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     selector = {k: str(v) for k, v in (spec.get("nodeSelector") or {}).items() if k != ARCH_LABEL}
+    gpu_model = selector.pop(GPU_PRODUCT_LABEL, "")
     phase = status.get("phase") or "Pending"
     if phase not in _PHASES:
         raise KubeObjectError(f"{where}: unknown phase {phase!r}")
-    priority = spec.get("priority") or 0
+    priority = spec.get("priority")
+    if priority is None:  # no PriorityClass: the workload's own priority, if fedplane created it
+        priority = annotated_priority(meta)
     if not isinstance(priority, int) or isinstance(priority, bool) or not PRIORITY_RANGE[0] <= priority <= PRIORITY_RANGE[1]:
         raise KubeObjectError(f"{where}: spec.priority {_short(priority)} is not a 32-bit integer")
     return KubePod(
         namespace, name, (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""), epoch_of(meta, where), phase,
         spec.get("nodeName") or "", spec.get("schedulerName") or "default-scheduler", _condition(status, "Ready"),
         bool(meta.get("deletionTimestamp")), effective_requests(spec, where), pod_archs(spec, where), selector,
-        tolerations(spec, where), priority, str(meta.get("uid") or ""),
+        tolerations(spec, where), priority, str(meta.get("uid") or ""), gpu_model,
     )
+
+
+def annotated_priority(meta: Mapping[str, Any]) -> int:
+    """``fedplane.io/priority`` as an integer (0 when absent or unreadable: a priority never stops a pod)."""
+    raw = str((meta.get("annotations") or {}).get(PRIORITY_ANNOTATION, "0")).strip()
+    digits = raw[1:] if raw[:1] == "-" else raw
+    value = int(raw) if digits.isascii() and digits.isdigit() and len(digits) <= 10 else 0
+    return value if PRIORITY_RANGE[0] <= value <= PRIORITY_RANGE[1] else 0
 
 
 # ---- nodes ----------------------------------------------------------------------------------------
@@ -374,7 +389,7 @@ class KubeNode:
         if self.problem or self.arch is None:
             raise KubeObjectError(f"node {self.name}: {self.problem or f'unknown architecture {self.arch_label!r}'}")
         return Node(self.name, self.capacity.cpu_milli, self.capacity.memory_mib, gpus=self.capacity.gpu_milli // MILLI,
-                    arch=self.arch, labels=dict(self.labels), taints=self.taints)
+                    gpu_model=self.labels.get(GPU_PRODUCT_LABEL, ""), arch=self.arch, labels=dict(self.labels), taints=self.taints)
 
 
 def read_node(obj: Mapping[str, Any]) -> KubeNode:

@@ -198,8 +198,9 @@ class KubernetesCluster:
         pod_spec: dict[str, Any] = {"containers": [{"name": "main", "image": spec.image, "resources": {"requests": requests}}]}
         if spec.scheduler_name:
             pod_spec["schedulerName"] = spec.scheduler_name
-        if spec.node_selector:
-            pod_spec["nodeSelector"] = dict(spec.node_selector)
+        selector = {**spec.node_selector, **({kubeobjects.GPU_PRODUCT_LABEL: spec.gpu_model} if spec.gpu_model else {})}
+        if selector:
+            pod_spec["nodeSelector"] = selector
         if spec.archs:
             term = {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": sorted(spec.archs)}]}
             pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
@@ -227,13 +228,16 @@ class KubernetesCluster:
         try:
             requests = kubeobjects.effective_requests(template, where)
             epoch = kubeobjects.epoch_of(meta, where)
+            archs = tuple(sorted(a.value for a in kubeobjects.pod_archs(template, where)))
+            tolerations = tuple((x.key, x.value or "", x.effect.value if x.effect else "") for x in kubeobjects.tolerations(template, where))
         except KubeObjectError as exc:
             raise errors.InvalidRequest(self.name, str(exc)) from None
         selector = {k: v for k, v in (template.get("nodeSelector") or {}).items() if k != kubeobjects.ARCH_LABEL}
+        gpu_model = selector.pop(kubeobjects.GPU_PRODUCT_LABEL, "")
         ws = WorkloadSpec(
             meta["name"], int(spec.get("replicas", 0)), requests.cpu_milli, requests.memory_mib, requests.gpus, epoch,
             ((template.get("containers") or [{}])[0]).get("image", ""), template.get("schedulerName", ""), selector,
-            priority=_priority(meta),
+            gpu_model=gpu_model, archs=archs, tolerations=tolerations, priority=kubeobjects.annotated_priority(meta),
         )
         return Workload(ws, int((d.get("status") or {}).get("readyReplicas") or 0))
 
@@ -315,8 +319,3 @@ class KubernetesCluster:
 
         return isinstance(exc, (urllib3.exceptions.HTTPError, OSError, TimeoutError))
 
-
-def _priority(meta: dict[str, Any]) -> int:
-    """The workload's priority from its annotation (0 when absent or not a plain integer)."""
-    raw = str((meta.get("annotations") or {}).get(kubeobjects.PRIORITY_ANNOTATION, "0"))
-    return int(raw) if raw.lstrip("-").isascii() and raw.lstrip("-").isdigit() and len(raw) <= 11 else 0
