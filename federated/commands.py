@@ -272,7 +272,7 @@ def explain(model: str | None, seed: int, pod_index: int, top: int, as_json: boo
             fail(f"pod {pod.uid} fits no node at that point (it would be dropped)")
         pod_x, node_x = runtime.inputs(pod, table, rows)
         scores = runtime.scorer(pod_x, node_x)
-        node = plugin.choose(scores, rows, scheduler.tie_rank)
+        node = plugin.framework_choice(scores, rows, scheduler.tie_rank)
         chosen = int(np.flatnonzero(rows == node)[0])
     except (TraceError, ValueError) as exc:
         fail(str(exc))

@@ -127,7 +127,7 @@ def learned_profile(ctx: ProfileContext) -> Profile:
     return make_profile(ctx)
 
 
-def choose(scores: np.ndarray, rows: np.ndarray, tie_rank: np.ndarray) -> int:
+def framework_choice(scores: np.ndarray, rows: np.ndarray, tie_rank: np.ndarray) -> int:
     """The framework's choice for the learned plugin: highest truncated normalized score, ties to the run's fixed node order."""
     ints = np.floor(np.clip(normalize(scores), 0.0, 100.0))
     best = np.flatnonzero(ints == ints.max())

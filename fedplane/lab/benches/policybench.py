@@ -62,8 +62,8 @@ def agreement(model_dir: Path, traces: Traces, seed: int, pods: int) -> tuple[fl
         if rows.size == 0:
             continue
         pod_x, node_x = fp32.inputs(pod, table, rows)
-        a = plugin.choose(fp32.scorer(pod_x, node_x), rows, scheduler.tie_rank)
-        b = plugin.choose(int8.scorer(pod_x, node_x), rows, scheduler.tie_rank)
+        a = plugin.framework_choice(fp32.scorer(pod_x, node_x), rows, scheduler.tie_rank)
+        b = plugin.framework_choice(int8.scorer(pod_x, node_x), rows, scheduler.tie_rank)
         same += a == b
         total += 1
         table.allocate(pod, a, scheduler.profile.devices.pick(pod, table, a))
@@ -102,7 +102,7 @@ def decision_times(model_dir: Path, traces: Traces, seed: int, pods: int) -> dic
         cpu["bestfit"].append((time.thread_time_ns() - c0) / 1e3)
         feasible = np.flatnonzero(scheduler.feasible(pod))
         if feasible.size:
-            node = plugin.choose(scored["int8"][feasible], feasible, scheduler.tie_rank)
+            node = plugin.framework_choice(scored["int8"][feasible], feasible, scheduler.tie_rank)
             table.allocate(pod, node, scheduler.profile.devices.pick(pod, table, node))
     return {
         "decision_us_p50": percentile(micros["int8"], 50),
