@@ -261,3 +261,66 @@ def test_one_failing_autoscaler_stalls_no_other_and_its_status_says_why(tmp_path
         assert plane.registry.placements("bad")[0].replicas == 2
     finally:
         plane.close()
+
+
+# ---- the lab: arguments refused before anything starts, children gone with their parent ------------------
+
+
+@pytest.mark.parametrize(("args", "why"), [
+    (["--agents", "0"], "Invalid value for '--agents': 0 is not in the range 1<=x<=256."),
+    (["--agents", "1000000"], "Invalid value for '--agents': 1000000 is not in the range 1<=x<=256."),
+    (["--rate", "-1"], "Invalid value for '--rate': -1.0 is not in the range 0.01<=x<=10000."),
+    (["--rate", "nan"], "Invalid value for '--rate': 'nan' is not a finite number."),
+    (["--life", "inf"], "Invalid value for '--life': inf is not in the range 0.01<=x<=86400."),
+])
+def test_bench_agent_refuses_its_arguments_before_starting_anything(args: list[str], why: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+    from fedplane.lab.benches import agentbench
+
+    monkeypatch.setattr(agentbench, "run_bench", lambda *a: pytest.fail("the bench started"))
+    result = CliRunner().invoke(main, ["bench", "agent", *args, "--json"])
+    assert result.exit_code == 2 and f"Error: {why}" in result.output.splitlines()
+
+
+def test_a_drill_with_an_unwritable_plot_is_refused_before_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+    from fedplane.lab.drills import failoverdrill
+
+    monkeypatch.setattr(failoverdrill, "run_drill", lambda *a, **k: pytest.fail("the drill ran"))
+    result = CliRunner().invoke(main, ["drill", "failover", "--scenario", "cluster-outage", "--runs", "1", "--plot", "/nonexistent/dir/x.png"])
+    assert result.exit_code == 2
+    assert "error: --plot /nonexistent/dir/x.png: folder /nonexistent/dir does not exist" in result.output.splitlines()
+
+
+@pytest.mark.integration
+def test_a_sigtermed_bench_agent_leaves_no_process_behind(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from tests.conftest import ROOT
+
+    bench = subprocess.Popen([sys.executable, "-m", "fedplane", "bench", "agent", "--agents", "2", "--kill", "0", "--pods", "50",
+                              "--rate", "2", "--json"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    parent = psutil.Process(bench.pid)
+    deadline, started = time.monotonic() + 120, []
+    while time.monotonic() < deadline and bench.poll() is None:  # until the plane and both agents run
+        started = parent.children(recursive=True)
+        if sum("serve" in " ".join(p.cmdline()) for p in started if p.is_running()) and \
+                sum("agent" in p.cmdline() and "--check" not in p.cmdline() for p in started if p.is_running()) >= 2:
+            break
+        time.sleep(0.5)
+    assert bench.poll() is None and started, "the bench did not get its plane and agents up"
+    bench.send_signal(signal.SIGTERM)
+    assert bench.wait(timeout=15) == 128 + signal.SIGTERM
+    gone, alive = psutil.wait_procs(started, timeout=5)
+    assert alive == [], [p.cmdline() for p in alive]

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from fedcore import reporting
-from fedcore.commands import check_profile, fail, traces_option
+from fedcore.commands import FiniteRange, check_profile, fail, traces_option
 from fedcore.traces import TraceError, locate, openb
 from fedcore.twin import bounds, submission
 from federated.commands import _model_dir
@@ -83,11 +83,11 @@ def bench_schedule(nodes_csv: str | None, pods_csv: str | None, arrived_load: fl
 
 
 @click.command("agent")
-@click.option("--agents", default=16, show_default=True, help="agent processes on loopback")
-@click.option("--pods", default=1000, show_default=True, help="pods from the openb trace")
-@click.option("--rate", default=10.0, show_default=True, help="pod arrivals per second")
-@click.option("--life", default=6.0, show_default=True, help="mean pod lifetime in seconds (exponential)")
-@click.option("--kill", default=2, show_default=True, help="agents SIGKILLed halfway through")
+@click.option("--agents", default=16, show_default=True, type=click.IntRange(1, 256), help="agent processes on loopback")
+@click.option("--pods", default=1000, show_default=True, type=click.IntRange(1, 100_000), help="pods from the openb trace")
+@click.option("--rate", default=10.0, show_default=True, type=FiniteRange(0.01, 10_000), help="pod arrivals per second")
+@click.option("--life", default=6.0, show_default=True, type=FiniteRange(0.01, 86_400), help="mean pod lifetime in seconds (exponential)")
+@click.option("--kill", default=2, show_default=True, type=click.IntRange(0, 255), help="agents SIGKILLed halfway through")
 @click.option("--seed", default=1, show_default=True)
 @click.option("--traces", default=None, help="traces directory (default: $FEDPLANE_TRACES or ../shared/traces)")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -99,8 +99,6 @@ def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, see
                 overrides: tuple[str, ...], scorer_selection: bool, as_json: bool) -> None:
     """16 agent processes place trace pods through the twin service (a control plane process, over the twin
     link); footprint, latency and safety."""
-    import asyncio
-
     from fedplane.lab.benches.agentbench import BenchSettings, run_bench
 
     if not 0 <= kill < agents:
@@ -113,8 +111,11 @@ def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, see
         if not sep:
             raise click.UsageError(f"--set wants KEY=VALUE, got {item!r}")
         settings.append((key, yaml.safe_load(value)))
-    result = asyncio.run(run_bench(BenchSettings(agents, pods, rate, life, kill, seed, traces, overrides=tuple(settings),
-                                                     scorer_selection=scorer_selection)))
+    from fedplane.lab.drills.commands import run_stoppable
+
+    # SIGTERM or Ctrl-C cancels the bench, whose cleanup stops the agents and the control plane it started
+    result = run_stoppable(run_bench(BenchSettings(agents, pods, rate, life, kill, seed, traces, overrides=tuple(settings),
+                                                   scorer_selection=scorer_selection)))
     if as_json:
         click.echo(json.dumps(result))
     else:
@@ -125,8 +126,8 @@ def bench_agent(agents: int, pods: int, rate: float, life: float, kill: int, see
 @click.command("claims")
 @click.option("--agents", default=64, show_default=True, type=click.IntRange(2, 1024), help="Agents, one node each.")
 @click.option("--pods", default=10000, show_default=True, type=click.IntRange(1, 1_000_000), help="Pods arriving over the run.")
-@click.option("--rate", default=100.0, show_default=True, type=click.FloatRange(min=0.01), help="Pod arrivals per simulated second.")
-@click.option("--life", default=8.0, show_default=True, type=click.FloatRange(min=0.01), help="Mean pod lifetime, simulated seconds.")
+@click.option("--rate", default=100.0, show_default=True, type=FiniteRange(0.01, 1_000_000), help="Pod arrivals per simulated second.")
+@click.option("--life", default=8.0, show_default=True, type=FiniteRange(0.01, 86_400), help="Mean pod lifetime, simulated seconds.")
 @click.option("--seed", default=1, show_default=True, help="Seed of the workload and the network.")
 @click.option("--oracle-variant", is_flag=True, help="Also run the CRDT-only simulation with a quorum oracle, labelled, for comparison.")
 @click.option("--json", "as_json", is_flag=True, help="Print only the JSON object.")

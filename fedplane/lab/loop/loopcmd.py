@@ -7,7 +7,6 @@ the loop's orchestration; the ``federated`` group is federated's own, with ``loo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import tempfile
@@ -43,11 +42,13 @@ def progress(run: str, line: dict[str, Any], as_json: bool) -> None:
 
 
 def _run(coro: Any) -> Any:
-    """Run the loop; a run that fails (a Flower process or the loop app) is a clear error naming its log, not a traceback."""
+    """Run the loop; a run that fails (a Flower process or the loop app) is a clear error naming its log, not a traceback.
+    SIGTERM, as Ctrl-C, cancels it: its cleanup stops the Flower processes and agents it started."""
     from federated.flower.engine import EngineError
+    from fedplane.lab.drills.commands import run_stoppable
 
     try:
-        return asyncio.run(coro)
+        return run_stoppable(coro)
     except EngineError as exc:
         raise click.ClickException(str(exc)) from None
 
