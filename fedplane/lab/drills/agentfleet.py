@@ -144,9 +144,11 @@ class AgentFleet:
     """``fedplane agent`` processes for twin clusters' nodes; an EvidenceSource (see the module docstring)."""
 
     def __init__(self, nodes: Mapping[str, Sequence[str]], clock: Callable[[], float], hosts: Hosts | None = None,
-                 loss: float = 0.0) -> None:
-        """``loss``: the share of gossip datagrams each agent drops (user-space fault injection, :data:`LOSS_ENV`)."""
+                 loss: float = 0.0, credentials: Mapping[str, Path] | None = None) -> None:
+        """``loss``: the share of gossip datagrams each agent drops (user-space fault injection, :data:`LOSS_ENV`);
+        ``credentials``: per cluster, the agent credential file its agents show a plane that checks credentials."""
         self.clock, self.loss = clock, loss
+        self.credentials = dict(credentials or {})
         self.hosts = hosts or Loopback()
         self.nodes = {c: list(ns) for c, ns in nodes.items()}
         self.workdir = Path(tempfile.mkdtemp(prefix="fedplane-agents-"))
@@ -177,7 +179,8 @@ class AgentFleet:
                     "gossip": {**AGENT_SETTINGS["gossip"], "bind": gossip[node], "key_file": str(key),
                                "seeds": [gossip[n] for n in names[:2] if n != node]},
                     "wan": {"bind": wan[node], "seeds": [wan[n] for n in everyone[:2] if n != node], "key_file": str(wan_key)},
-                    "backend": {**AGENT_SETTINGS["backend"], "kind": "twin", "address": link},
+                    "backend": {**AGENT_SETTINGS["backend"], "kind": "twin", "address": link,
+                                **({"credentials": str(self.credentials[cluster])} if cluster in self.credentials else {})},
                     "http": {"bind": f"{self.hosts.control_address(node)}:{http}"},
                 }
                 config = data / "agent.yaml"

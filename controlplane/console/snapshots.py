@@ -1,0 +1,212 @@
+"""What the console shows, copied out of a running plane in one go: plain frozen values, times on the wall clock.
+
+The plane keeps its times on its own monotonic clock (decisions, migrations, verdicts); an operator reads wall
+time. :func:`take` reads both clocks once and shifts every time by their difference, so the pages
+(:mod:`controlplane.console.pages`) are pure functions of a :class:`Snapshot` and tests build one by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from controlplane.campaigning import Leadership
+from controlplane.evidence import AgentRow, PeerState
+from controlplane.runtime import ControlPlane
+
+DECISIONS_SHOWN = 200
+MIGRATIONS_SHOWN = 100
+"""The newest this many: a page stays well under its 512 KiB budget however long the plane has run."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    ready: bool
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    arch: str
+    problem: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    node: str
+    agent_id: str
+    state: str                  # reporting, unhealthy or silent
+    age_s: float                # since its newest report
+    health_reason: str
+    model_version: str
+    scorer: str                 # the scorer family it says it places with
+    context_version: int
+    pods: int
+    load: float
+    own: tuple[int, int, int]     # its gossip view of its own cluster's peers: alive, suspect, dead or left
+    others: tuple[int, int, int]  # ... of other clusters' nodes
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    name: str
+    region: str
+    backend: str
+    health: str
+    since: float                # wall time of the verdict's last change
+    reasons: tuple[str, ...]    # the verdict's evidence
+    cpu_milli: int
+    cpu_used: int
+    memory_mib: int
+    memory_used: int
+    load: float
+    forecast: float
+    scorer: str                 # the family the plane sends its agents
+    nodes: tuple[NodeView, ...]
+    agents: tuple[AgentView, ...]
+
+    @property
+    def agents_reporting(self) -> int:
+        return sum(1 for a in self.agents if a.state != "silent")
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementView:
+    cluster: str
+    replicas: int
+    epoch: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadView:
+    name: str
+    replicas: int
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    placements: tuple[PlacementView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    at: float
+    step: str
+    phase: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationView:
+    id: str
+    workload: str
+    kind: str
+    source: str
+    target: str
+    replicas: int
+    epoch: int
+    state: str
+    created: float
+    updated: float
+    error: str
+    reasons: tuple[str, ...]
+    steps: tuple[StepView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionView:
+    at: float
+    kind: str
+    workload: str
+    source: str
+    target: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AutoscaleView:
+    workload: str
+    policy: str
+    series: str
+    min_replicas: int
+    max_replicas: int
+    demand: float
+    forecast: float
+    desired: int
+    ready: int
+    replicas: int
+    reason: str
+    fallback: str
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    taken: float                # wall time
+    leading: bool               # this process acts (a standby only answers reads)
+    member: str                 # this member's name (replicated mode; "" embedded)
+    leader: str                 # the leader's address ("" embedded: this process)
+    clusters: tuple[ClusterView, ...]
+    workloads: tuple[WorkloadView, ...] = ()
+    migrations: tuple[MigrationView, ...] = ()      # oldest first
+    decisions: tuple[DecisionView, ...] = ()        # newest first
+    autoscaling: tuple[AutoscaleView, ...] = ()
+
+    def cluster(self, name: str) -> ClusterView | None:
+        return next((c for c in self.clusters if c.name == name), None)
+
+
+def _peers(row: AgentRow, own: bool) -> tuple[int, int, int]:
+    return (row.peers(PeerState.ALIVE, own), row.peers(PeerState.SUSPECT, own),
+            row.peers(PeerState.DEAD, own) + row.peers(PeerState.LEFT, own))
+
+
+def _agent(row: AgentRow) -> AgentView:
+    r = row.report
+    return AgentView(r.node, r.agent_id, row.state, row.age, r.health_reason, r.summary.model_version, r.context.scorer,
+                     r.context.version, r.summary.pods, r.summary.load, _peers(row, True), _peers(row, False))
+
+
+def take(plane: ControlPlane, leadership: Leadership, wall: Callable[[], float]) -> Snapshot:
+    """Copy the plane's state under its lock (blocking: call it off the event loop)."""
+    with plane.lock:
+        taken = wall()
+        shift = taken - plane.clock()
+        agents = {name: (nodes, rows) for name, _health, nodes, rows in plane.agents()}
+        clusters = tuple(
+            ClusterView(
+                row.spec.name, row.spec.region, row.spec.backend.value, row.verdict.health.value, row.since + shift, row.verdict.reasons,
+                row.capacity.cpu_milli, row.used.cpu_milli, row.capacity.memory_mib, row.used.memory_mib, row.load, row.forecast,
+                row.context.scorer,
+                tuple(NodeView(n.name, n.ready, n.capacity.cpu_milli, n.capacity.memory_mib, n.capacity.gpu_milli // 1000, n.arch, n.problem)
+                      for n in agents.get(row.spec.name, ([], []))[0]),
+                tuple(_agent(a) for a in agents.get(row.spec.name, ([], []))[1]),
+            )
+            for row in plane.clusters()
+        )
+        placements = plane.registry.placements()
+        workloads = tuple(
+            WorkloadView(w.name, w.replicas, w.template.cpu_milli, w.template.memory_mib, w.template.gpus,
+                         tuple(PlacementView(p.cluster, p.replicas, p.epoch, p.state.value)
+                               for p in sorted(placements, key=lambda p: p.cluster) if p.workload == w.name))
+            for w in sorted(plane.registry.workloads(), key=lambda w: w.name)
+        )
+        shown = plane.journal.all()[-MIGRATIONS_SHOWN:]
+        ids = {m.id for m in shown}
+        steps: dict[str, list[StepView]] = {}
+        for e in plane.journal.entries():
+            if e.migration in ids:
+                steps.setdefault(e.migration, []).append(StepView(e.at + shift, e.step, e.phase, e.detail))
+        migrations = tuple(
+            MigrationView(m.id, m.workload, m.kind.value, m.source, m.target, m.replicas, m.epoch, m.state.value, m.created + shift,
+                          m.updated + shift, m.error, m.reasons, tuple(steps.get(m.id, ())))
+            for m in shown
+        )
+        decisions = tuple(DecisionView(d.at + shift, d.kind, d.workload, d.source, d.target, d.reasons)
+                          for d in plane.registry.decisions(DECISIONS_SHOWN))
+        autoscaling = tuple(
+            AutoscaleView(s.spec.workload, s.spec.policy, s.spec.series, s.spec.min_replicas, s.spec.max_replicas, s.demand, s.forecast,
+                          s.desired, s.ready, s.replicas, s.reason, s.fallback)
+            for s in plane.autoscaling.statuses()
+        )
+    leader = leadership.leader()
+    return Snapshot(taken, plane.leading, leadership.member, leader.address if leader else "", clusters, workloads,
+                    migrations, decisions, autoscaling)
