@@ -257,7 +257,7 @@ def serve(
                 plane.close()
                 fail(f"cannot write the admin credential to {admin_credentials}: {exc}")
         try:
-            ui = await console.serve_plane(plane, leadership, console.viewers(gate), host, ui_port) if console else None
+            ui = await console.serve_plane(plane, leadership, console.viewers(gate), host, ui_port, tls) if console else None
         except OSError:
             await running.stop()
             plane.close()
@@ -270,7 +270,7 @@ def serve(
             + (f"(replicated on etcd {etcd_endpoints}, member {leadership.member}: campaigning)" if etcd_endpoints
                else f"({len(specs)} clusters registered now, db {db})")
             + (f", metrics on :{running.metrics_port}/metrics" if running.metrics_port else "")
-            + (f", console on http://{host}:{ui.port}/" if ui else "")
+            + (f", console on http{'s' if tls else ''}://{host}:{ui.port}/" if ui else "")
         )
         await stop.wait()
         if ui:

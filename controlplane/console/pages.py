@@ -169,7 +169,7 @@ def _migration_table(ms: list[MigrationView], now: float, empty: str) -> Html:
           cell(m.state + (f": {m.error}" if m.error else ""), class_=f"m-{m.state}"),
           f"{(m.updated if m.state in ('done', 'failed', 'cancelled') else now) - m.created:.1f} s",
           _steps(m), "; ".join(m.reasons)) for m in reversed(ms)),
-        empty=empty,
+        empty=empty, class_="log",
     )
 
 
@@ -182,9 +182,15 @@ def timeline(s: Snapshot) -> Page:
     ))
 
 
+def _kind_class(kind: str) -> str:
+    """A verdict reads in its health's colour, any other decision in its kind's."""
+    family, _, detail = kind.partition(":")
+    return f"v-{detail}" if family == "verdict" else f"k-{family}"
+
+
 def _decision_table(ds: list[DecisionView] | tuple[DecisionView, ...]) -> Html:
     return table(("Time (UTC)", "Kind", "Workload", "From", "To", "Reasons"),
-                 ((when(d.at), cell(d.kind, class_="k-" + d.kind.split(":")[0]), d.workload, d.source, d.target, "; ".join(d.reasons)) for d in ds),
+                 ((when(d.at), cell(d.kind, class_=_kind_class(d.kind)), d.workload, d.source, d.target, "; ".join(d.reasons)) for d in ds),
                  empty="No decision recorded yet.", class_="log")
 
 
@@ -220,7 +226,8 @@ def learning(s: Snapshot) -> Page:
 
 def drills(s: Snapshot) -> Page:
     note = tag("p", "No drill data: a serving control plane runs no drills (RunDrill answers FAILED_PRECONDITION). Drills belong to "
-                    "the lab: ", tag("code", "fedplane drill failover --out DIR"), " writes their figures and PNGs there.", class_="note")
+                    "the lab: ", tag("code", "fedplane drill failover --json --plot FILE"), " prints their figures and draws their timeline.",
+                class_="note")
     failovers = [m for m in s.migrations if m.kind == "failover"]
     return Page("Drills", "/drills", (("note", note), ("failovers", tag("h2", "Failovers this plane ran for real")
                                                                      + _migration_table(failovers, s.taken, "None."))))

@@ -1,9 +1,10 @@
 """The console's HTTP shell (aiohttp, in the plane's event loop): sign-in, the pages, ``/events``, two static files.
 
 Every page and the event stream need a viewer's credentials or better, checked on each request by the injected
-``authorize(token) -> Awaitable[bool]`` (it may read the store on a token it has not seen): an ``Authorization: Bearer`` header, or the session cookie the sign-in form sets
-(HttpOnly, SameSite=Strict; the token stays on the server, so revoking it ends the session). Without them:
-401 and the sign-in form. Nothing is fetched from elsewhere: the Content-Security-Policy allows this origin only.
+``authorize(token) -> Awaitable[bool]`` (it may read the store for a token it has not seen): an ``Authorization:
+Bearer`` header, or the session cookie the sign-in form sets (HttpOnly, SameSite=Strict, Secure under TLS; the
+token stays on the server, so a session ends with its token). Without them: 401 and the sign-in form. Nothing is
+fetched from elsewhere: the Content-Security-Policy allows this origin only.
 
 Live updates: one :class:`Feed` takes a snapshot every ``poll_s`` while anyone listens (off the loop: the plane's
 lock may be held by a tick); each ``/events`` stream renders its page from it and sends the regions whose HTML
@@ -16,6 +17,7 @@ import asyncio
 import json
 import logging
 import secrets
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,6 +31,7 @@ from controlplane.campaigning import Leadership
 from controlplane.console import markup, pages, snapshots
 from controlplane.console.snapshots import Snapshot
 from controlplane.runtime import ControlPlane
+from fedapi.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 COOKIE = "fedplane_session"
@@ -93,6 +96,8 @@ class Console:
     take: Callable[[], Snapshot]
     authorize: Callable[[str], Awaitable[bool]]
     poll_s: float = 0.5
+    secure: bool = False
+    """Served over HTTPS: the session cookie is marked Secure (never sent in clear)."""
     feed: Feed = field(init=False)
     sessions: OrderedDict[str, str] = field(default_factory=OrderedDict)
     streams: set[asyncio.Task[object]] = field(default_factory=set)
@@ -151,7 +156,7 @@ class Console:
         while len(self.sessions) > SESSIONS_KEPT:
             self.sessions.popitem(last=False)
         response = web.HTTPSeeOther("/")
-        response.set_cookie(COOKIE, sid, httponly=True, samesite="Strict", path="/")
+        response.set_cookie(COOKIE, sid, httponly=True, samesite="Strict", path="/", secure=self.secure)
         raise response
 
     async def logout(self, request: web.Request) -> web.Response:
@@ -209,11 +214,16 @@ class Served:
         await self.runner.cleanup()
 
 
-async def start(console: Console, host: str, port: int) -> Served:
-    """Serve ``console`` on host:port (0: any free port)."""
+async def start(console: Console, host: str, port: int, tls: TlsFiles | None = None) -> Served:
+    """Serve ``console`` on host:port (0: any free port); with ``tls``, over HTTPS with the plane's certificate (browsers
+    show no client certificate: the token authenticates them, TLS keeps it secret)."""
     runner = web.AppRunner(console.app(), access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
+    context = None
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(tls.cert), str(tls.key))
+    site = web.TCPSite(runner, host, port, ssl_context=context)
     try:
         await site.start()
     except OSError:
@@ -234,6 +244,7 @@ def viewers(gate: auth.Authenticator | auth.Insecure) -> Callable[[str], Awaitab
 
 
 async def serve_plane(plane: ControlPlane, leadership: Leadership, authorize: Callable[[str], Awaitable[bool]], host: str, port: int,
-                      wall: Callable[[], float] = time.time) -> Served:
+                      tls: TlsFiles | None = None, wall: Callable[[], float] = time.time) -> Served:
     """The console of ``plane`` on host:port, beside its gRPC API in the same event loop."""
-    return await start(Console(lambda: snapshots.take(plane, leadership, wall), authorize), host, port)
+    console = Console(lambda: snapshots.take(plane, leadership, wall), authorize, secure=tls is not None)
+    return await start(console, host, port, tls)

@@ -213,6 +213,32 @@ async def test_events_deliver_a_changed_health_cell(client: tuple[TestClient, Ho
     reply.close()
 
 
+@pytest.mark.asyncio
+async def test_under_tls_the_console_speaks_https_and_its_cookie_is_secure(tmp_path: Path) -> None:
+    import ssl
+
+    import aiohttp
+    from cp_certs import make_pki
+
+    from fedapi.tls import TlsFiles
+
+    pki = make_pki(tmp_path)
+    served = await serving.start(serving.Console(Holder(_snapshot()).take, _viewer, secure=True), "127.0.0.1", 0,
+                                 TlsFiles(pki["server_cert"], pki["server_key"], pki["ca"]))
+    try:
+        trust = ssl.create_default_context(cafile=str(pki["ca"]))
+        async with aiohttp.ClientSession() as session:
+            base = f"https://127.0.0.1:{served.port}"
+            async with session.get(base + "/", ssl=trust) as reply:
+                assert reply.status == 401
+            async with session.post(base + "/login", data={"token": TOKEN}, ssl=trust, allow_redirects=False) as reply:
+                assert reply.status == 303 and "Secure" in reply.headers["Set-Cookie"]
+            async with session.get(base + "/", ssl=trust, headers=BEARER) as reply:
+                assert reply.status == 200 and ">c0<" in await reply.text()
+    finally:
+        await served.stop()
+
+
 def test_serve_ui_port_answers_401_then_html_to_a_viewer(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     argv = [sys.executable, "-m", "fedplane", "controlplane", "serve", "--db", str(tmp_path / "cp.db"), "--port", "0", "--agent-port", "0",
