@@ -17,10 +17,11 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 import grpc
 
-from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc
+from fedapi import client, controlplane_pb2 as cp, controlplane_pb2_grpc, credentials as creds
 
 
 EVIDENCE = "in-process feeder (stand-in agents over gRPC; a test fixture)"
@@ -31,8 +32,9 @@ class EvidenceFeeder:
 
     def __init__(
         self, nodes: Mapping[str, Sequence[str]], clock: Callable[[], float], interval_s: float = 0.2,
-        suspect_after_s: float = 0.6, dead_after_s: float = 1.6,
+        suspect_after_s: float = 0.6, dead_after_s: float = 1.6, credentials: Mapping[str, Path] | None = None,
     ) -> None:
+        """``credentials``: per cluster, the agent credential its stand-ins report with (none: a plane that checks none)."""
         self.nodes = {c: list(ns) for c, ns in nodes.items()}
         self.clock, self.interval_s = clock, interval_s
         self.suspect_after_s, self.dead_after_s = suspect_after_s, dead_after_s
@@ -40,20 +42,23 @@ class EvidenceFeeder:
         self.cut: set[str] = set()
         self.ids = {n: uuid.uuid4().hex[:8] for ns in self.nodes.values() for n in ns}
         self.sequence = itertools.count(1)
+        self.credentials = dict(credentials or {})
         self._task: asyncio.Task[None] | None = None
-        self._channel: grpc.aio.Channel | None = None
+        self._channels: dict[str, grpc.aio.Channel] = {}
 
     async def start(self, target: str, link: str) -> None:
-        self._channel = client.connect_aio(target)
-        stub = controlplane_pb2_grpc.ControlPlaneStub(self._channel)  # type: ignore[no-untyped-call]
-        self._task = asyncio.create_task(self._run(stub))
+        for cluster in self.nodes:  # one channel per cluster: each reports with its own cluster's agent credential
+            token = creds.token_in(str(self.credentials[cluster])) if cluster in self.credentials else ""
+            self._channels[cluster] = client.connect_aio(target, token=token)
+        stubs = {c: controlplane_pb2_grpc.ControlPlaneStub(ch) for c, ch in self._channels.items()}  # type: ignore[no-untyped-call]
+        self._task = asyncio.create_task(self._run(stubs))
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._channel is not None:
-            await self._channel.close()
+        for channel in self._channels.values():
+            await channel.close()
 
     def kill_agents(self, cluster: str) -> None:
         now = self.clock()
@@ -87,9 +92,9 @@ class EvidenceFeeder:
             for c, ns in self.nodes.items() if c not in self.cut for n in ns if n not in self.died
         ]
 
-    async def _run(self, stub: controlplane_pb2_grpc.ControlPlaneStub) -> None:
+    async def _run(self, stubs: dict[str, controlplane_pb2_grpc.ControlPlaneStub]) -> None:
         while True:
             batch = self.reports(self.clock())
             # A report that fails (control plane down or restarting) is simply lost, as a real agent's would be.
-            await asyncio.gather(*(stub.ReportAgent(r, timeout=1.0) for r in batch), return_exceptions=True)
+            await asyncio.gather(*(stubs[r.cluster].ReportAgent(r, timeout=1.0) for r in batch), return_exceptions=True)
             await asyncio.sleep(self.interval_s)

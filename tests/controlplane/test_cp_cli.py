@@ -46,7 +46,8 @@ def test_cli_against_a_served_control_plane(tmp_path: object) -> None:
         port = s.getsockname()[1]
     proc = subprocess.Popen(
         [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve", "--twin-clusters", "3",
-         "--regions", "2", "--port", str(port), "--agent-port", "0", "--metrics-port", "-1", "--db", str(Path(str(tmp_path)) / "cp.db")],
+         "--regions", "2", "--port", str(port), "--agent-port", "0", "--metrics-port", "-1", "--db", str(Path(str(tmp_path)) / "cp.db"),
+         "--insecure"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     target = ["--target", f"127.0.0.1:{port}", "--json"]

@@ -71,10 +71,10 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and leader.address in (err.value.details() or "")
         # the CLI, pointed at the standby first, ends at the leader
         done = cli("controlplane", "submit", "web", "--replicas", "2", "--cpu", "100", "--memory", "64",
-                   "--target", f"{standby.address},{leader.address}", "--json")
+                   "--target", f"{standby.address},{leader.address}", "--json", "--credentials", str(members[0].admin))
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["accepted"]
-        shown = cli("controlplane", "leader", "--target", f"{leader.address},{standby.address}", "--json")
+        shown = cli("controlplane", "leader", "--target", f"{leader.address},{standby.address}", "--json", "--credentials", str(members[0].admin))
         assert shown.returncode == 0, shown.stderr
         views = {m["target"]: m for m in json.loads(shown.stdout)["members"]}
         assert views[leader.address]["is_leader"] and not views[standby.address]["is_leader"]
@@ -91,7 +91,7 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
         assert new is standby and time.monotonic() - stopped < 3.0
         assert fleet.read("GetPlacements", cp.GetPlacementsRequest(workload="web")).workloads[0].placements
         assert hadrill._until(lambda: hadrill._settled(fleet, {"web": 2}), 20.0), "the new leader rebuilt its twins from etcd"
-        gone = cli("controlplane", "delete", "web", "--target", standby.address, "--json")
+        gone = cli("controlplane", "delete", "web", "--target", standby.address, "--json", "--credentials", str(members[0].admin))
         assert gone.returncode == 0, gone.stderr
     finally:
         fleet.close()

@@ -41,7 +41,7 @@ def kube(tmp_path: Path) -> Iterator[tuple[KubeDouble, Path]]:
 def serve(db: Path, kubeconfig: Path, port: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve", "--db", str(db),
-         "--port", str(port), "--agent-port", "0", "--metrics-port", "-1", "--kubeconfig", str(kubeconfig)],
+         "--port", str(port), "--agent-port", "0", "--metrics-port", "-1", "--kubeconfig", str(kubeconfig), "--insecure"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "KUBECONFIG": ""},
     )
 

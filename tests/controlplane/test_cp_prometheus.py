@@ -51,7 +51,7 @@ def processes(tmp_path: Path) -> Iterator[tuple[int, int]]:
     grpc_port, metrics_port, prom_port = free_ports(3)
     serve = subprocess.Popen(
         [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve", "--twin-clusters", "2", "--port", str(grpc_port),
-         "--agent-port", "0", "--metrics-port", str(metrics_port), "--db", str(tmp_path / "cp.db")],
+         "--agent-port", "0", "--metrics-port", str(metrics_port), "--db", str(tmp_path / "cp.db"), "--insecure"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     config = tmp_path / "prometheus.yml"

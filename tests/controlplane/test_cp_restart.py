@@ -31,7 +31,8 @@ pytestmark = pytest.mark.integration
 def serve(db: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve", "--db", str(db), "--port", str(port),
-         "--agent-port", "0", "--metrics-port", "-1", "--twin-clusters", "4", "--regions", "2", "--ready-delay", "0.2", *extra],
+         "--agent-port", "0", "--metrics-port", "-1", "--twin-clusters", "4", "--regions", "2", "--ready-delay", "0.2",
+         "--insecure", *extra],  # credentials: test_cp_auth
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
 

@@ -136,13 +136,13 @@ def _install_policy(models: Path, pods: list[Pod], seed: int) -> str:
     return "onnx-int8 (random stand-in)" if write_policy_model(models, pods, seed) else "heuristic"
 
 
-def _agent_config(name: str, port: int, seeds: list[int], http: int, address: str, data: Path, models: Path,
+def _agent_config(name: str, port: int, seeds: list[int], http: int, address: str, credentials: Path, data: Path, models: Path,
                   overrides: tuple[tuple[str, object], ...]) -> str:
     raw: dict[str, Any] = {
         "node": name, "cluster": CLUSTER, "data_dir": str(data), "log_level": "warning",
         "gossip": {"bind": f"127.0.0.1:{port}", "seeds": [f"127.0.0.1:{s}" for s in seeds if s != port],
                    "reap_after": 30.0},
-        "backend": {"kind": "twin", "address": address, "status_interval": 30.0},
+        "backend": {"kind": "twin", "address": address, "status_interval": 30.0, "credentials": str(credentials)},
         "probe": {"kind": "twin"},
         "models": {"dir": str(models)},
         "http": {"bind": f"127.0.0.1:{http}"},
@@ -191,6 +191,9 @@ class _Plane:
         self.port, self.link = free_ports(2)
         self.process: subprocess.Popen[bytes] | None = None
         self.conn: Any = None
+        self.admin = workdir / "admin.cred"
+        self.agent_credentials = workdir / "agent.cred"
+        """The agents' credential for the bench's cluster, issued once the plane answers."""
 
     @property
     def link_address(self) -> str:
@@ -199,13 +202,16 @@ class _Plane:
     async def start(self, nodes: int) -> None:
         from fedapi import client, common_pb2
         from fedapi import controlplane_pb2 as cp
+        from fedplane.lab import credentialing
 
         argv = [sys.executable, "-m", "fedplane", "controlplane", "serve", "--db", str(self.workdir / "controlplane.db"),
                 "--port", str(self.port), "--agent-port", str(self.link), "--metrics-port", "-1", "--agents-bind",
-                "--ready-delay", "0", *(() if self.scorer_selection else ("--no-scorer-selection",))]
+                "--ready-delay", "0", "--admin-credentials", str(self.admin), *(() if self.scorer_selection else ("--no-scorer-selection",))]
         log = open(self.workdir / "controlplane.log", "wb")
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
-        self.conn = client.connect(f"127.0.0.1:{self.port}")
+        process = self.process
+        admin = await asyncio.to_thread(credentialing.admin_token, self.admin, PLANE_TIMEOUT, lambda: process.poll() is None)
+        self.conn = client.connect(f"127.0.0.1:{self.port}", token=admin)
         spec = cp.ClusterSpec(name=CLUSTER, region="r0", backend=cp.BACKEND_TWIN, twin_nodes=nodes,
                               twin_node_capacity=common_pb2.ResourceVector(cpu_milli=NODE_SHAPE[0], memory_mib=NODE_SHAPE[1],
                                                                          gpu_milli=NODE_SHAPE[2] * 1000))
@@ -215,6 +221,7 @@ class _Plane:
                 raise RuntimeError(f"the control plane exited early; see {self.workdir / 'controlplane.log'}")
             try:
                 await asyncio.to_thread(self.conn.control.RegisterCluster, cp.RegisterClusterRequest(cluster=spec), timeout=5)
+                await asyncio.to_thread(credentialing.issue, f"127.0.0.1:{self.port}", admin, self.agent_credentials, "agent", CLUSTER)
                 return
             except Exception as exc:  # grpc.RpcError until the server listens
                 if time.monotonic() > deadline:
@@ -291,6 +298,7 @@ class _Run:
         self.nodes = [f"{CLUSTER}-n{i}" for i in range(settings.agents)]
         self.truth = _Truth({}, {}, [])
         self.twin = PlaneClient(plane.link_address, CLUSTER, timeout=10.0)
+        """The bench's own client of the cluster (watch, complete pods), as an agent of it (its token: once the plane issued it)."""
         self.procs: list[_Proc] = []
         self.life_tasks: dict[str, asyncio.TimerHandle] = {}
         self.on_killed_nodes: set[str] = set()
@@ -303,17 +311,20 @@ class _Run:
         self.completion_failures = 0
 
     async def start_agents(self, models: Path) -> None:
+        from fedapi import credentials
+
         n = self.s.agents
         ports = free_ports(2 * n)  # one call: no port handed out twice
         ports, https = ports[:n], ports[n:]
         seeds = ports[:3]
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # the agent pins its own BLAS threads and telemetry (edgeagent.entry)
+        self.twin.channel.token = credentials.token_in(str(self.plane.agent_credentials))  # shown from its first connection on
         configs: list[Path] = []
         for i, node in enumerate(self.nodes):
             data = self.workdir / node
             data.mkdir()
             configs.append(data / "agent.yaml")
-            configs[-1].write_text(_agent_config(node, ports[i], seeds, https[i], self.plane.link_address, data, models,
+            configs[-1].write_text(_agent_config(node, ports[i], seeds, https[i], self.plane.link_address, self.plane.agent_credentials, data, models,
                                                  self.s.overrides))
         await asyncio.to_thread(precompile, configs[0], env)
         for cfg, http in zip(configs, https):

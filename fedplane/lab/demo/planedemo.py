@@ -22,7 +22,7 @@ import math
 import random
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,8 +110,8 @@ async def run(settings: DemoSettings, notice: Callable[[str], None] = lambda m: 
     fleets: list[AgentFleet] = []
     initial: list[Histogram] = []
 
-    def source_factory(names: dict[str, list[str]], clock: Callable[[], float]) -> failoverdrill.EvidenceSource:
-        fleets.append(AgentFleet(names, clock))
+    def source_factory(names: dict[str, list[str]], clock: Callable[[], float], credentials: Mapping[str, Path]) -> failoverdrill.EvidenceSource:
+        fleets.append(AgentFleet(names, clock, credentials=credentials))
         return fleets[-1]
 
     async def on_ready() -> None:

@@ -120,6 +120,8 @@ class Cluster:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.http: list[int] = []
         self.grpc_port, self.link_port, *self.ports = free_ports(2 + 2 * agents)
+        self.admin = self.work / "admin.cred"
+        """The plane's admin credential (serve --admin-credentials): this check's own calls, and the agents' credential."""
 
     def _host(self, *args: str) -> list[str]:
         return ["nice", "-n", str(self.guest.nice), self.host_python, "-m", "fedplane", *args]
@@ -130,15 +132,23 @@ class Cluster:
         self.procs.append(subprocess.Popen(self._host(
             "controlplane", "serve", "--db", str(self.work / "cp.db"), "--port", str(self.grpc_port),
             "--agent-port", str(self.link_port), "--metrics-port", "-1", "--twin-clusters", "1", "--regions", "1",
-            "--twin-nodes", str(self.agents), "--agents-bind", "--ready-delay", "0.2"),
+            "--twin-nodes", str(self.agents), "--agents-bind", "--ready-delay", "0.2", "--admin-credentials", str(self.admin)),
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         self._wait(lambda: bool(self.nodes()), 60, "the control plane did not answer")
 
+    def _connect(self) -> Any:
+        """A gRPC connection to the plane as its admin (ValueError until the plane has written the credential)."""
+        from fedapi import client, credentials
+
+        return client.connect(f"127.0.0.1:{self.grpc_port}", token=credentials.token_in(str(self.admin)))
+
     def nodes(self) -> list[str]:
-        from fedapi import client
         from fedapi import twincluster_pb2 as tw
 
-        conn = client.connect(f"127.0.0.1:{self.grpc_port}")
+        try:
+            conn = self._connect()
+        except ValueError:  # no credential yet: the plane is starting
+            return []
         try:
             return [n.name for n in conn.twin.ListNodes(tw.ListNodesRequest(cluster=CLUSTER), timeout=2).nodes]
         except Exception:  # noqa: BLE001 - not up yet: any gRPC error means "ask again"
@@ -148,9 +158,13 @@ class Cluster:
 
     def write_configs(self, model_dir: Path) -> list[str]:
         """One YAML (as JSON) per node under the run dir, with a shared gossip key and the policy artifact."""
+        from fedapi import credentials
+        from fedplane.lab import credentialing
+
         key = self.work / "gossip.key"
         key.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
         key.chmod(0o600)
+        credentialing.issue(f"127.0.0.1:{self.grpc_port}", credentials.token_in(str(self.admin)), self.work / "agent.cred", "agent", CLUSTER)
         names = self.nodes()
         gossip, self.http = self.ports[: self.agents], self.ports[self.agents :]
         configs = []
@@ -161,7 +175,8 @@ class Cluster:
                    "gossip": {**AGENT_SETTINGS["gossip"], "bind": f"127.0.0.1:{gossip[i]}",
                               "seeds": [f"127.0.0.1:{p}" for p in gossip[:2] if p != gossip[i]],
                               "key_file": f"{self.run_dir}/gossip.key"},
-                   "backend": {**AGENT_SETTINGS["backend"], "kind": "twin", "address": f"127.0.0.1:{self.link_port}"},
+                   "backend": {**AGENT_SETTINGS["backend"], "kind": "twin", "address": f"127.0.0.1:{self.link_port}",
+                               "credentials": f"{self.run_dir}/agent.cred"},
                    "http": {"bind": f"127.0.0.1:{self.http[i]}"}}
             self.guest.path(f"{data}/agent.yaml").write_text(json.dumps(raw, indent=1))  # JSON is YAML
             configs.append(f"{data}/agent.yaml")
@@ -195,7 +210,8 @@ class Cluster:
 
     def submit(self, pods: int) -> None:
         done = subprocess.run(self._host("controlplane", "submit", WORKLOAD, "--replicas", str(pods), "--cpu", "250",
-                                         "--memory", "256", "--cluster", CLUSTER, "--target", f"127.0.0.1:{self.grpc_port}"),
+                                         "--memory", "256", "--cluster", CLUSTER, "--target", f"127.0.0.1:{self.grpc_port}",
+                                         "--credentials", str(self.admin)),
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
             raise CheckError(f"submit failed: {done.stdout}{done.stderr}")
@@ -204,10 +220,9 @@ class Cluster:
         """The twin's truth: pod uid -> (node, epoch) for the workload's pods ("" while pending)."""
         import grpc
 
-        from fedapi import client
         from fedapi import twincluster_pb2 as tw
 
-        conn = client.connect(f"127.0.0.1:{self.grpc_port}")
+        conn = self._connect()
         pods: dict[str, tuple[str, int]] = {}
         try:
             for event in conn.twin.WatchPods(tw.WatchPodsRequest(cluster=CLUSTER), timeout=2.0):
@@ -242,10 +257,9 @@ class Cluster:
         report.scorer = labels[0] if len(labels) == 1 else ",".join(labels) or "unknown"
 
     def refused_duplicates(self) -> int:
-        from fedapi import client
         from fedapi import twincluster_pb2 as tw
 
-        conn = client.connect(f"127.0.0.1:{self.grpc_port}")
+        conn = self._connect()
         try:
             return int(conn.twin.GetSafety(tw.GetSafetyRequest(cluster=CLUSTER), timeout=5).duplicate_binds)
         finally:

@@ -31,7 +31,7 @@ import asyncio
 import random
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,11 +39,13 @@ from typing import Any, Protocol
 import grpc
 
 from controlplane import server
+from controlplane.auth import Authenticator
 from controlplane.metrics import Metrics
 from controlplane.migrations import RetryPolicy, SimulatedCrash
 from controlplane.runtime import Backends, ControlPlane
+from controlplane.sqlitestore import SqliteStore
 from controlplane.verdicts import Timings
-from fedapi import client, controlplane_pb2_grpc
+from fedapi import client, controlplane_pb2_grpc, credentials
 from fedapi import controlplane_pb2 as cp
 from fedcore import stats
 from fedcore.backends.model import Phase
@@ -80,7 +82,10 @@ class EvidenceSource(Protocol):
     def heal(self, cluster: str) -> None: ...
 
 
-SourceFactory = Callable[[dict[str, list[str]], Callable[[], float]], EvidenceSource]
+class SourceFactory(Protocol):
+    def __call__(self, nodes: dict[str, list[str]], clock: Callable[[], float], *, credentials: Mapping[str, Path]) -> EvidenceSource:
+        """The source for ``nodes`` (per cluster); ``credentials``: per cluster, its agents' credential file."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,18 +183,33 @@ class Drill:
         self.victims: list[str] = []
         self.samples: list[tuple[float, dict[str, int]]] = []  # (s since fault, ready pods per cluster)
         self.decisions: list[cp.Decision] = []
-        self.source = source({c: [n.name for n in t.table.nodes] for c, t in self.twins.items()}, self.clock)
         self.crash = CrashAt(*self.rng.choice(CRASH_POINTS))
         self.db = workdir / f"drill-{seed}.db"
+        self.admin, agents = self._credentials(seed)
+        self.source = source({c: [n.name for n in t.table.nodes] for c, t in self.twins.items()}, self.clock, credentials=agents)
         self.port = self.link_port = 0
         self.running: server.Running | None = None
+
+    def _credentials(self, seed: int) -> tuple[str, dict[str, Path]]:
+        """The drill's admin token and, per cluster, its agents' credential file: issued into the plane's store before
+        the plane first starts, as an operator would once it runs (the plane checks every call on both transports)."""
+        store = SqliteStore(self.db)
+        try:
+            issuer = Authenticator(store)
+            files = {}
+            for cluster in self.twins:
+                files[cluster] = self.workdir / f"drill-{seed}-{cluster}.cred"
+                credentials.write(files[cluster], credentials.Credential(issuer.issue("agent", cluster), "agent", cluster))
+            return issuer.issue("admin"), files
+        finally:
+            store.close()
 
     async def _start_plane(self) -> None:
         backends = Backends(self.clock, self.config.ready_delay_s)
         backends.by_name.update(self.twins)
         plane = ControlPlane(self.db, backends, self.clock, self.config.timings, retry=RetryPolicy(base_s=0.05, ready_timeout_s=10.0),
                              crash=self.crash, metrics=self.metrics)
-        self.running = await server.start(plane, host=self.config.host, port=self.port, link_port=self.link_port)
+        self.running = await server.start(plane, host=self.config.host, port=self.port, link_port=self.link_port, auth=Authenticator(plane.store))
         self.port, self.link_port = self.running.port, self.running.link_port
 
     async def _crash_and_restart(self) -> None:
@@ -204,7 +224,7 @@ class Drill:
     async def run(self) -> RunResult:
         await self._start_plane()
         host = self.config.host
-        conn = client.connect_aio(f"{host}:{self.port}")
+        conn = client.connect_aio(f"{host}:{self.port}", token=self.admin)
         stub = controlplane_pb2_grpc.ControlPlaneStub(conn)  # type: ignore[no-untyped-call]
         try:
             await self.source.start(f"{host}:{self.port}", f"{host}:{self.link_port}")

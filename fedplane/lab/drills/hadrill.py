@@ -45,6 +45,7 @@ from fedapi import client
 from fedapi import controlplane_pb2 as cp
 from fedcore import stats
 from fedcore.loopback import free_ports
+from fedplane.lab import credentialing
 from fedplane.lab.drills.etcdcluster import EtcdCluster
 
 PREFIX = "/fedplane/"
@@ -93,6 +94,8 @@ class Member:
         self.name, self.port, self.etcd, self.config, self.db = name, port, etcd, config, db
         self.address = f"127.0.0.1:{port}"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.admin = Path(tempfile.gettempdir()) / f"fedplane-ha-{os.getpid()}-{port}.cred"
+        """Its admin credential (serve --admin-credentials): any member's token is every member's (they share the store)."""
 
     def start(self) -> None:
         c = self.config
@@ -100,7 +103,7 @@ class Member:
             [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve",
              *(["--db", self.db] if self.db else ["--etcd", ",".join(self.etcd), "--member", self.name]), "--port", str(self.port), "--agent-port", "0", "--metrics-port", "-1",
              "--twin-clusters", str(c.clusters), "--regions", str(c.regions), "--twin-nodes", str(c.nodes_per_cluster),
-             "--ready-delay", str(c.ready_delay_s), "--probe-interval", str(c.probe_interval_s)],
+             "--ready-delay", str(c.ready_delay_s), "--probe-interval", str(c.probe_interval_s), "--admin-credentials", str(self.admin)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
 
@@ -120,6 +123,7 @@ class Member:
                 self.proc.kill()
                 self.proc.wait(5)
         self.proc = None
+        self.admin.unlink(missing_ok=True)
 
 
 class Fleet:
@@ -127,7 +131,9 @@ class Fleet:
 
     def __init__(self, members: list[Member]) -> None:
         self.members = members
-        self.conns = {m.address: client.connect(m.address) for m in members}
+        first = members[0]
+        token = credentialing.admin_token(first.admin, 60.0, lambda: first.proc is not None and first.proc.poll() is None)
+        self.conns = {m.address: client.connect(m.address, token=token) for m in members}
         self.leader_hint = members[0].address
         self.lock = threading.Lock()
 
