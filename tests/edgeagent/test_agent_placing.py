@@ -15,7 +15,7 @@ from crdt.claims import Status
 from edgeagent.clusters import BindOutcome, BindResult, Phase
 from edgeagent.config import PlacementSection
 from edgeagent.effects import Publish
-from edgeagent.placing import STATE_EVERY
+from edgeagent.publishing import STATE_EVERY
 from fedplane.lab.sims.placementsim import PlacementSim
 
 if TYPE_CHECKING:
@@ -289,10 +289,10 @@ def test_the_claim_window_runs_from_the_first_claim_not_from_a_late_one() -> Non
     placer.pod_update(PodUpdate(pod(1, cpu=1000), 1, Phase.PENDING), 1.0)
     placer.record("n09", "c/p0001", _rival_claim("p0001", score=-50.0), 1.0)
     placer.tick(1.0)
-    assert "p0001" not in placer._placements, "no room: no claim"
+    assert "p0001" not in placer.holdings.placements, "no room: no claim"
     placer.pod_update(PodUpdate(pod(0, cpu=2000), 1, Phase.SUCCEEDED, node.name), 1.08)  # room again
     placer.tick(1.08)
-    assert "p0001" in placer._placements
+    assert "p0001" in placer.holdings.placements
     window = PlacementSection().claim_window
     assert placer.next_deadline() == pytest.approx(max(1.0 + window, 1.08 + window / 4))
     binds = [e for e in placer.tick(placer.next_deadline()) if isinstance(e, Bind)]
@@ -386,7 +386,7 @@ def test_agents_whose_pods_just_left_do_not_defer_to_each_other() -> None:
         placer.pod_update(PodUpdate(big, 1, Phase.SUCCEEDED, name), 1.1)  # empty again, not yet republished
     for name, placer in placers.items():
         peer = placers[next(n for n in placers if n != name)]
-        placer.record(peer.node.name, records.NODE_KEY, records.encode_node_state(peer._published), 1.1)
+        placer.record(peer.node.name, records.NODE_KEY, records.encode_node_state(peer.publication.last), 1.1)
     claimed = []
     for name, placer in placers.items():
         placer.pod_update(PodUpdate(pod(0, cpu=2000), 1, Phase.PENDING), 1.2)
@@ -418,7 +418,7 @@ def test_once_the_race_is_over_a_late_node_does_not_claim_what_the_winner_is_bin
     placer.record("n09", "c/p0001", _rival_claim("p0001", score=-50.0), 0.0)
     window = PlacementSection().claim_window
     late = [e for e in placer.tick(window + 0.01) if isinstance(e, Publish) and e.key == "c/p0001"]
-    assert not late and "p0001" not in placer._placements
+    assert not late and "p0001" not in placer.holdings.placements
     fallback = PlacementSection().fallback_after
     assert [e for e in placer.tick(fallback) if isinstance(e, Publish) and e.key == "c/p0001"], \
         "after fallback_after the winner may be stuck: claim anyway"
@@ -440,7 +440,7 @@ def test_when_the_winner_gives_the_pod_up_the_race_reopens_at_once() -> None:
     assert delta is not None
     placer.record("n09", "c/p0001", wire.encode_delta(delta), 0.0)
     placer.tick(0.5)  # the race closed at 0.1: we wait
-    assert "p0001" not in placer._placements
+    assert "p0001" not in placer.holdings.placements
     rival.bump_epoch("p0001")  # what a winner refused for lack of room does
     released = rival.own_delta("p0001")
     assert released is not None
