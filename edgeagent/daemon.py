@@ -1,35 +1,34 @@
-"""The asyncio shell around the placement core: sockets, timers, the journal and the back end.
+"""The asyncio shell around the placement core: the agent built and wired to gossip, the back end, the journal and HTTP.
 
 Everything the agent decides is decided in :class:`edgeagent.placing.Placer`; this
-module feeds it inputs (gossip events, the cluster's pod watch, bind answers, load
-samples, its own deadline) and performs the effects it returns. The one rule that
-makes restarts safe lives here: effects are queued, and once per event-loop turn the
-ledger's new operations are written and fsynced to the journal *before* any queued
-effect leaves the process (group commit).
+module builds the agent and feeds the placer its inputs (gossip events, load samples, its
+own health score, the control plane's workload context) and says how each effect it returns
+is performed. The neighbours: :mod:`edgeagent.committing` (the effect pipeline: no effect
+leaves before its journal commit, and the placer's timer), :mod:`edgeagent.clustercalls`
+(the pod watch, binds, evictions, node status), :mod:`edgeagent.savedstate` (the files
+beside the journal), :mod:`edgeagent.reporting` (the report to the control plane).
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
 import random
 import signal
 import time
 from collections.abc import Callable, Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fedapi import agentlink, credentials
 from fedcore.agentcmd import LOSS_ENV
-from fedcore.nodes import Node
 
-from edgeagent import federation, linkcodec, reporting, residency
-from edgeagent.clusters import BindResult, ClusterAPI, ClusterUnavailable
+from edgeagent import federation, reporting, residency, savedstate
+from edgeagent.clustercalls import BACKOFF_MAX, ClusterCalls
+from edgeagent.clusters import ClusterAPI, ClusterUnavailable
+from edgeagent.committing import EffectPipeline
 from edgeagent.config import AgentConfig
-from edgeagent.effects import Bind, Effect, Evict, Experience, Publish, ReportNode
+from edgeagent.effects import Bind, Effect, Evict, Publish, ReportNode
 from fedcore.framelog import FrameLog
 from edgeagent.ledger import Ledger
 from edgeagent.metrics import AgentMetrics
@@ -46,23 +45,9 @@ from gossip.keyring import Keyring
 from gossip.members import MemberState
 from gossip.udp import Event, UdpGossip
 
-if TYPE_CHECKING:
-    from federated.runtime.experience import ExperienceLog
-
 log = logging.getLogger("edgeagent")
 
 JOURNAL = "claims.journal"
-NODE_FILE = "node.msgpack"
-CONTEXT_FILE = "context.msgpack"
-"""The last workload context from the control plane: an agent restarted while it is away scores as its peers still do."""
-MAX_BINDS_IN_FLIGHT = 32
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
-"""glibc's mallopt parameter numbers."""
-MALLOC_THRESHOLD = 128 * 1024
-"""glibc's default trim and mmap thresholds, held fixed (see :func:`tune_malloc`)."""
-BACKOFF_MAX = 10.0
-EVICT_ATTEMPTS = 60
-"""About ten minutes of retries at the capped backoff (a PodDisruptionBudget may hold it that long)."""
 
 
 def injected_loss() -> float:
@@ -78,41 +63,6 @@ def injected_loss() -> float:
         log.warning("%s=%r is not a share in [0, 0.9]: no loss injected", LOSS_ENV, raw)
         return 0.0
     return loss
-
-
-def tune_malloc(arenas: int = 2) -> None:
-    """Keep glibc from holding freed memory the agent no longer uses.
-
-    Two settings, both measured on the 16-agent bench: at most ``arenas`` malloc arenas
-    (each thread would otherwise get its own, ~MiBs each), and fixed trim/mmap thresholds.
-    By default glibc raises both after a large block is freed, and from then on keeps up
-    to twice that at the top of the heap; under load an agent's heap grew by 11 MiB that
-    way and never gave it back (1.2 MiB with the thresholds fixed).
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc: nothing to tune
-        return
-    mallopt = getattr(libc, "mallopt", None)
-    if mallopt is not None:
-        mallopt(M_ARENA_MAX, arenas)
-        mallopt(M_TRIM_THRESHOLD, MALLOC_THRESHOLD)
-        mallopt(M_MMAP_THRESHOLD, MALLOC_THRESHOLD)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so a crash leaves the old or the new file, never a mix."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def make_cluster(config: AgentConfig) -> ClusterAPI:
@@ -133,7 +83,7 @@ def link_tls(config: AgentConfig) -> Any:
 
 async def run_agent(config: AgentConfig) -> None:
     """Build the agent inside the running loop (its twin link binds to it) and run it."""
-    tune_malloc()
+    residency.tune_malloc()
     await Agent(config).run()
 
 
@@ -147,8 +97,8 @@ class Agent:
         self.name = config.node_name
         self.data = config.data_path
         self.cluster = cluster or make_cluster(config)
-        self.backend_error: str | None = "not connected yet"
-        """Why the back end is not usable now (the last call to it failed), or None."""
+        self.calls = ClusterCalls(self.cluster, config.backend, lambda: self.placer_, self._apply)
+        """The pod watch, binds, evictions and node status, with retries; says why the back end is unusable."""
         self.placer: Placer | None = None
         self.gossip: UdpGossip | None = None
         self.wan: UdpGossip | None = None
@@ -162,21 +112,10 @@ class Agent:
         self.families = Families(HeuristicScorer(lambda: self.placer_.load))
         """The scorer family the context names: the model (best fit without one), or fedcore's FGD or BestFit."""
         self._stop = asyncio.Event()
-        self._closing = False
-        self._queue: list[Effect] = []
-        self._flush_scheduled = False
-        self._awaiting: list[Effect] = []
-        """Effects waiting for the fsync that makes their journal operations durable."""
-        self._syncing = False
-        self._snapshot_bytes = 0
-        """Size of the last journal snapshot: the journal is rewritten again only once it has doubled."""
-        self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._binds = asyncio.Semaphore(MAX_BINDS_IN_FLIGHT)
-        self._journal: FrameLog | None = None
-        self._fsync = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal-fsync")
-        """One thread for every fsync: more would each grow a malloc arena for nothing."""
-        self._experience: ExperienceLog | None = None
+        self.effects = EffectPipeline(self.data, config.journal_max_mib * 2**20, config.experience_max_mib * 2**20,
+                                      self._perform, self._spawn)
+        """Effects leave only after the journal commit of the ledger operations behind them."""
         self.metrics: AgentMetrics | None = None
         self._http: StatusServer | None = None
         self.http_port = 0
@@ -188,13 +127,14 @@ class Agent:
         loop = asyncio.get_running_loop()
         self.data.mkdir(parents=True, exist_ok=True)
         probe = self._probe()
-        node = await self._describe_node(probe)
+        node = await savedstate.describe_node(probe, self.data)
         if self.config.probe.kind != "twin":
             await self._check_known()
-        self._journal = FrameLog(self.data / JOURNAL)
-        ledger = Ledger.replay(self.name, node.name, node.capacity, (op for batch in self._journal.read() for op in batch))
-        self._restore_context()
+        journal = FrameLog(self.data / JOURNAL)
+        ledger = Ledger.replay(self.name, node.name, node.capacity, (op for batch in journal.read() for op in batch))
+        savedstate.restore_context(self.data, self.context)  # the model loaded next takes it (_swap_model)
         self.placer = Placer(node, ledger, self.families.take(self.context.current), self.config.placement, loop.time())
+        self.effects.start(journal, self.placer)
         models = ModelWatcher(self.config.models_path)
         self._swap_model(models)
         gossip = self._make_gossip()
@@ -209,9 +149,9 @@ class Agent:
         await self._start_http()
         log.info("agent %s up: gossip %s, %d pods held from the journal", self.name, self.gossip.name,
                  sum(1 for _ in ledger.own_pods()))
-        self._spawn(self._watch_loop())
+        self._spawn(self.calls.watch())
         self._spawn(self._every(self.config.probe.interval, lambda: self._apply(self.placer_.set_load(probe.load(), loop.time()))))
-        self._spawn(self._status_loop())
+        self._spawn(self.calls.report_ready(self.name))
         if self.config.report_address:
             self._spawn(self._report_loop(self.config.report_address))
         self._spawn(self._every(self.config.gossip.probe_interval, lambda: self._sample_awareness(loop.time())))
@@ -231,84 +171,25 @@ class Agent:
 
     async def _shutdown(self) -> None:
         log.info("agent %s leaving", self.name)
-        self._closing = True
+        self.effects.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._timer is not None:
-            self._timer.cancel()
-        self._commit()
-        if self._journal is not None:
-            self._journal.sync()
+        self.effects.drain()
         if self.gossip is not None:
             await self.gossip.leave(linger=self.config.gossip.gossip_interval * 10)
         if self.wan is not None:
             await self.wan.leave(linger=self.config.gossip.gossip_interval * 10)
         if self._http is not None:
             await self._http.close()
-        for closable in (self._journal, self._experience):
-            if closable is not None:
-                closable.close()
+        self.effects.close()
         await self.cluster.close()
-        self._fsync.shutdown(wait=False)
 
-    # ---- the effect pipeline ----------------------------------------------------------------------
+    # ---- effects -------------------------------------------------------------------------------------
 
     def _apply(self, effects: list[Effect]) -> None:
-        """Queue effects; they run after the next journal commit (at most one commit per loop turn)."""
-        self._queue.extend(effects)
-        if not self._flush_scheduled and not self._closing:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
-
-    def _commit(self) -> list[Effect]:
-        """Append the ledger's new operations to the journal; returns the queued effects."""
-        ledger = self.placer_.ledger
-        ops = ledger.take_ops()
-        if ops and self._journal is not None:
-            size = self._journal.size()
-            if size > max(self.config.journal_max_mib * 2**20, 2 * self._snapshot_bytes) and not self._syncing:
-                try:
-                    self._journal.replace([[ledger.snapshot()]])  # durable on return; no fsync thread holds the old file
-                    self._snapshot_bytes, ops = self._journal.size(), []
-                except OSError as exc:
-                    self._snapshot_bytes = size  # next try once the journal doubled again
-                    log.warning("journal snapshot failed, appending instead: %s", exc)
-            if ops:
-                self._journal.append(ops)
-        effects, self._queue = self._queue, []
-        rows = [e.row for e in effects if isinstance(e, Experience)]
-        if rows:
-            self.experience_log().write(rows)
-        return effects
-
-    def _flush(self) -> None:
-        """Commit, then perform: at once if the journal is already durable, else after the next fsync."""
-        self._flush_scheduled = False
-        effects = self._commit()
-        journal = self._journal
-        if self._awaiting or (journal is not None and journal.dirty and any(
-                isinstance(e, (Publish, Bind, ReportNode, Evict)) for e in effects)):
-            self._awaiting.extend(effects)
-            if not self._syncing:
-                self._syncing = True
-                self._spawn(self._sync())
-        else:
-            self._perform(effects)
-        self._arm()
-
-    async def _sync(self) -> None:
-        """Group commit: one fsync (in a worker thread) releases every effect queued before it started."""
-        try:
-            while self._awaiting and self._journal is not None:
-                batch, self._awaiting = self._awaiting, []
-                self._journal.flush()
-                await asyncio.get_running_loop().run_in_executor(self._fsync, self._journal.fsync)
-                self._perform(batch)
-                if self._experience is not None:
-                    self._experience.flush()
-        finally:
-            self._syncing = False
+        """Queue the placer's effects: they are performed after their journal commit (:mod:`edgeagent.committing`)."""
+        self.effects.apply(effects)
 
     def _perform(self, effects: list[Effect]) -> None:
         placer = self.placer_
@@ -317,26 +198,16 @@ class Agent:
                 if self.gossip is not None:
                     self.gossip.publish(effect.key, effect.value)
             elif isinstance(effect, Bind):
-                self._spawn(self._bind(effect))
+                self._spawn(self.calls.bind(effect))
             elif isinstance(effect, ReportNode):
-                self._spawn(self._report(effect.node, effect.ready, attempts=10))
+                self._spawn(self.calls.report(effect.node, effect.ready, attempts=10))
             elif isinstance(effect, Evict):
                 log.warning("pod %s (epoch %d) was re-placed elsewhere: stopping it here", effect.pod, effect.epoch)
-                self._spawn(self._evict(effect))
+                self._spawn(self.calls.evict(effect))
         if self.metrics is not None:
             for seconds in placer.counters.decisions:
                 self.metrics.decisions.observe(seconds)
         placer.counters.decisions.clear()
-
-    def _arm(self) -> None:
-        loop = asyncio.get_running_loop()
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = loop.call_at(max(self.placer_.next_deadline(), loop.time()), self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._apply(self.placer_.tick(asyncio.get_running_loop().time()))
 
     # ---- inputs ---------------------------------------------------------------------------------------
 
@@ -353,81 +224,6 @@ class Agent:
                 self._apply(placer.member_suspect(event.name, now))
             elif event.state is MemberState.ALIVE:
                 self._apply(placer.member_alive(event.name, now))
-
-    async def _watch_loop(self) -> None:
-        """Follow the cluster's pods; every ``backend.relist_interval`` the watch is reopened, which lists every
-        pod again, so an event the watch missed (a dropped connection, a back end that forgot one) strands nothing."""
-        loop = asyncio.get_running_loop()
-        backoff = 0.1
-        while True:
-            try:
-                async with asyncio.timeout(self.config.backend.relist_interval):
-                    async for update in self.cluster.watch():
-                        self.backend_error, backoff = None, 0.1
-                        self._apply(self.placer_.pod_update(update, loop.time()))
-            except TimeoutError:
-                continue  # a relist, not a failure: reopen at once
-            except ClusterUnavailable as exc:
-                log.warning("cluster watch: %s (retrying in %.1fs)", exc, backoff)
-                self.backend_error = f"pod watch: {exc}"
-            else:
-                self.backend_error = "pod watch ended"
-            await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
-            backoff = min(BACKOFF_MAX, backoff * 2)
-
-    async def _bind(self, effect: Bind) -> None:
-        result: BindResult | None
-        async with self._binds:
-            try:
-                result = await self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus)
-                self.backend_error = None
-            except ClusterUnavailable as exc:
-                log.warning("bind %s: %s", effect.pod, exc)
-                self.backend_error = f"bind: {exc}"
-                result = None
-        self._apply(self.placer_.bind_done(effect.pod, result, asyncio.get_running_loop().time()))
-
-    async def _evict(self, effect: Evict) -> None:
-        """Stop the pod at the back end, retrying until it answers for good (evicted, gone, or moved on).
-
-        Idempotent: a retry after the pod went answers GONE, and the epoch fences off a newer copy.
-        A PodDisruptionBudget that forbids it now (BLOCKED) is waited out with the same backoff.
-        """
-        backoff = 0.2
-        for _ in range(EVICT_ATTEMPTS):
-            try:
-                async with self._binds:
-                    result = await self.cluster.evict(effect.pod, effect.epoch)
-                if result.final:
-                    self.placer_.counters.evictions_done += 1
-                    log.info("evict %s (epoch %d): %s %s", effect.pod, effect.epoch, result.outcome.value, result.reason)
-                    return
-                log.warning("evict %s: %s (%s)", effect.pod, result.outcome.value, result.reason)
-            except ClusterUnavailable as exc:
-                log.warning("evict %s: %s", effect.pod, exc)
-            await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
-            backoff = min(BACKOFF_MAX, backoff * 2)
-        log.error("evict %s (epoch %d): gave up after %d attempts", effect.pod, effect.epoch, EVICT_ATTEMPTS)
-
-    async def _report(self, node: str, ready: bool, attempts: int) -> None:
-        backoff = 0.2
-        for _ in range(attempts):
-            try:
-                freed = await self.cluster.report_node(node, ready)
-                self.backend_error = None
-                if not ready:
-                    log.info("reported node %s not ready: the cluster freed %d pods", node, freed)
-                return
-            except ClusterUnavailable as exc:
-                log.warning("report node %s: %s", node, exc)
-                self.backend_error = f"node status: {exc}"
-            await asyncio.sleep(backoff)
-            backoff = min(BACKOFF_MAX, backoff * 2)
-
-    async def _status_loop(self) -> None:
-        while True:
-            await self._report(self.name, True, attempts=1)
-            await asyncio.sleep(self.config.backend.status_interval)
 
     async def _report_loop(self, address: str) -> None:
         """Report ourselves to the control plane: at its asked interval, backing off (to 10 s) while it is away.
@@ -480,22 +276,7 @@ class Agent:
         if not self.context.receive(value):
             return
         self._apply(self.placer_.set_scorer(self.families.take(self.context.current)))
-        try:
-            atomic_write(self.data / CONTEXT_FILE, agentlink.encode(self.context.current.to_wire()))
-        except OSError as exc:
-            log.warning("could not save the workload context (a restart would wait for the control plane's): %s", exc)
-
-    def _restore_context(self) -> None:
-        """The context saved before a restart (its scorer family included); the model loaded next takes it (:meth:`_swap_model`)."""
-        saved = self.data / CONTEXT_FILE
-        try:
-            value = agentlink.decode(saved.read_bytes())
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as exc:
-            log.warning("the saved workload context %s is unreadable (%s): waiting for the control plane's", saved, exc)
-            return
-        self.context.receive(value, str(saved))
+        savedstate.save_context(self.data, self.context.current)
 
     def _sample_awareness(self, now: float) -> None:
         """Feed our Lifeguard health score to the placer when it moved (an idle, healthy agent stays asleep)."""
@@ -516,28 +297,6 @@ class Agent:
             step()
 
     # ---- setup helpers ----------------------------------------------------------------------------------
-
-    async def _describe_node(self, probe: NodeProbe) -> Node:
-        """Ask the probe; fall back to the last description on disk, so an agent restarts offline."""
-        saved = self.data / NODE_FILE
-        backoff = 0.2
-        while True:
-            try:
-                node = await probe.describe()
-                atomic_write(saved, agentlink.encode(linkcodec.node_to_wire(node)))
-                return node
-            except ClusterUnavailable as exc:
-                if saved.exists():
-                    try:
-                        node = linkcodec.node_from_wire(agentlink.decode(saved.read_bytes()))
-                    except (ValueError, ClusterUnavailable) as bad:
-                        log.error("the saved node description %s is unreadable (%s): waiting for the cluster", saved, bad)
-                    else:
-                        log.warning("cluster unreachable (%s): using the saved node description", exc)
-                        return node
-                log.warning("cluster unreachable (%s): retrying", exc)
-            await asyncio.sleep(backoff)
-            backoff = min(BACKOFF_MAX, backoff * 2)
 
     async def _check_known(self) -> None:
         """A node described by this machine must still be one the back end knows: if it answers that
@@ -574,7 +333,7 @@ class Agent:
         placer = self.placer_
         self.metrics = AgentMetrics(
             placer, lambda: sum(1 for m in self.gossip_.members().values() if m.state is MemberState.ALIVE) - 1,
-            lambda: self.backend_error is None, lambda: self._journal.size() if self._journal else 0, self.context)
+            lambda: self.backend_error is None, self.effects.journal_size, self.context)
         if not self.config.http.bind:
             return
         host, port = split_addr(self.config.http.bind)
@@ -595,14 +354,6 @@ class Agent:
                     f"{self.placer.awareness}); no quorum, not acting for dead peers")
         return None
 
-    def experience_log(self) -> ExperienceLog:
-        """Opened at the first row: only an agent scoring with a model records experience (and loads its format)."""
-        if self._experience is None:
-            from federated.runtime.experience import ExperienceLog
-
-            self._experience = ExperienceLog(self.data, self.config.experience_max_mib * 2**20)
-        return self._experience
-
     def _swap_model(self, models: ModelWatcher) -> None:
         scorer = models.scan()
         if scorer is not None:
@@ -614,6 +365,15 @@ class Agent:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    @property
+    def backend_error(self) -> str | None:
+        """Why the back end is not usable now (the last call to it failed), or None."""
+        return self.calls.error
+
+    @backend_error.setter
+    def backend_error(self, error: str | None) -> None:
+        self.calls.error = error
 
     @property
     def placer_(self) -> Placer:

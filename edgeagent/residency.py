@@ -1,4 +1,9 @@
-"""Giving back the policy runtime's start-up code once a model has loaded.
+"""Keeping the agent's resident memory its working set: cold start-up code given back, glibc's heap held in.
+
+:func:`tune_malloc` runs once at start (:func:`edgeagent.daemon.run_agent`);
+:func:`drop_cold_code` after each policy model loads.
+
+Giving back the policy runtime's start-up code once a model has loaded:
 
 Creating an onnxruntime session runs code that no decision runs again: every CPU kernel
 registers itself, the graph is partitioned and optimised. That touches ~12 MiB of the
@@ -24,6 +29,10 @@ import logging
 log = logging.getLogger("edgeagent.residency")
 
 MADV_DONTNEED = 4
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
+"""glibc's mallopt parameter numbers."""
+MALLOC_THRESHOLD = 128 * 1024
+"""glibc's default trim and mmap thresholds, held fixed (see :func:`tune_malloc`)."""
 LIBRARIES = ("onnxruntime_pybind11_state",)
 """Shared objects whose start-up code is dropped: onnxruntime's, the one whose session set-up is that large."""
 
@@ -63,3 +72,23 @@ def drop_cold_code(libraries: tuple[str, ...] = LIBRARIES) -> int:
         else:
             log.debug("madvise on %#x-%#x failed: errno %d", start, end, ctypes.get_errno())
     return advised
+
+
+def tune_malloc(arenas: int = 2) -> None:
+    """Keep glibc from holding freed memory the agent no longer uses.
+
+    Two settings, both measured on the 16-agent bench: at most ``arenas`` malloc arenas
+    (each thread would otherwise get its own, ~MiBs each), and fixed trim/mmap thresholds.
+    By default glibc raises both after a large block is freed, and from then on keeps up
+    to twice that at the top of the heap; under load an agent's heap grew by 11 MiB that
+    way and never gave it back (1.2 MiB with the thresholds fixed).
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to tune
+        return
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is not None:
+        mallopt(M_ARENA_MAX, arenas)
+        mallopt(M_TRIM_THRESHOLD, MALLOC_THRESHOLD)
+        mallopt(M_MMAP_THRESHOLD, MALLOC_THRESHOLD)

@@ -18,7 +18,8 @@ from fedcore.pods import Pod
 from edgeagent import config
 from edgeagent import linkcodec
 from edgeagent.clusters import Phase
-from edgeagent.daemon import NODE_FILE, Agent
+from edgeagent.daemon import Agent
+from edgeagent.savedstate import NODE_FILE
 from fedcore.framelog import FrameLog
 from fedplane.lab.doubles.memcluster import InMemoryCluster
 from fedplane.lab.doubles.linkharness import TwinHarness

@@ -126,14 +126,14 @@ def test_metrics_and_the_report_carry_the_context_only_once_there_is_one() -> No
 ])
 def test_a_restarted_agent_resumes_with_its_saved_context_and_refuses_a_damaged_one(
         saved: bytes, resumed: WorkloadContext, warning: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from edgeagent import config
-    from edgeagent.daemon import CONTEXT_FILE, Agent
+    from edgeagent import config, savedstate
+    from edgeagent.daemon import Agent
 
     settings = config.parse({"node": "a0", "cluster": "c0", "data_dir": str(tmp_path), "log_level": "warning",
                              "backend": {"kind": "twin", "address": "127.0.0.1:9"}})
-    (tmp_path / CONTEXT_FILE).write_bytes(saved)
+    (tmp_path / savedstate.CONTEXT_FILE).write_bytes(saved)
     agent = Agent(settings, cluster=object(), handle_signals=False)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING):
-        agent._restore_context()  # noqa: SLF001 (the start-up step, without the rest of run())
+        savedstate.restore_context(agent.data, agent.context)  # the start-up step, without the rest of run()
     assert agent.context.current == resumed and "Traceback" not in caplog.text
     assert [warning in r.getMessage() for r in caplog.records] == ([True] if warning else [])
