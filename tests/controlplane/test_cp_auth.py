@@ -272,3 +272,27 @@ def test_serve_writes_the_admin_credential_and_the_cli_says_what_to_do(tmp_path:
         finally:
             proc.terminate()
             proc.wait(10)
+
+
+def test_agent_check_names_a_credential_that_would_be_refused(tmp_path: Path) -> None:
+    from edgeagent.preflight import credentials_problem
+
+    path = tmp_path / "agent.cred"
+    agent = config.parse({"node": "n1", "cluster": "c0", "backend": {"credentials": str(path)}})
+    assert "cannot read" in (credentials_problem(agent) or "")
+    path.write_text("{not json")
+    assert "not a JSON credential file" in (credentials_problem(agent) or "")
+    for found, why in ((credentials.Credential("t0k", "viewer"), "role agent"), (credentials.Credential("t0k", "agent", "c1"), "cluster 'c1'"),
+                       (credentials.Credential("t0k", "agent", "c0", "n2"), "node 'n2'")):
+        credentials.write(path, found)
+        assert why in (credentials_problem(agent) or "")
+    credentials.write(path, credentials.Credential("t0k", "agent", "c0", "n1"))
+    assert credentials_problem(agent) is None
+
+
+def test_an_unusable_credential_file_is_one_clear_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.cred"
+    bad.write_text('{"token": "x y", "role": "viewer"}')
+    for path in (bad, tmp_path / "missing.cred"):
+        out = CliRunner().invoke(main, ["controlplane", "clusters", "--target", "127.0.0.1:1", "--credentials", str(path)])
+        assert out.exit_code == 2 and str(path) in out.output and "token" not in out.output.replace("no usable token", "")
