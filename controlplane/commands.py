@@ -308,12 +308,15 @@ def _admin_credential(checker: Authenticator, path: str, target: str) -> None:
 @click.option("--twin-nodes", default=4, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--placer", type=click.Choice(["agents", "kube-scheduler"]), default="agents", show_default=True,
               help="Kubernetes clusters: who binds the control plane's pods (agents: schedulerName fedplane).")
+@click.option("--force", is_flag=True, help="Apply another spec to a registered cluster (its back end is rebuilt and its replicas "
+                                             "re-created; without it another spec is refused and nothing changes).")
 @client_options
 def clusters(
-    name: str | None, region: str | None, kube_context: str, kubeconfig: str, twin_nodes: int, placer: str, target: str, as_json: bool,
-    tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    name: str | None, region: str | None, kube_context: str, kubeconfig: str, twin_nodes: int, placer: str, force: bool, target: str,
+    as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
-    """List clusters with their verdicts (health and the evidence for it), load and taints; or register one."""
+    """List clusters with their verdicts (health and the evidence for it), load and taints; or register one (the same
+    spec again changes nothing)."""
     tls = tls_files(tls_cert, tls_key, tls_ca)
     if name:
         if not region:
@@ -321,7 +324,8 @@ def clusters(
         backend = cp.BACKEND_KUBERNETES if kube_context else cp.BACKEND_TWIN
         spec = cp.ClusterSpec(name=name, region=region or "", backend=backend, kube_context=kube_context, kubeconfig=kubeconfig, twin_nodes=twin_nodes,
                               placer=placer)
-        emit(as_json, call(target, tls, "RegisterCluster", cp.RegisterClusterRequest(cluster=spec)), "registered", lambda d: [_cluster_row(d)])
+        emit(as_json, call(target, tls, "RegisterCluster", cp.RegisterClusterRequest(cluster=spec, force=force)), "registered",
+             lambda d: [_cluster_row(d)])
         return
     emit(as_json, call(target, tls, "ListClusters", cp.ListClustersRequest()), "clusters",
          lambda d: [_cluster_row(c) for c in d.get("clusters", [])])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
 from fedapi.workloadcontext import LEARNED, NONE, WorkloadContext
+from controlplane import limits
 from controlplane.evidence import AgentReport, AgentRow, NodeSummary, PeerState
 from controlplane.journal import Migration, MigrationState
 from controlplane.registry import BackendKind, ClusterSpec, Placement, Placer
@@ -101,6 +102,10 @@ def from_workload_context(m: cp.WorkloadContext) -> WorkloadContext:
 def agent_report(m: cp.AgentReport) -> AgentReport:
     if not m.cluster or not m.node or not m.agent_id:
         raise ValueError("an agent report needs cluster, node and agent_id")
+    for what, value in (("cluster", m.cluster), ("node", m.node), ("agent_id", m.agent_id), ("model_version", m.summary.model_version)):
+        limits.text(f"agent report {what}", value)
+    limits.text("agent report health_reason", m.health_reason, 1024, printable=False)
+    limits.entries("agent report peers", m.peers, limits.MAX_TWIN_NODES)
     s = m.summary
     for name, v in (("capacity", s.capacity), ("allocated", s.allocated)):
         if min(v.cpu_milli, v.memory_mib, v.disk_mib, v.gpu_milli) < 0:

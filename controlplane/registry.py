@@ -11,6 +11,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from controlplane import limits
 from controlplane.store import Store, next_seq, seq_key
 from controlplane.workloads import Workload
 from fedcore.backends.model import check_name
@@ -53,12 +54,24 @@ class ClusterSpec:
         check_name("cluster", self.name)
         if not self.region:
             raise ValueError(f"cluster {self.name}: a region is required")
+        limits.text(f"cluster {self.name}: region", self.region)
+        limits.text(f"cluster {self.name}: kube_context", self.kube_context)
+        limits.text(f"cluster {self.name}: kubeconfig", self.kubeconfig, limits.MAX_PATH)
+        limits.labels(f"cluster {self.name}: labels", self.labels)
+        limits.count(f"cluster {self.name}: twin_nodes", max(self.twin_nodes, 0), 0, limits.MAX_TWIN_NODES)
+        limits.count(f"cluster {self.name}: twin_cpu_milli", self.twin_cpu_milli, 1, limits.MAX_CPU_MILLI)
+        limits.count(f"cluster {self.name}: twin_memory_mib", self.twin_memory_mib, 1, limits.MAX_MEMORY_MIB)
         if self.backend is BackendKind.KUBERNETES and not self.kube_context:
             raise ValueError(f"cluster {self.name}: a kubernetes cluster needs a kubeconfig context")
         if self.backend is BackendKind.TWIN and self.twin_nodes < 1:
             raise ValueError(f"cluster {self.name}: a twin cluster needs at least one node")
         if not 0 <= self.twin_gpus <= 64:
             raise ValueError(f"cluster {self.name}: twin nodes hold 0..64 GPUs, not {self.twin_gpus}")
+
+    def changes(self, new: ClusterSpec) -> list[str]:
+        """What registering ``new`` over this spec would change, one ``field old -> new`` each (labels included)."""
+        old_d, new_d = json.loads(self.to_json()), json.loads(new.to_json())
+        return [f"{k} {old_d[k]!r} -> {new_d[k]!r}" for k in old_d if old_d[k] != new_d.get(k)]
 
     def to_json(self) -> str:
         d = asdict(self)

@@ -163,10 +163,31 @@ class ControlPlane:
             self.evidence = EvidenceBook(self.timings.fresh_s)
 
     # -- API operations --------------------------------------------------------------------------
-    def register_cluster(self, spec: ClusterSpec) -> None:
+    def register_cluster(self, spec: ClusterSpec, force: bool = False) -> list[str]:
+        """Register a cluster; returns what changed. The same spec again changes nothing. Another spec for a registered
+        name is refused (ValueError naming the changes) unless ``force``: then it is stored, the cluster's back end is
+        rebuilt from it (an embedded twin starts empty, with the new nodes) and :meth:`restore` re-creates every placed
+        replica there at a bumped epoch. Replicas the new capacity cannot hold stay pending there, counted in the
+        placement (placed, not ready) and named in the ``cluster-respec`` decision: never dropped, not failed over."""
         with self.lock:
+            old = next((c for c in self.registry.clusters() if c.name == spec.name), None)
+            changes = old.changes(spec) if old is not None else []
+            if old is not None and not changes:
+                return []
+            if old is not None and not force:
+                raise ValueError(f"cluster {spec.name} already exists with another spec ({'; '.join(changes)}): nothing changed; "
+                                 "register it with --force (RegisterCluster force) to apply it")
+            if old is not None:
+                self.backends.by_name.pop(spec.name, None)
+                self.planner.topology.clusters.pop(spec.name, None)
             self._attach(spec)
             self.registry.add_cluster(spec)
+            if old is None:
+                return []
+            now = self.clock()
+            held = [f"{p.workload}: {p.replicas} replicas" for p in self.registry.placements() if p.cluster == spec.name]
+            self._record(DecisionRecord(now, "cluster-respec", "", spec.name, "", ("; ".join(changes), *held)))
+            return changes + self.restore(now)
 
     def report(self, report: AgentReport) -> bool:
         with self.lock:

@@ -26,7 +26,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from controlplane.autoscaling.api import AutoscalerService
-from controlplane import selectworker
+from controlplane import limits, selectworker
 from controlplane.auth import Authenticator, Gate, Insecure, loopback
 from controlplane.campaigning import Campaign, Leadership, Solo
 from controlplane.migrations import SimulatedCrash
@@ -135,7 +135,8 @@ async def start(
     gate = auth if isinstance(auth, Authenticator) else None
     # gRPC turns SO_REUSEPORT on by default: a second control plane could then listen on the same
     # port and clients would alternate between two databases. One port, one process.
-    server = grpc.aio.server(maximum_concurrent_rpcs=512, options=[("grpc.so_reuseport", 0)], interceptors=[Gate(gate)] if gate else None)
+    server = grpc.aio.server(maximum_concurrent_rpcs=512, interceptors=[Gate(gate)] if gate else None,
+                             options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES)])
     twin = TwinClusterService(plane)
     controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills, leadership, gate), server)  # type: ignore[no-untyped-call]
     twincluster_pb2_grpc.add_TwinClusterServicer_to_server(twin, server)  # type: ignore[no-untyped-call]

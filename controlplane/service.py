@@ -18,6 +18,7 @@ import grpc
 from controlplane import convert
 from controlplane.auth import Authenticator
 from controlplane.campaigning import Leadership, Solo
+from controlplane.registry import DECISIONS_KEEP
 from controlplane.runtime import ControlPlane
 from controlplane.store import Fenced, StoreUnavailable
 from fedapi import controlplane_pb2 as cp, controlplane_pb2_grpc, twincluster_pb2 as tw, twincluster_pb2_grpc
@@ -28,6 +29,7 @@ from fedcore.backends.twin import TwinCluster
 T = TypeVar("T")
 DrillRunner = Callable[[str, int, int], dict[str, Any]]
 WATCH_POLL_S = 0.05
+MAX_DRILL_RUNS = 1000  # as the CLI's --runs
 
 
 LEADER_KEY = "fedplane-leader"  # trailing metadata: where writes go when this member does not lead
@@ -93,7 +95,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
             spec = convert.cluster_spec(request.cluster)
         except ValueError as exc:
             await _abort(context, exc)
-        await _run(context, self.plane.register_cluster, spec)
+        await _run(context, self.plane.register_cluster, spec, request.force)
         rows = await _run(context, self.plane.clusters)
         return convert.cluster_status(next(r for r in rows if r.spec.name == spec.name))
 
@@ -173,6 +175,8 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         return cp.ListMigrationsResponse(migrations=[convert.migration(m) for m in found])
 
     async def ListDecisions(self, request: cp.ListDecisionsRequest, context: grpc.aio.ServicerContext) -> cp.ListDecisionsResponse:
+        if not 0 <= request.limit <= DECISIONS_KEEP:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"limit must be in 0..{DECISIONS_KEEP} (0: 100), got {request.limit}")
         found = self.plane.registry.decisions(request.limit or 100)
         return cp.ListDecisionsResponse(decisions=[
             cp.Decision(at_ms=int(d.at * 1000), kind=d.kind, workload=d.workload, source=d.source, target=d.target,
@@ -191,6 +195,8 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         return cp.IssuedCredential(token=token, role=request.role, cluster=request.cluster, node=request.node)
 
     async def RunDrill(self, request: cp.RunDrillRequest, context: grpc.aio.ServicerContext) -> cp.DrillReport:
+        if not 0 <= request.runs <= MAX_DRILL_RUNS:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"runs must be in 0..{MAX_DRILL_RUNS} (0: 1), got {request.runs}")
         report = await _run(context, self.drills, request.scenario, request.runs or 1, request.seed)
         return cp.DrillReport(
             scenario=report["scenario"], runs=report["runs"], detect_s_median=report["detect_s_median"],

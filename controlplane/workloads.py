@@ -10,6 +10,7 @@ import enum
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from controlplane import limits
 from controlplane.failbacks import Failback
 from fedcore.backends.model import PAUSE_IMAGE, WorkloadSpec, check_name
 from fedcore.nodes import Arch, TaintEffect
@@ -38,6 +39,18 @@ class Template:
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.gpus) < 0:
             raise ValueError("pod requests must be non-negative")
+        limits.count("pod cpu_milli", self.cpu_milli, 0, limits.MAX_CPU_MILLI)
+        limits.count("pod memory_mib", self.memory_mib, 0, limits.MAX_MEMORY_MIB)
+        limits.count("pod gpus", self.gpus, 0, limits.MAX_GPUS)
+        limits.count("pod priority", self.priority, -limits.MAX_PRIORITY - 1, limits.MAX_PRIORITY)
+        limits.text("pod gpu_model", self.gpu_model)
+        limits.text("pod image", self.image, 512)
+        limits.entries("pod archs", self.archs)
+        limits.entries("pod tolerations", self.tolerations)
+        for key, value, _effect in self.tolerations:
+            limits.text("toleration key", key)
+            limits.text("toleration value", value, limits.MAX_VALUE)
+        limits.labels("pod node_selector", self.node_selector)
         known = {a.value for a in Arch}
         for arch in self.archs:
             if arch not in known:
@@ -65,6 +78,12 @@ class Policy:
     def __post_init__(self) -> None:
         if self.group:
             check_name("group", self.group)
+        for what, names in (("clusters", self.clusters), ("regions", self.regions), ("avoid_clusters", self.avoid_clusters)):
+            limits.entries(f"policy {what}", names, limits.MAX_LIST)
+            for name in names:
+                limits.text(f"policy {what} entry", name)
+        limits.labels("policy cluster_labels", self.cluster_labels)
+        limits.text("policy home_region", self.home_region)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +99,7 @@ class Workload:
         check_name("workload", self.name)
         if not 1 <= self.replicas <= 10_000:
             raise ValueError(f"workload {self.name}: replicas must be 1..10000, got {self.replicas}")
-        if self.policy.max_per_cluster < 0:
-            raise ValueError("max_per_cluster must be >= 0")
+        limits.count("max_per_cluster", self.policy.max_per_cluster, 0, 10_000)
 
     def pod(self, index: int) -> Pod:
         """The scheduling view of one replica (the cluster-level filters and scores read it)."""

@@ -104,10 +104,12 @@ class ClusterSpec(_message.Message):
     def __init__(self, name: _Optional[str] = ..., region: _Optional[str] = ..., backend: _Optional[_Union[Backend, str]] = ..., kube_context: _Optional[str] = ..., kubeconfig: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., twin_nodes: _Optional[int] = ..., twin_node_capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., placer: _Optional[str] = ...) -> None: ...
 
 class RegisterClusterRequest(_message.Message):
-    __slots__ = ("cluster",)
+    __slots__ = ("cluster", "force")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     cluster: ClusterSpec
-    def __init__(self, cluster: _Optional[_Union[ClusterSpec, _Mapping]] = ...) -> None: ...
+    force: bool
+    def __init__(self, cluster: _Optional[_Union[ClusterSpec, _Mapping]] = ..., force: _Optional[bool] = ...) -> None: ...
 
 class Verdict(_message.Message):
     __slots__ = ("health", "reasons", "since_ms")

@@ -324,3 +324,224 @@ def test_a_sigtermed_bench_agent_leaves_no_process_behind(tmp_path: Path) -> Non
     assert bench.wait(timeout=15) == 128 + signal.SIGTERM
     gone, alive = psutil.wait_procs(started, timeout=5)
     assert alive == [], [p.cmdline() for p in alive]
+
+
+# ---- re-registering a cluster: refused without --force, idempotent, forced with nothing dropped ------------
+
+
+def _call(service: object, method: str, request: object) -> tuple[object, object]:
+    """One RPC through the servicer as the server runs it: ("OK", response) or (status code, details)."""
+    import asyncio
+
+    try:
+        return "OK", asyncio.run(getattr(service, method)(request, FakeContext()))
+    except Aborted as exc:
+        return exc.args[0], exc.args[1]
+
+
+def _control(plane: object) -> object:
+    from controlplane.service import ControlPlaneService
+
+    return ControlPlaneService(plane, lambda *a: {})  # type: ignore[arg-type]
+
+
+def _register(name: str = "c0", region: str = "r0", nodes: int = 4, force: bool = False, **spec: object) -> object:
+    from fedapi import controlplane_pb2 as cp
+
+    return cp.RegisterClusterRequest(cluster=cp.ClusterSpec(name=name, region=region, twin_nodes=nodes, **spec), force=force)
+
+
+def _cluster_plane(tmp_path: Path) -> object:
+    """c0 (4 twin nodes of 8 CPUs) holding w (6 replicas of 2 CPUs), every replica placed and running."""
+    from controlplane.runtime import Backends, ControlPlane
+    from controlplane.workloads import Policy, Template, Workload
+
+    clock = lambda: 0.0  # noqa: E731
+    plane = ControlPlane(tmp_path / "cp.db", Backends(clock, twin_ready_delay_s=0.0), clock)
+    assert _call(_control(plane), "RegisterCluster", _register())[0] == "OK"
+    plane.tick(0.0)
+    assert plane.submit(Workload("w", 6, Template(2000, 1024), Policy(clusters=("c0",))), dry_run=False).ok
+    plane.tick(0.0)
+    return plane
+
+
+def _state(plane: object) -> tuple[object, ...]:
+    twin = plane.backends("c0")
+    return ([c.to_json() for c in plane.registry.clusters()], len(twin.list_nodes()), twin.get_workload("w").ready_replicas,
+            plane.registry.placements("w"), [d.kind for d in plane.registry.decisions(1000)])
+
+
+def test_re_registering_a_cluster_with_another_spec_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    import grpc
+
+    plane = _cluster_plane(tmp_path)
+    try:
+        before, twin = _state(plane), plane.backends("c0")
+        code, details = _call(_control(plane), "RegisterCluster", _register(region="r9", nodes=1))
+        assert code == grpc.StatusCode.ALREADY_EXISTS
+        assert details == ("cluster c0 already exists with another spec (region 'r0' -> 'r9'; twin_nodes 4 -> 1): nothing changed; "
+                           "register it with --force (RegisterCluster force) to apply it")
+        assert _state(plane) == before and plane.backends("c0") is twin and before[2] == 6
+    finally:
+        plane.close()
+
+
+def test_re_registering_a_cluster_with_its_own_spec_changes_nothing(tmp_path: Path) -> None:
+    plane = _cluster_plane(tmp_path)
+    try:
+        before, twin = _state(plane), plane.backends("c0")
+        code, status = _call(_control(plane), "RegisterCluster", _register())
+        assert code == "OK" and status.spec.region == "r0" and status.spec.twin_nodes == 4
+        assert _state(plane) == before and plane.backends("c0") is twin
+    finally:
+        plane.close()
+
+
+def test_a_forced_shrink_re_creates_every_replica_and_leaves_what_does_not_fit_pending_never_dropped(tmp_path: Path) -> None:
+    plane = _cluster_plane(tmp_path)
+    try:
+        epoch = plane.registry.placements("w")[0].epoch
+        code, status = _call(_control(plane), "RegisterCluster", _register(region="r9", nodes=1, force=True))
+        assert code == "OK" and status.spec.region == "r9" and status.spec.twin_nodes == 1
+        plane.tick(0.0)
+        twin = plane.backends("c0")
+        assert len(twin.list_nodes()) == 1
+        [placement] = plane.registry.placements("w")
+        assert placement.replicas == 6 and placement.epoch > epoch  # re-created at a bumped epoch: old binds are fenced
+        w = twin.get_workload("w")
+        assert w.spec.replicas == 6 and w.ready_replicas == 4  # one 8-CPU node holds four 2-CPU replicas: two stay pending
+        respec = next(d for d in plane.registry.decisions(1000) if d.kind == "cluster-respec")
+        assert respec.source == "c0" and respec.reasons == ("region 'r0' -> 'r9'; twin_nodes 4 -> 1", "w: 6 replicas")
+    finally:
+        plane.close()
+
+
+def test_serve_refuses_to_start_on_flags_that_would_change_a_registered_cluster(tmp_path: Path) -> None:
+    from controlplane.registry import ClusterSpec
+    from controlplane.runtime import Backends, ControlPlane
+
+    clock = lambda: 0.0  # noqa: E731
+    plane = ControlPlane(tmp_path / "cp.db", Backends(clock), clock)
+    try:
+        plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=4))
+        with pytest.raises(ValueError, match=r"cluster c0 already exists with another spec \(twin_nodes 4 -> 2\)"):
+            plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=2))
+        assert [c.twin_nodes for c in plane.registry.clusters()] == [4]
+    finally:
+        plane.close()
+
+
+# ---- every RPC bounded at the server ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("request_of", "why"), [
+    (lambda: _register("c1", nodes=2**31 - 1), "cluster c1: twin_nodes must be in 0..10000, got 2147483647"),
+    (lambda: _register("c1", labels={f"k{i}": "v" for i in range(65)}), "cluster c1: labels: at most 64 entries, got 65"),
+    (lambda: _register("c1", region="r" * 300), "cluster c1: region must be at most 253 printable characters, got 300"),
+    (lambda: _register("c" * 1_000_000), "cluster name 'cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc'... "
+                                         "(1000000 characters) must be a lowercase RFC 1123 label"),
+])
+def test_register_cluster_past_a_bound_is_invalid_argument_with_the_limit_and_nothing_registered(
+        tmp_path: Path, request_of: object, why: str) -> None:
+    import grpc
+
+    plane = _cluster_plane(tmp_path)
+    try:
+        before = _state(plane)
+        code, details = _call(_control(plane), "RegisterCluster", request_of())  # type: ignore[operator]
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(why) and len(details) < 300, details
+        assert _state(plane) == before
+    finally:
+        plane.close()
+
+
+def _submit(**pod: object) -> object:
+    from fedapi import controlplane_pb2 as cp
+
+    policy = pod.pop("policy", None)
+    return cp.SubmitWorkloadRequest(workload=cp.WorkloadSpec(name="big", replicas=int(pod.pop("replicas", 1)),  # type: ignore[call-overload]
+                                                             pod=cp.PodTemplate(**{"cpu_milli": 100, "memory_mib": 64, **pod}), policy=policy))
+
+
+@pytest.mark.parametrize(("method", "request_of", "why"), [
+    ("SubmitWorkload", lambda: _submit(cpu_milli=2**62), "pod cpu_milli must be in 0..10000000, got 4611686018427387904"),
+    ("SubmitWorkload", lambda: _submit(gpus=2**31 - 1), "pod gpus must be in 0..64, got 2147483647"),
+    ("SubmitWorkload", lambda: _submit(replicas=2**31 - 1), "workload big: replicas must be 1..10000, got 2147483647"),
+    ("SubmitWorkload", lambda: _submit(node_selector={f"k{i}": "v" for i in range(100)}), "pod node_selector: at most 64 entries, got 100"),
+    ("SubmitWorkload", lambda: _submit(policy=_policy(clusters=[f"c{i}" for i in range(1001)])), "policy clusters: at most 1000 entries"),
+    ("SubmitWorkload", lambda: _submit(policy=_policy(max_per_cluster=2**31 - 1)), "max_per_cluster must be in 0..10000"),
+    ("ListDecisions", lambda: _decisions(2**31 - 1), "limit must be in 0..20000 (0: 100), got 2147483647"),
+    ("ListDecisions", lambda: _decisions(-1), "limit must be in 0..20000 (0: 100), got -1"),
+    ("RunDrill", lambda: _drill(2**31 - 1), "runs must be in 0..1000 (0: 1), got 2147483647"),
+    ("ReportAgent", lambda: _report(peers=10_001), "agent report peers: at most 10000 entries, got 10001"),
+    ("ReportAgent", lambda: _report(agent_id="a" * 10_000), "agent report agent_id must be at most 253 printable characters, got 10000"),
+])
+def test_an_rpc_past_a_bound_is_invalid_argument_with_the_limit_and_changes_nothing(
+        tmp_path: Path, method: str, request_of: object, why: str) -> None:
+    import grpc
+
+    plane = _cluster_plane(tmp_path)
+    try:
+        before = _state(plane)
+        code, details = _call(_control(plane), method, request_of())  # type: ignore[operator]
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith(why) and len(details) < 300, details
+        assert _state(plane) == before and plane.registry.workload("big") is None
+    finally:
+        plane.close()
+
+
+def _policy(**fields: object) -> object:
+    from fedapi import controlplane_pb2 as cp
+
+    return cp.PlacementPolicy(**fields)
+
+
+def _decisions(limit: int) -> object:
+    from fedapi import controlplane_pb2 as cp
+
+    return cp.ListDecisionsRequest(limit=limit)
+
+
+def _drill(runs: int) -> object:
+    from fedapi import controlplane_pb2 as cp
+
+    return cp.RunDrillRequest(scenario="cluster-outage", runs=runs)
+
+
+def _report(peers: int = 0, agent_id: str = "a1") -> object:
+    from fedapi import controlplane_pb2 as cp
+
+    return cp.AgentReport(cluster="c0", node="c0-n0", agent_id=agent_id, sequence=1,
+                          peers=[cp.PeerView(node=f"n{i}", cluster="c0", state=cp.PEER_ALIVE) for i in range(peers)])
+
+
+@pytest.mark.integration
+def test_a_request_over_the_message_cap_is_refused_before_it_is_parsed(tmp_path: Path) -> None:
+    import asyncio
+
+    import grpc
+
+    from controlplane import limits, server
+    from controlplane.auth import INSECURE
+    from fedapi import client
+
+    plane = _cluster_plane(tmp_path)
+
+    async def scenario() -> tuple[object, str]:
+        running = await server.start(plane, auth=INSECURE)
+        conn = client.connect(f"127.0.0.1:{running.port}")
+        try:
+            await asyncio.to_thread(conn.control.SubmitWorkload, _submit(image="x" * (limits.MAX_MESSAGE_BYTES + 1)), timeout=10)
+        except grpc.RpcError as exc:
+            return exc.code(), exc.details()
+        finally:
+            conn.close()
+            await running.stop(0)
+        return "OK", ""
+
+    try:
+        code, details = asyncio.run(scenario())
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and str(limits.MAX_MESSAGE_BYTES) in details, details
+        assert plane.registry.workload("big") is None
+    finally:
+        plane.close()

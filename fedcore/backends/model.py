@@ -22,7 +22,8 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 def check_name(kind: str, name: str) -> None:
     """Kubernetes object names (RFC 1123 labels); the twin applies the same rule so both back ends agree."""
     if not DNS_LABEL.match(name):
-        raise ValueError(f"{kind} name {name!r} must be a lowercase RFC 1123 label (a-z, 0-9, '-', at most 63)")
+        shown = repr(name) if len(name) <= 70 else f"{name[:64]!r}... ({len(name)} characters)"
+        raise ValueError(f"{kind} name {shown} must be a lowercase RFC 1123 label (a-z, 0-9, '-', at most 63)")
 
 
 @dataclass(frozen=True, slots=True)
