@@ -208,7 +208,7 @@ class _Plane:
                 "--port", str(self.port), "--agent-port", str(self.link), "--metrics-port", "-1", "--agents-bind",
                 "--ready-delay", "0", "--admin-credentials", str(self.admin), *(() if self.scorer_selection else ("--no-scorer-selection",))]
         log = open(self.workdir / "controlplane.log", "wb")
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)
+        self.process = subprocess.Popen(dies_with_starter(argv), stdout=log, stderr=subprocess.STDOUT, cwd=self.workdir)  # even if we are SIGKILLed
         process = self.process
         admin = await asyncio.to_thread(credentialing.admin_token, self.admin, PLANE_TIMEOUT, lambda: process.poll() is None)
         self.conn = client.connect(f"127.0.0.1:{self.port}", token=admin)
