@@ -304,7 +304,7 @@ def _admin_credential(checker: Authenticator, path: str, target: str) -> None:
 @click.option("--register", "name", help="Register a cluster with this name instead of listing.")
 @click.option("--region", help="Region of the cluster to register.")
 @click.option("--kube-context", default="", help="Kubernetes context (a twin cluster when omitted).")
-@click.option("--kubeconfig", default="", help="Kubeconfig path for --kube-context.")
+@click.option("--kubeconfig", default="", help="Kubeconfig of --kube-context: one the control plane was started with (empty: its own $KUBECONFIG).")
 @click.option("--twin-nodes", default=4, show_default=True, type=click.IntRange(1, 10_000))
 @click.option("--placer", type=click.Choice(["agents", "kube-scheduler"]), default="agents", show_default=True,
               help="Kubernetes clusters: who binds the control plane's pods (agents: schedulerName fedplane).")

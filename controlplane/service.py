@@ -95,6 +95,10 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
             spec = convert.cluster_spec(request.cluster)
         except ValueError as exc:
             await _abort(context, exc)
+        if spec.kubeconfig and spec.kubeconfig not in {c.kubeconfig for c in await _run(context, self.plane.registry.clusters)}:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, (  # the server opens no path a client names
+                "kubeconfig: leave it empty (the control plane's own $KUBECONFIG) or name one the control plane was started "
+                "with (controlplane serve --kubeconfig); it opens no other path a client names"))
         await _run(context, self.plane.register_cluster, spec, request.force)
         rows = await _run(context, self.plane.clusters)
         return convert.cluster_status(next(r for r in rows if r.spec.name == spec.name))

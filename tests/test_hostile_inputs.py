@@ -545,3 +545,24 @@ def test_a_request_over_the_message_cap_is_refused_before_it_is_parsed(tmp_path:
         assert plane.registry.workload("big") is None
     finally:
         plane.close()
+
+
+def test_register_cluster_opens_no_kubeconfig_a_client_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import grpc
+
+    from fedapi import controlplane_pb2 as cp
+
+    secret = tmp_path / "shadow"
+    secret.write_text(SECRET + "\n")
+    opened: list[str] = []
+    real_open = Path.open
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: opened.append(str(self)) or real_open(self, *a, **k))
+    plane = _cluster_plane(tmp_path)
+    try:
+        before = _state(plane)
+        code, details = _call(_control(plane), "RegisterCluster", _register(
+            "k1", backend=cp.BACKEND_KUBERNETES, kube_context="ctx", kubeconfig=str(secret)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and details.startswith("kubeconfig: leave it empty") and "root:" not in details
+        assert str(secret) not in opened and _state(plane) == before
+    finally:
+        plane.close()
