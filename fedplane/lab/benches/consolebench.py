@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import click
+import grpc
 
+from fedapi import autoscale_pb2, autoscale_pb2_grpc, client
 from fedcore import reporting
 from fedcore.loopback import free_ports
 from fedplane.lab.doubles.kubedouble import NODES, KubeDouble
@@ -140,6 +142,19 @@ class Plane:
             raise RuntimeError(f"cannot issue a {role} credential: {done.stderr.strip()[-400:]}")
         return out
 
+    def autoscale(self, workload: str) -> None:
+        """Enable forecast-fed autoscaling over gRPC with room for the forecaster's fit (seconds on a busy host; the
+        CLI's call gives up after 10 s)."""
+        spec = autoscale_pb2.AutoscaleSpec(workload=workload, series="alibaba2018-cpu", policy="forecast_hpa", min_replicas=1,
+                                           max_replicas=6, startup_s=60.0, peak_replicas=4.0, speed=60.0)
+        conn = client.connect(f"127.0.0.1:{self.port}", None, json.loads(self.admin.read_text())["token"])
+        try:
+            autoscale_pb2_grpc.AutoscalerStub(conn.channel).EnableAutoscale(autoscale_pb2.EnableAutoscaleRequest(spec=spec), timeout=120)
+        except grpc.RpcError as exc:
+            raise RuntimeError(f"autoscale {workload}: {exc.code().name}: {exc.details()}") from None
+        finally:
+            conn.close()
+
     def tail(self) -> str:
         return (self.work / "plane.log").read_text(errors="replace")[-1500:]
 
@@ -224,10 +239,7 @@ async def run(out: Path, executable: str) -> dict[str, Any]:
                              "--target", f"127.0.0.1:{plane.port}", creds=plane.admin)
             if done.returncode != 0:
                 raise RuntimeError(f"submit {name}: {done.stderr.strip()[-400:]}")
-        done = _fedplane("autoscale", "enable", AUTOSCALED, "--min", "1", "--max", "6", "--peak-replicas", "4", "--speed", "60",
-                         "--target", f"127.0.0.1:{plane.port}", creds=plane.admin)
-        if done.returncode != 0:
-            raise RuntimeError(f"autoscale enable {AUTOSCALED}: {done.stderr.strip()[-400:]}")
+        await asyncio.to_thread(plane.autoscale, AUTOSCALED)
         unauthenticated = _status(plane.url + "/")
         async with async_playwright() as pw:
             browser = await pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
