@@ -566,3 +566,33 @@ def test_register_cluster_opens_no_kubeconfig_a_client_names(tmp_path: Path, mon
         assert str(secret) not in opened and _state(plane) == before
     finally:
         plane.close()
+
+
+@pytest.mark.parametrize("command", [["sim"], ["bench", "schedule", "--seeds", "1", "--profiles", "fgd"]])
+def test_a_pod_list_without_gpu_pods_is_a_clear_error_not_a_hang(tmp_path: Path, command: list[str]) -> None:
+    import time
+
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text(NODE_HEADER + "n0,32000,65536,8,G2\n")
+    pods.write_text(POD_HEADER + "".join(f"p{i},1000,1024,0,0\n" for i in range(200)))
+    started = time.monotonic()
+    result = CliRunner().invoke(main, [*command, "--nodes", str(nodes), "--pods", str(pods), "--json"])
+    assert result.exit_code == 2 and time.monotonic() - started < 10
+    assert "error: the openb protocol fills the cluster's GPUs: none of the 200 pods asks for a GPU" in result.output.splitlines()
+
+
+def test_bench_schedule_refuses_a_node_with_a_million_gpus_at_once(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text(NODE_HEADER + "n0,32000,65536,1000000,G2\n")
+    pods.write_text(POD_HEADER + "p0,1000,1024,1,1000\n")
+    result = CliRunner().invoke(main, ["bench", "schedule", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "1", "--json"])
+    assert result.exit_code == 2
+    assert f"error: {nodes}:2: column 'gpu' is over 64 GPUs (the most a node holds here)" in result.output.splitlines()
