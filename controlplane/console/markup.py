@@ -96,22 +96,23 @@ def gib(mib: int) -> str:
     return f"{mib / 1024:.1f} Gi" if mib >= 1024 else f"{mib} Mi"
 
 
-def meter(used: float, total: float, width: int = 90) -> Html:
+def meter(used: float, total: float, width: int = 70) -> Html:
     """A used/total bar with its percentage; an unknown total draws an empty frame."""
     frac = min(1.0, used / total) if total > 0 else 0.0
     fill = "#c62828" if frac > 0.9 else "#b26a00" if frac > 0.7 else "#1565c0"
     label = f"{100 * frac:.0f}%" if total > 0 else "n/a"
     return Html(
-        f'<svg class="meter" width="{width + 40}" height="12" role="img" aria-label="{esc(label)}">'
+        f'<svg class="meter" width="{width + 34}" height="12" role="img" aria-label="{esc(label)}">'
         f'<rect x="0.5" y="1.5" width="{width}" height="9" fill="#fff" stroke="#9e9e9e"/>'
         f'<rect x="1" y="2" width="{(width - 1) * frac:.1f}" height="8" fill="{fill}"/>'
         f'<text x="{width + 4}" y="10" font-size="10" fill="#333">{esc(label)}</text></svg>'
     )
 
 
-def document(title: str, current: str, regions: Sequence[tuple[str, Html]], live_path: str) -> str:
-    """The whole page: the frame, the navigation, and each region in a ``div`` the live script can replace."""
-    nav = join(tag("a", text, href=href, class_="here" if href == current else None) for href, text in NAV)
+def document(title: str, path: str, regions: Sequence[tuple[str, Html]]) -> str:
+    """The whole page at ``path`` ("": none, nothing live): the frame, the navigation, and each region in a ``div``
+    the live script replaces when ``/events?path=`` sends it again."""
+    nav = join(tag("a", text, href=href, class_="here" if href == path else None) for href, text in NAV)
     body = join(tag("div", content, id=f"r-{name}", class_="region") for name, content in regions)
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -119,8 +120,9 @@ def document(title: str, current: str, regions: Sequence[tuple[str, Html]], live
         f"<title>{esc(title)} · fedplane</title>"
         '<link rel="stylesheet" href="/static/console.css"><link rel="icon" href="data:,">'
         '<script src="/static/live.js" defer></script></head>'
-        f'<body data-live="{esc(live_path)}"><header><span class="brand">fedplane</span><nav>{nav}</nav>'
-        '<span id="live" class="off" title="live updates">static</span></header>'
+        f'<body data-live="{esc(path)}"><header><span class="brand">fedplane</span><nav>{nav}</nav>'
+        '<span id="live" class="off" title="live updates">static</span>'
+        '<form method="post" action="/logout"><button type="submit">Sign out</button></form></header>'
         f"<main><h1>{esc(title)}</h1>{body}</main></body></html>"
     )
 

@@ -11,7 +11,7 @@ import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from controlplane.console import charts
+from controlplane.console import charts, markup
 from controlplane.console.markup import (
     Html,
     ago,
@@ -45,8 +45,8 @@ class Page:
     path: str
     regions: tuple[tuple[str, Html], ...]
 
-    def region(self, name: str) -> Html:
-        return dict(self.regions)[name]
+    def html(self) -> str:
+        return markup.document(self.title, self.path, self.regions)
 
 
 def _status(s: Snapshot) -> Html:

@@ -169,9 +169,9 @@ class Console:
         snap = await asyncio.to_thread(self.take)
         page = pages.render(snap, request.path)
         if page is None:
-            return web.Response(status=404, text=markup.document("Not found", "", (("missing", markup.tag("p", f"No page at {request.path}.")),), ""),
+            return web.Response(status=404, text=markup.document("Not found", "", (("missing", markup.tag("p", f"No page at {request.path}.")),)),
                                 content_type="text/html")
-        return web.Response(text=markup.document(page.title, page.path, page.regions, page.path), content_type="text/html")
+        return web.Response(text=page.html(), content_type="text/html")
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """Server-Sent Events for one page (``?path=``): every region at first, then those whose HTML changed."""

@@ -65,19 +65,20 @@ def test_every_page_names_the_clusters_and_reads_wall_time() -> None:
     for path in pages.paths(s):
         page = pages.render(s, path)
         assert page is not None, path
-        html = markup.document(page.title, page.path, page.regions, page.path)
+        html = page.html()
         assert html.startswith("<!doctype html>") and "</html>" in html
         assert "http://" not in html and "https://" not in html  # nothing fetched from elsewhere
-    overview = markup.document(*_frame(pages.render(s, "/")))
+    overview = _html(s, "/")
     assert 'data-cluster="c0"' in overview and 'data-cluster="c1"' in overview
     assert 'data-health="healthy"' in overview
-    assert markup.when(T0) in markup.document(*_frame(pages.render(s, "/decisions")))  # wall clock, UTC, not uptime
+    assert markup.when(T0) in _html(s, "/decisions")  # wall clock, UTC, not uptime
     assert pages.render(s, "/clusters/nowhere") is None and pages.render(s, "/nope") is None
 
 
-def _frame(page: pages.Page | None) -> tuple[str, str, tuple[tuple[str, markup.Html], ...], str]:
+def _html(s: Snapshot, path: str) -> str:
+    page = pages.render(s, path)
     assert page is not None
-    return page.title, page.path, page.regions, page.path
+    return page.html()
 
 
 def test_hostile_names_are_shown_escaped_never_run() -> None:
@@ -86,10 +87,10 @@ def test_hostile_names_are_shown_escaped_never_run() -> None:
     for path in pages.paths(s):
         page = pages.render(s, path)
         assert page is not None, path
-        html = markup.document(page.title, page.path, page.regions, page.path)
+        html = page.html()
         assert "<script>alert" not in html and "<img" not in html, path
         assert "onerror=alert" not in html or "&lt;img src=x onerror=alert(1)&gt;" in html
-    overview = markup.document(*_frame(pages.render(s, "/")))
+    overview = _html(s, "/")
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in overview
     assert "/clusters/%3Cscript%3Ealert%281%29%3C%2Fscript%3E" in overview  # the link to its page, percent-encoded
     assert pages.render(s, "/clusters/%3Cscript%3Ealert%281%29%3C%2Fscript%3E") is not None
@@ -103,7 +104,7 @@ def test_a_long_lived_plane_still_fits_a_page_in_512_kib() -> None:
     for path in pages.paths(s):
         page = pages.render(s, path)
         assert page is not None
-        assert len(markup.document(page.title, page.path, page.regions, page.path).encode()) <= 512 * 1024, path
+        assert len(page.html().encode()) <= 512 * 1024, path
 
 
 def test_a_real_plane_snapshot_shifts_its_clock_to_wall_time(tmp_path: Path) -> None:
