@@ -276,6 +276,14 @@ def test_serve_ui_port_answers_401_then_html_to_a_viewer(tmp_path: Path) -> None
         plane.wait(10)
 
 
+def test_serve_ui_port_without_aiohttp_says_what_to_install(tmp_path: Path) -> None:
+    probe = ("import sys; sys.modules['aiohttp'] = None; from fedplane.entry import main; "
+             f"sys.argv = ['fedplane', 'controlplane', 'serve', '--db', {str(tmp_path / 'cp.db')!r}, '--ui-port', '0']; main()")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "pip install 'fedplane[console]'" in out.stderr.replace("\n", "")
+
+
 CHROMIUM = Path("/usr/bin/chromium")
 
 
