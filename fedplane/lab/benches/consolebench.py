@@ -284,7 +284,7 @@ async def run(out: Path, executable: str) -> dict[str, Any]:
 
 
 @click.command("console")
-@click.option("--out", default="console-bench", show_default=True, type=click.Path(file_okay=False),
+@click.option("--out", default="fedplane-console", show_default=True, type=click.Path(file_okay=False),
               help="Directory for one PNG screenshot per page (and the overview during the outage).")
 @click.option("--browser", "executable", default=CHROMIUM, show_default=True, type=click.Path(dir_okay=False),
               help="Chromium executable to drive (Debian's chromium package; never downloaded).")
