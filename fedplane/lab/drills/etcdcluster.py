@@ -15,6 +15,7 @@ from pathlib import Path
 
 from controlplane.etcdstore import EtcdClient
 from controlplane.store import StoreError
+from fedcore.agentcmd import dies_with_starter
 from fedcore.loopback import free_ports
 
 
@@ -53,12 +54,12 @@ class EtcdCluster:
         for i, name in enumerate(names):
             client, peer = ports[2 * i], ports[2 * i + 1]
             self.endpoints.append(f"http://127.0.0.1:{client}")
-            self.procs.append(subprocess.Popen(
+            self.procs.append(subprocess.Popen(dies_with_starter(  # gone with the drill, even a SIGKILLed one
                 [binary, "--name", name, "--data-dir", str(self.workdir / name),
                  "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
                  "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
                  "--initial-cluster", peers, "--initial-cluster-state", "new", "--initial-cluster-token", f"fedplane-{ports[0]}",
-                 "--heartbeat-interval", "100", "--election-timeout", "1000", "--log-level", "error"],
+                 "--heartbeat-interval", "100", "--election-timeout", "1000", "--log-level", "error"]),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             ))
         client = EtcdClient(self.endpoints, timeout_s=1.0)

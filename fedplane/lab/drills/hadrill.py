@@ -44,6 +44,7 @@ from controlplane.etcdstore import WRITER_KEY, EtcdClient
 from fedapi import client
 from fedapi import controlplane_pb2 as cp
 from fedcore import stats
+from fedcore.agentcmd import dies_with_starter
 from fedcore.loopback import free_ports
 from fedplane.lab import credentialing
 from fedplane.lab.drills.etcdcluster import EtcdCluster
@@ -99,11 +100,11 @@ class Member:
 
     def start(self) -> None:
         c = self.config
-        self.proc = subprocess.Popen(
+        self.proc = subprocess.Popen(dies_with_starter(  # gone with the drill, even a SIGKILLed one
             [sys.executable, "-c", "from fedplane.cli import main; main()", "controlplane", "serve",
              *(["--db", self.db] if self.db else ["--etcd", ",".join(self.etcd), "--member", self.name]), "--port", str(self.port), "--agent-port", "0", "--metrics-port", "-1",
              "--twin-clusters", str(c.clusters), "--regions", str(c.regions), "--twin-nodes", str(c.nodes_per_cluster),
-             "--ready-delay", str(c.ready_delay_s), "--probe-interval", str(c.probe_interval_s), "--admin-credentials", str(self.admin)],
+             "--ready-delay", str(c.ready_delay_s), "--probe-interval", str(c.probe_interval_s), "--admin-credentials", str(self.admin)]),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
 
