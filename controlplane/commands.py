@@ -22,6 +22,7 @@ import click
 import grpc
 from google.protobuf.json_format import MessageToDict
 
+from controlplane import printing
 from fedapi import client, common_pb2, credentials
 from fedapi import controlplane_pb2 as cp
 from fedapi.tls import TlsFiles
@@ -66,7 +67,8 @@ def _keep_credentials(ctx: click.Context, _param: click.Parameter, path: str | N
 
 
 def client_options(f: F) -> F:
-    f = click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")(f)
+    f = click.option("--json", "as_json", is_flag=True, help="Print one JSON object (the short form of -o json).")(f)
+    f = printing.output_option(f)
     f = click.option("--target", default=DEFAULT_TARGET, show_default=True, help="Control plane address (host:port; replicated: several, comma-separated).")(f)
     f = click.option("--credentials", envvar=credentials.ENV, show_envvar=True, expose_value=False, callback=_keep_credentials,
                      type=click.Path(dir_okay=False), help="Credential file (JSON with a bearer token) to show the control plane.")(f)
@@ -134,12 +136,7 @@ def _hint(code: grpc.StatusCode) -> str:
     return ""
 
 
-def emit(as_json: bool, message: Any, title: str, rows: Callable[[dict[str, Any]], list[dict[str, Any]]]) -> None:
-    data = MessageToDict(message, preserving_proto_field_name=True)
-    if as_json:
-        reporting.emit_json(data)
-    else:
-        reporting.table(title, rows(data))
+emit = printing.emit
 
 
 @click.group()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -33,6 +33,7 @@ def progress() -> Progress:
     """A progress bar on stderr (silent when stderr is not a terminal and CI wants quiet logs)."""
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("eta"), TimeRemainingColumn(),
         console=stderr, transient=True,
     )
 
@@ -43,9 +44,19 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def table(title: str, rows: Sequence[Mapping[str, Any]], first: str = "") -> None:
-    """Print rows (dicts sharing keys) as a table on stdout."""
+def table(title: str, rows: Sequence[Mapping[str, Any]], first: str = "", empty: str = "") -> None:
+    """Print rows (dicts sharing keys) as a table on stdout: boxed on a terminal; piped, plain aligned columns that
+    are never truncated (``grep``/``awk`` read whole values, as from kubectl). No rows: ``empty``, if given, on stderr."""
     if not rows:
+        if empty:
+            stderr.print(Text(empty))
+        return
+    if not stdout.is_terminal:
+        keys = list(rows[0])
+        cells = [[k or first for k in keys]] + [[fmt(row[k]) for k in keys] for row in rows]
+        widths = [max(len(line[i]) for line in cells) for i in range(len(keys))]
+        for line in cells:
+            print("   ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
         return
     out = Table(title=title)
     keys = list(rows[0])

@@ -56,7 +56,7 @@ def test_cli_against_a_served_control_plane(tmp_path: object) -> None:
         deadline = time.monotonic() + 30
         while True:
             listed = runner.invoke(main, ["controlplane", "clusters", *target])
-            if listed.exit_code == 0 and json.loads(listed.stdout).get("clusters", [{}])[0].get("verdict", {}).get("health") == "HEALTH_HEALTHY":
+            if listed.exit_code == 0 and json.loads(listed.stdout).get("clusters", [{}])[0].get("verdict", {}).get("health") == "healthy":
                 break
             assert time.monotonic() < deadline, listed.output
             time.sleep(0.3)

@@ -275,7 +275,7 @@ def test_real_agents_score_with_the_context_of_the_workload_submitted_to_their_c
             assert [a["context"]["cpu_pressure"] for a in json.loads(out.stdout)["clusters"][0]["agents"]] == [1.0] * 3
             out = await asyncio.to_thread(CliRunner().invoke, main, ["controlplane", "clusters", "--target", target, "--json"])
             listed_context = json.loads(out.stdout)["clusters"][0]["context"]
-            assert listed_context["cpu_pressure"] == 1.0 and listed_context["profile"]["cpu"] == ["16000"]  # int64: JSON strings
+            assert listed_context["cpu_pressure"] == 1.0 and listed_context["profile"]["cpu"] == [16000]  # int64: JSON numbers
             out = await asyncio.to_thread(CliRunner(env={"COLUMNS": "400"}).invoke, main, ["controlplane", "clusters", "--target", target])
             assert "16c 2x1g 100%" in out.stdout, out.stdout
 
