@@ -20,9 +20,16 @@ HEALTH_COLOURS = {"healthy": "#2e7d32", "degraded": "#b26a00", "agents-silent": 
 
 
 class Html(str):
-    """A string that is markup already: composed by this module's helpers from escaped parts."""
+    """A string that is markup already: composed by this module's helpers from escaped parts. Adding text to it
+    escapes the text; adding markup keeps both as markup."""
 
     __slots__ = ()
+
+    def __add__(self, other: object) -> Html:
+        return Html(str.__add__(self, esc(other)))
+
+    def __radd__(self, other: object) -> Html:
+        return Html(str.__add__(esc(other), self))
 
 
 def esc(value: object) -> Html:
@@ -43,8 +50,9 @@ def link(href: str, text: object) -> Html:
     return tag("a", text, href=href)
 
 
-def cluster_link(name: str) -> Html:
-    return link("/clusters/" + urllib.parse.quote(name, safe=""), name)
+def named_link(section: str, name: str) -> Html:
+    """A link to one cluster's or workload's page: ``/section/NAME``, NAME percent-encoded."""
+    return link(f"/{section}/" + urllib.parse.quote(name, safe=""), name)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], empty: str = "none", **attrs: object) -> Html:

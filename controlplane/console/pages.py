@@ -17,12 +17,12 @@ from controlplane.console.markup import (
     ago,
     cell,
     clock,
-    cluster_link,
     cores,
     gib,
     health_cell,
     join,
     meter,
+    named_link,
     table,
     tag,
     when,
@@ -83,7 +83,7 @@ def overview(s: Snapshot) -> Page:
     blocks = []
     for region in sorted(regions):
         rows = [({"data_cluster": c.name}, (
-            cluster_link(c.name), health_cell(c.health), clock(c.since) + "Z", cell(_evidence(c), class_="evidence"),
+            named_link("clusters", c.name), health_cell(c.health), clock(c.since) + "Z", cell(_evidence(c), class_="evidence"),
             f"{sum(1 for n in c.nodes if n.ready)}/{len(c.nodes)}", f"{c.agents_reporting}/{len(c.agents)}", _agent_chips(c),
             meter(c.cpu_used, c.cpu_milli), meter(c.memory_used, c.memory_mib), f"{c.load:.2f} → {c.forecast:.2f}", c.scorer,
         )) for c in regions[region]]
@@ -143,7 +143,7 @@ def workloads(s: Snapshot) -> Page:
         by = {p.cluster: p for p in w.placements}
         cells = [cell(f"{by[n].replicas} @ e{by[n].epoch}" + ("" if by[n].state == "placed" else f" ({by[n].state})"),
                       class_=f"placed h-{health.get(n, 'unknown')}") if n in by else cell("", class_="muted") for n in names]
-        rows.append((w.name, w.replicas, f"{cores(w.cpu_milli)} CPU, {gib(w.memory_mib)}" + (f", {w.gpus} GPU" if w.gpus else ""),
+        rows.append((named_link("workloads", w.name), w.replicas, f"{cores(w.cpu_milli)} CPU, {gib(w.memory_mib)}" + (f", {w.gpus} GPU" if w.gpus else ""),
                      sum(p.replicas for p in w.placements if p.state == "placed"), *cells))
     headers = ("Workload", "Desired", "Per replica", "Placed", *names)
     matrix = table(headers, rows, empty="No workload is submitted (fedplane controlplane submit NAME --replicas N).", class_="matrix")
@@ -151,6 +151,30 @@ def workloads(s: Snapshot) -> Page:
     return Page("Workloads", "/workloads", (
         ("placements", tag("p", "Replicas @ fencing epoch per cluster; the cell's colour is the cluster's health.", class_="muted") + matrix),
         ("moving", tag("h2", "Migrations in flight") + _migration_table(moving, s.taken, "Nothing is moving.")),
+    ))
+
+
+def workload(s: Snapshot, name: str) -> Page | None:
+    """One workload's placements and its trail: each decision about it and each journaled step of its migrations."""
+    w = next((w for w in s.workloads if w.name == name), None)
+    if w is None:
+        return None
+    health = {c.name: c.health for c in s.clusters}
+    summary = tag("p", f"{w.replicas} replicas desired, each {cores(w.cpu_milli)} CPU, {gib(w.memory_mib)}"
+                       + (f", {w.gpus} GPU" if w.gpus else "") + ". A fencing epoch grows with every migration: "
+                       "a bind at an older epoch is refused.")
+    placed = table(("Cluster", "Health", "Replicas", "Fencing epoch", "State"),
+                   ((named_link("clusters", p.cluster), health_cell(health.get(p.cluster, "unknown")), p.replicas, p.epoch, p.state)
+                    for p in w.placements), empty="Placed nowhere now.")
+    events = [(d.at, cell(d.kind, class_=_kind_class(d.kind)), " → ".join(x for x in (d.source, d.target) if x), "; ".join(d.reasons))
+              for d in s.decisions if d.workload == name]
+    events += [(st.at, cell(f"{m.kind}: {st.step} {st.phase}", class_=f"k-{m.kind}"), f"{m.source} → {m.target}, epoch {m.epoch}", st.detail)
+               for m in s.migrations if m.workload == name for st in m.steps]
+    trail = table(("Time (UTC)", "What", "Where", "Detail"), ((when(at), *rest) for at, *rest in sorted(events, key=lambda e: e[0])),
+                  empty="Nothing about it in the decisions and migrations the plane keeps.", class_="log")
+    return Page(f"Workload {name}", "/workloads/" + urllib.parse.quote(name, safe=""), (
+        ("placements", summary + placed),
+        ("trail", tag("h2", "Trail, oldest first: decisions and migration steps") + trail),
     ))
 
 
@@ -210,7 +234,7 @@ def autoscaling(s: Snapshot) -> Page:
 
 def learning(s: Snapshot) -> Page:
     families = table(("Cluster", "Scorer family sent", "Agents on it", "Model versions reported"),
-                     ((cluster_link(c.name), c.scorer, f"{sum(1 for a in c.agents if a.scorer == c.scorer)}/{len(c.agents)}",
+                     ((named_link("clusters", c.name), c.scorer, f"{sum(1 for a in c.agents if a.scorer == c.scorer)}/{len(c.agents)}",
                        ", ".join(sorted({a.model_version or '-' for a in c.agents})) or "-") for c in s.clusters))
     agents = table(("Cluster", "Node", "Model version", "Scorer", "Context", "State"),
                    ((c.name, a.node, a.model_version or "-", a.scorer, f"v{a.context_version}" if a.context_version else "-", a.state)
@@ -240,14 +264,17 @@ PAGES: dict[str, Callable[[Snapshot], Page]] = {
 
 
 def render(s: Snapshot, path: str) -> Page | None:
-    """The page at ``path`` (``/clusters/NAME`` with NAME percent-encoded), or None when there is none."""
+    """The page at ``path`` (``/clusters/NAME``, ``/workloads/NAME`` with NAME percent-encoded), or None when there is none."""
     if path.startswith("/clusters/"):
         return cluster(s, urllib.parse.unquote(path[len("/clusters/"):]))
+    if path.startswith("/workloads/"):
+        return workload(s, urllib.parse.unquote(path[len("/workloads/"):]))
     page = PAGES.get(path)
     return page(s) if page else None
 
 
 def paths(s: Snapshot) -> list[str]:
-    """Every page of this snapshot: the fixed ones and one per cluster."""
-    return [*PAGES, *("/clusters/" + urllib.parse.quote(c.name, safe="") for c in s.clusters)]
+    """Every page of this snapshot: the fixed ones, one per cluster and one per workload."""
+    return [*PAGES, *("/clusters/" + urllib.parse.quote(c.name, safe="") for c in s.clusters),
+            *("/workloads/" + urllib.parse.quote(w.name, safe="") for w in s.workloads)]
 

@@ -40,7 +40,7 @@ class AgentView:
     model_version: str
     scorer: str                 # the scorer family it says it places with
     context_version: int
-    pods: int
+    pods: int                   # as the agent last reported them
     load: float
     own: tuple[int, int, int]     # its gossip view of its own cluster's peers: alive, suspect, dead or left
     others: tuple[int, int, int]  # ... of other clusters' nodes
@@ -168,9 +168,10 @@ def _agent(row: AgentRow) -> AgentView:
 def take(plane: ControlPlane, leadership: Leadership, wall: Callable[[], float]) -> Snapshot:
     """Copy the plane's state under its lock (blocking: call it off the event loop)."""
     with plane.lock:
-        taken = wall()
-        shift = taken - plane.clock()
-        agents = {name: (nodes, rows) for name, _health, nodes, rows in plane.agents()}
+        taken, now = wall(), plane.clock()
+        shift = taken - now
+        # the evidence book, not plane.agents(): that asks each back end for its pods, an API call per cluster per update
+        agents = {spec.name: (plane.evidence.nodes(spec.name), plane.evidence.agents(spec.name, now)) for spec in plane.registry.clusters()}
         clusters = tuple(
             ClusterView(
                 row.spec.name, row.spec.region, row.spec.backend.value, row.verdict.health.value, row.since + shift, row.verdict.reasons,

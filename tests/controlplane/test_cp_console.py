@@ -61,18 +61,23 @@ def _snapshot(*clusters: ClusterView, decisions: int = 3) -> Snapshot:
 
 def test_every_page_names_the_clusters_and_reads_wall_time() -> None:
     s = _snapshot()
-    assert set(pages.paths(s)) >= {"/", "/workloads", "/timeline", "/decisions", "/autoscaling", "/learning", "/drills", "/clusters/c0"}
+    assert set(pages.paths(s)) >= {"/", "/workloads", "/timeline", "/decisions", "/autoscaling", "/learning", "/drills", "/clusters/c0",
+                                   "/workloads/web"}
     for path in pages.paths(s):
         page = pages.render(s, path)
         assert page is not None, path
         html = page.html()
         assert html.startswith("<!doctype html>") and "</html>" in html
         assert "http://" not in html and "https://" not in html  # nothing fetched from elsewhere
+        assert "&lt;" not in html, path  # markup stays markup: the page reads as served, before any script runs
     overview = _html(s, "/")
     assert 'data-cluster="c0"' in overview and 'data-cluster="c1"' in overview
     assert 'data-health="healthy"' in overview
     assert markup.when(T0) in _html(s, "/decisions")  # wall clock, UTC, not uptime
-    assert pages.render(s, "/clusters/nowhere") is None and pages.render(s, "/nope") is None
+    assert pages.render(s, "/clusters/nowhere") is None and pages.render(s, "/nope") is None and pages.render(s, "/workloads/x") is None
+    trail = _html(s, "/workloads/web")  # its placement with the epoch, then decision -> migration steps, oldest first
+    assert ">e3<" not in trail and "<td>3</td>" in trail
+    assert trail.index("failover: plan done") < trail.index("failover: create-target done") < trail.index(">verdict:down<")
 
 
 def _html(s: Snapshot, path: str) -> str:
@@ -332,6 +337,10 @@ def test_chromium_shows_a_change_without_reloading(served_console: tuple[str, Ho
             holder.snap = dataclasses.replace(holder.snap, clusters=(_cluster("c0", "down"), holder.snap.clusters[1]))
             page.wait_for_selector('tr[data-cluster="c0"] td[data-health="down"]', timeout=2_000)
             assert page.evaluate("window.notReloaded") is True
+            static = browser.new_context(java_script_enabled=False, extra_http_headers=BEARER).new_page()
+            static.goto(base + "/clusters/c0")  # without JavaScript: the server's HTML alone
+            assert static.locator("h2", has_text="Nodes").count() == 1 and static.locator("table").count() >= 2
+            assert "&lt;" not in static.content() and static.locator("#live").inner_text() == "static"
         finally:
             browser.close()
     assert errors == []

@@ -188,9 +188,12 @@ async def _signed_in(browser: Any, base: str, token: str) -> tuple[Any, Any, lis
 
 
 async def _pages(page: Any, base: str, errors: list[str], out: Path) -> list[PageFigures]:
-    """Open every page the navigation and the overview link to: errors, load time, a screenshot, the HTML's size."""
-    await page.goto(base + "/")
-    links = await page.eval_on_selector_all("header nav a, table.clusters a", "els => els.map(e => e.getAttribute('href'))")
+    """Open every page the navigation, the overview and the workloads link to: errors, load time, a screenshot, the
+    HTML's size."""
+    links: list[str] = []
+    for start in ("/", "/workloads"):
+        await page.goto(base + start)
+        links += await page.eval_on_selector_all("header nav a, table.clusters a, table.matrix a", "els => els.map(e => e.getAttribute('href'))")
     figures = []
     for path in dict.fromkeys(links):
         errors.clear()
@@ -235,7 +238,7 @@ async def run(out: Path, executable: str) -> dict[str, Any]:
         fleet = AgentFleet({f"c{i}": [f"c{i}-n{j}" for j in range(TWIN_NODES)] for i in range(TWINS)}, time.monotonic, credentials=agent_creds)
         await fleet.start(f"127.0.0.1:{plane.port}", f"127.0.0.1:{plane.link_port}")
         for name, replicas, cpu, memory in WORKLOADS:
-            done = _fedplane("controlplane", "submit", name, "--replicas", str(replicas), "--cpu", str(cpu), "--memory", str(memory),
+            done = _fedplane("controlplane", "submit", name, "--replicas", str(replicas), "--cpu", f"{cpu}m", "--memory", f"{memory}Mi",
                              "--target", f"127.0.0.1:{plane.port}", creds=plane.admin)
             if done.returncode != 0:
                 raise RuntimeError(f"submit {name}: {done.stderr.strip()[-400:]}")
