@@ -22,7 +22,7 @@ import click
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from controlplane import printing, quantities
+from controlplane import printing
 from fedapi import client, common_pb2, credentials
 from fedapi import controlplane_pb2 as cp
 from fedapi.tls import TlsFiles
@@ -403,8 +403,8 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @controlplane.command()
 @click.argument("name")
 @click.option("--replicas", default=1, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--cpu", "cpu_milli", default="500m", show_default=True, type=quantities.Cpu(), help="CPU per replica, a Kubernetes quantity (500m, 2).")
-@click.option("--memory", "memory_mib", default="512Mi", show_default=True, type=quantities.Memory(), help="Memory per replica, a Kubernetes quantity (512Mi, 1Gi).")
+@click.option("--cpu", "cpu_milli", default=500, show_default=True, type=click.IntRange(0, INT64_MAX), help="CPU milli per replica.")
+@click.option("--memory", "memory_mib", default=512, show_default=True, type=click.IntRange(0, INT64_MAX), help="Memory MiB per replica.")
 @click.option("--gpus", default=0, show_default=True, type=click.IntRange(0, 64))
 @click.option("--gpu-model", default="")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(["amd64", "arm64", "armv7"]))
