@@ -168,7 +168,7 @@ def workload(s: Snapshot, name: str) -> Page | None:
                     for p in w.placements), empty="Placed nowhere now.")
     events = [(d.at, cell(d.kind, class_=_kind_class(d.kind)), " → ".join(x for x in (d.source, d.target) if x), "; ".join(d.reasons))
               for d in s.decisions if d.workload == name]
-    events += [(st.at, cell(f"{m.kind}: {st.step} {st.phase}", class_=f"k-{m.kind}"), f"{m.source} → {m.target}, epoch {m.epoch}", st.detail)
+    events += [(st.at, cell(f"{m.kind}: {st.step} {st.phase}", class_="step"), f"{m.source} → {m.target}, epoch {m.epoch}", st.detail)
                for m in s.migrations if m.workload == name for st in m.steps]
     trail = table(("Time (UTC)", "What", "Where", "Detail"), ((when(at), *rest) for at, *rest in sorted(events, key=lambda e: e[0])),
                   empty="Nothing about it in the decisions and migrations the plane keeps.", class_="log")
