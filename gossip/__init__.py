@@ -23,13 +23,17 @@ withdraws a key. Records of a member live and die with it: reaped ``reap_after``
 after it is declared dead or leaves.
 
 Layers: ``node.GossipNode`` is the sans-IO core (``on_packet``, ``on_stream``, ``tick``,
-``next_deadline`` -> effects); ``udp.UdpGossip`` and ``memnet.InMemoryNetwork`` drive the
-same core over sockets or in virtual time. Wire: ``messages`` + ``wire`` (msgpack,
-versioned envelope), ``keyring`` (XChaCha20-Poly1305), ``replays``, ``envelopes``. Protocol parts:
-``members``, ``suspicion``, ``awareness``, ``timeouts``, ``broadcasts``, ``records``,
-``digests``, ``antientropy``. ``shared`` lets many in-process nodes start from one state
-(the simulator's large warm clusters). ``metrics`` counts drops by reason; ``commands`` holds
-``fedplane bench gossip``.
+``next_deadline`` -> effects); ``udp.UdpGossip`` and the lab's ``memnet.InMemoryNetwork`` drive
+the same core over sockets or in virtual time. The node composes one collaborator per
+activity: ``probing`` (failure detection), ``membership`` (state changes, suspicions,
+reaping), ``publishing`` (records), ``exchanging`` (push-pull anti-entropy),
+``dispatching`` (inbound) and ``sending`` (outbound, gossip rounds), over a shared
+``timers`` heap. Wire: ``messages`` + ``wire`` (msgpack, versioned envelope), ``keyring``
+(XChaCha20-Poly1305), ``replays``, ``envelopes``. Protocol parts: ``members``,
+``suspicion``, ``awareness``, ``timeouts``, ``broadcasts``, ``records``, ``digests``,
+``antientropy``. ``shared`` lets many in-process nodes start from one state (the
+simulator's large warm clusters). ``metrics`` counts drops by reason; ``fedplane bench
+gossip`` lives in the lab (``fedplane.lab.benches``).
 
 Unknown senders: a packet from a sender not in the member table may only probe (Ping,
 Ack, Nack) or introduce itself with an Alive about itself (every push-pull frame starts

@@ -1,6 +1,6 @@
 """What a node's state looks like to anti-entropy: digest entries and state messages.
 
-Pure functions over the member table and record store, used by ``node`` for both the
+Pure functions over the member table and record store, used by ``exchanging`` for both the
 Bloom-digest exchange and the memberlist-style full-state baseline. Members come before
 records in every list, because a receiver accepts records only of owners it knows.
 """

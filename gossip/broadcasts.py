@@ -10,7 +10,7 @@ them in priority order without sorting: under loss the queue holds hundreds of i
 and ``take`` runs for every packet.
 
 An item may be held back until a time (``ready_at``): news a node relays waits for its
-next gossip round (see :mod:`gossip.rounds`), so it moves one hop per round however
+next gossip round (see :mod:`gossip.sending`), so it moves one hop per round however
 many packets the node sends meanwhile.
 """
 

@@ -1,7 +1,8 @@
 """The member table: who exists, in which SWIM state, at which incarnation.
 
-Pure bookkeeping for ``node``: it keeps a dense list of live peers for O(1) random
-choice and a shuffled probe order (memberlist probes round-robin over a shuffled list
+Pure bookkeeping for the node's collaborators (``membership`` changes rows, ``probing``
+walks the probe order, ``exchanging`` digests them): it keeps a dense list of live peers
+for O(1) random choice and a shuffled probe order (memberlist probes round-robin over a shuffled list
 and reshuffles on wrap, so each member is probed within a bounded time).
 """
 
@@ -98,7 +99,7 @@ class Members:
 
     def __init__(self, shared: SharedRows | None = None, exclude: str | None = None) -> None:
         """``shared`` is read-only here; ``exclude`` (ourselves) is left out of it."""
-        self._shared = shared
+        self._shared: SharedRows | None = None
         self._rows: dict[str, MemberView] = {}
         """Members outside the shared rows (all of them without shared rows)."""
         self._over: array[int] | None = None
@@ -118,17 +119,29 @@ class Members:
         self._probe_at = 0
         self._extra_names: list[str] = []
         if shared is not None:
-            self._size = len(shared)
-            self._since = dict.fromkeys(shared.down, shared.at)
-            if exclude is not None and exclude in shared.index:
-                self._skip = shared.index[exclude]
-                self._size -= 1
-                self._since.pop(exclude, None)
-                if exclude in shared.live_set:
-                    self._gone.add(exclude)
+            self.adopt(shared, exclude)
+
+    def adopt(self, shared: SharedRows, exclude: str | None = None) -> None:
+        """Read through to ``shared`` from now on, as if built on it (a node adopting a shared
+        state keeps its table object, which its collaborators hold). Only an empty table may."""
+        if self._size or self._rows or self._shared is not None:
+            raise ValueError("only an empty member table may adopt shared rows")
+        self._shared = shared
+        self._size = len(shared)
+        self._since = dict.fromkeys(shared.down, shared.at)
+        if exclude is not None and exclude in shared.index:
+            self._skip = shared.index[exclude]
+            self._size -= 1
+            self._since.pop(exclude, None)
+            if exclude in shared.live_set:
+                self._gone.add(exclude)
 
     def __len__(self) -> int:
         return self._size
+
+    def cluster_size(self) -> int:
+        """Estimated N for timeouts and retransmit limits: every member we know and ourselves, as memberlist."""
+        return self._size + 1
 
     def __iter__(self) -> Iterator[MemberView]:
         shared = self._shared

@@ -10,7 +10,7 @@ node would keep one per key ever withdrawn (an agent: several per pod it has see
 A tombstone for a key we do not hold is not stored (there is nothing to withdraw, and
 storing it would bounce reaped tombstones between peers for ever). A live version that
 slips past a reaped tombstone is withdrawn again by its owner, the one node that knows
-it never holds that key (:meth:`gossip.node.GossipNode.handle_record`).
+it never holds that key (:meth:`gossip.publishing.Publisher.handle_record`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,13 @@ class RecordStore:
         self._size = base_size
         self._tombstones: dict[tuple[str, str], float] = {}
         """When each held tombstone arrived, oldest first (insertion order; times never go back)."""
+
+    def adopt(self, base: Mapping[str, Mapping[str, tuple[int, RecordValue]]], base_size: int) -> None:
+        """Read through to ``base`` from now on, as if built on it (a node adopting a shared state
+        keeps its store object, which its collaborators hold). Only an empty store may."""
+        if self._size or self._owners or self._base:
+            raise ValueError("only an empty record store may adopt a base")
+        self._base, self._size = base or {}, base_size
 
     def __len__(self) -> int:
         return self._size

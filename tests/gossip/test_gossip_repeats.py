@@ -51,8 +51,9 @@ def test_a_withdrawal_of_a_record_not_held_is_not_settled() -> None:
 def test_repeats_change_nothing_and_are_not_handled_again() -> None:
     me, b = node_hearing_b()
     calls: list[Message] = []
-    handle = GossipNode._handlers[Alive]
-    me._handlers = {**GossipNode._handlers, Alive: lambda node, s, m, now: (calls.append(m), handle(node, s, m, now))}
+    handlers = me._dispatcher.handlers
+    handle = handlers[Alive]
+    handlers[Alive] = lambda s, m, now: (calls.append(m), handle(s, m, now))
     first = me.on_packet("b", packet(b, Alive("y", 2)), 0.1)
     again = me.on_packet("b", packet(b, Alive("y", 2), Alive("y", 1)), 0.2)
     assert first and not again and me.members()["y"].incarnation == 2

@@ -37,16 +37,16 @@ def test_digests_are_the_same_bits_before_and_after_local_changes() -> None:
         node._records.drop_owner("n9")
     assert shared.records() == copied.records()
     for salt in (1, 2):
-        assert shared._digest(salt) == copied._digest(salt)
+        assert shared._exchanger.digest(salt) == copied._exchanger.digest(salt)
 
 
 def test_both_find_the_same_entries_missing_from_a_peers_digest() -> None:
     copied, shared = pair()
     peer = GossipNode("n4", now=0.0, rng=random.Random(2))
     peer.restore(MEMBERS[:20], RECORDS[:30], 0.0)
-    bloom = peer._digest(5)
-    want = sorted(map(repr, copied._missing_from(bloom, 5)))
-    assert want and sorted(map(repr, shared._missing_from(bloom, 5))) == want
+    bloom = peer._exchanger.digest(5)
+    want = sorted(map(repr, copied._exchanger.missing_from(bloom, 5)))
+    assert want and sorted(map(repr, shared._exchanger.missing_from(bloom, 5))) == want
 
 
 def test_sampling_over_a_shared_state_is_uniform_over_live_peers() -> None:
@@ -105,12 +105,12 @@ def test_full_state_frame_size_is_the_length_of_the_frame_full_state_push_pull_s
         for node in (copied, shared):
             whole = antientropy.full_state(node.name, node.incarnation, node._members, node._records)
             for reply in (False, True):
-                frame = node._seal([whole[0], PushPull(reply), *whole[1:]])
+                frame = node._outbox.seal([whole[0], PushPull(reply), *whole[1:]])
                 assert node.full_state_frame_size() == len(frame), (step, reply)
             node.publish("a", {"mine": step * 1000}, 1.0 + step)
             node._members.set("n5", 9 + step, MemberState.SUSPECT, 1.0, random.Random(0))
             node._members.set(f"x-new{step}", 0, MemberState.ALIVE, 1.0, random.Random(0))
             node._members.remove("n9")
             node._records.drop_owner("n9")
-            node.handle_record("n12", Record("n12", "b", 500 + step, {"v": "longer" * step}), 2.0)
+            node._publisher.handle_record("n12", Record("n12", "b", 500 + step, {"v": "longer" * step}), 2.0)
     assert shared.full_state_frame_size() == copied.full_state_frame_size()
