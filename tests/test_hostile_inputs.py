@@ -186,6 +186,7 @@ def test_the_server_never_opens_a_series_path_a_client_names(tmp_path: Path, mon
     ({"values": [1.0], "speed": 1e308}, "speed must be a number in 0.001..1000"),
     ({"values": [1.0], "startup_s": float("inf")}, "startup_s must be a number in 0..86400, not inf"),
     ({"values": [1.0], "series": "x" * 129}, "in at most 128 printable characters"),
+    ({"values": [1.0], "stride_s": 0.001}, "stride_s must be 0 (60 s) or at least 1, not 0.001"),
 ])
 def test_a_bad_series_or_spec_is_refused_on_enable_and_nothing_is_enabled(tmp_path: Path, spec: dict[str, object], why: str) -> None:
     import grpc

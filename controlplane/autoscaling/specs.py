@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 POLICIES = ("forecast_hpa", "hpa")
 MAX_STARTUP_S = 86_400.0   # a pod starting for more than a day is not a forecast horizon
 MAX_STRIDE_S = 86_400.0
+MIN_STRIDE_S = 1.0         # with MAX_SPEED: at most 1,000 samples fed to the forecaster per second of the plane's clock
 MAX_SPEED = 1_000.0        # series seconds per second: each tick feeds the forecaster every sample it passed
 MAX_LABEL = 128            # characters of a series' name or label
 
@@ -50,6 +51,8 @@ class AutoscaleSpec:
                                        ("speed", self.speed, 0.001, MAX_SPEED), ("peak_replicas", self.peak_replicas, 0.1, float(MAX_REPLICAS))):
             if not (math.isfinite(value) and low <= value <= high):
                 raise ValueError(f"autoscale {self.workload}: {name} must be a number in {low:g}..{high:g}, not {value!r}")
+        if 0 < self.stride_s < MIN_STRIDE_S:
+            raise ValueError(f"autoscale {self.workload}: stride_s must be 0 (60 s) or at least {MIN_STRIDE_S:g}, not {self.stride_s!r}")
         if not self.series or len(self.series) > MAX_LABEL or not self.series.isprintable():
             raise ValueError(f"autoscale {self.workload}: a demand series is required, named in at most {MAX_LABEL} printable characters")
         if self.values:
