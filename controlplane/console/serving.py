@@ -31,6 +31,7 @@ from controlplane.campaigning import Leadership
 from controlplane.console import markup, pages, snapshots
 from controlplane.console.snapshots import Snapshot
 from controlplane.runtime import ControlPlane
+from controlplane.store import StoreError
 from fedapi.tls import TlsFiles
 
 log = logging.getLogger(__name__)
@@ -238,7 +239,10 @@ def viewers(gate: auth.Authenticator | auth.Insecure) -> Callable[[str], Awaitab
     async def check(token: str) -> bool:
         if isinstance(gate, auth.Insecure):
             return True
-        principal = await gate.admit(token)
+        try:
+            principal = await gate.admit(token)
+        except StoreError as exc:
+            raise web.HTTPServiceUnavailable(text=f"cannot check credentials now: {exc}") from None
         return principal is not None and auth.allows(principal, "viewer")
     return check
 

@@ -128,6 +128,24 @@ def test_a_real_plane_snapshot_shifts_its_clock_to_wall_time(tmp_path: Path) -> 
     assert len(s.clusters[0].nodes) == 2
 
 
+@pytest.mark.asyncio
+async def test_the_plane_s_credentials_let_viewers_and_up_read_and_no_agent(tmp_path: Path) -> None:
+    from controlplane import auth
+    from controlplane.sqlitestore import SqliteStore
+
+    store = SqliteStore(tmp_path / "cp.db")
+    try:
+        gate = auth.Authenticator(store)
+        check = serving.viewers(gate)
+        for role in ("viewer", "operator", "admin"):
+            assert await check(gate.issue(role))
+        assert not await check(gate.issue("agent", cluster="c0"))
+        assert not await check("") and not await check("never-issued")
+        assert await serving.viewers(auth.INSECURE)("")  # --insecure (loopback only): the console is as open as the API
+    finally:
+        store.close()
+
+
 class Holder:
     """The snapshot a test serves; swapping it is a change the live stream must carry."""
 
