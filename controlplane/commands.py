@@ -22,8 +22,8 @@ import click
 import grpc
 from google.protobuf.json_format import MessageToDict
 
-from controlplane import printing
-from fedapi import client, common_pb2, credentials
+from controlplane import printing, quantities
+from fedapi import client, common_pb2, credentials, failover
 from fedapi import controlplane_pb2 as cp
 from fedapi.tls import TlsFiles
 from fedcore import reporting
@@ -107,26 +107,19 @@ def connect(target: str, tls: TlsFiles | None) -> client.Connection:
 def call(target: str, tls: TlsFiles | None, method: str, request: Any) -> Any:
     """One unary call; a gRPC error becomes a clear message and exit code 2.
 
-    ``target`` may list several members (``a:1,b:2``): an unreachable one passes the call to the
-    next, and a standby's answer "not the leader" sends it to the leader it names.
+    ``target`` may list several members (``a:1,b:2``): the call goes to the leader (:mod:`fedapi.failover`: an
+    unreachable or silent member passes it on, a standby names the leader, an election in progress is waited out).
     """
     candidates = [t.strip() for t in plane_target(target).split(",") if t.strip()]
-    tried: list[str] = []
-    while candidates:
-        here = candidates.pop(0)
-        tried.append(here)
-        conn = connect(here, tls)
-        try:
-            return getattr(conn.control, method)(request, timeout=600 if method == "RunDrill" else 10)
-        except grpc.RpcError as exc:
-            leader = dict(exc.trailing_metadata() or ()).get("fedplane-leader", "")  # type: ignore[attr-defined]
-            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION and leader and leader not in tried:
-                candidates.insert(0, leader)
-            elif exc.code() != grpc.StatusCode.UNAVAILABLE or not candidates:
-                fail(f"{method} at {here}: {exc.code().name}: {exc.details()}" + _hint(exc.code()))
-        finally:
-            conn.close()
-    fail(f"{method}: no control plane answered at {target}")
+    found = credential()
+    try:
+        return failover.call(candidates, method, request, 600 if method == "RunDrill" else 10, tls, found.token if found else "")
+    except ValueError as exc:
+        fail(str(exc))
+    except failover.NoLeader as exc:
+        fail(f"{method} at {exc.tried[0]}" if len(exc.tried) == 1 else f"{method}: no leader answered ({'; '.join(exc.tried)})")
+    except failover.Refused as exc:
+        fail(f"{method} at {exc}" + _hint(exc.code))
 
 
 def _hint(code: grpc.StatusCode) -> str:
@@ -403,8 +396,8 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @controlplane.command()
 @click.argument("name")
 @click.option("--replicas", default=1, show_default=True, type=click.IntRange(1, 10_000))
-@click.option("--cpu", "cpu_milli", default=500, show_default=True, type=click.IntRange(0, INT64_MAX), help="CPU milli per replica.")
-@click.option("--memory", "memory_mib", default=512, show_default=True, type=click.IntRange(0, INT64_MAX), help="Memory MiB per replica.")
+@click.option("--cpu", "cpu_milli", default="500m", show_default=True, type=quantities.Cpu(), help="CPU per replica, a Kubernetes quantity (500m, 2).")
+@click.option("--memory", "memory_mib", default="512Mi", show_default=True, type=quantities.Memory(), help="Memory per replica, a Kubernetes quantity (512Mi, 1Gi).")
 @click.option("--gpus", default=0, show_default=True, type=click.IntRange(0, 64))
 @click.option("--gpu-model", default="")
 @click.option("--arch", "archs", multiple=True, type=click.Choice(["amd64", "arm64", "armv7"]))
@@ -416,14 +409,23 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @click.option("--pinned", is_flag=True, help="Never migrate it for load (failover still applies).")
 @click.option("--max-per-cluster", default=0, show_default=True, type=click.IntRange(0, INT32_MAX))
 @click.option("--home-region", default="", help="Prefer clusters near this region.")
+@click.option("--failback", default="", type=click.Choice(["", "never", "stable", "maintenance"]),
+              help="When failed-over replicas return home: never, once it stayed healthy for --failback-window, or inside "
+                   "--maintenance-window too (default: the plane's --return-after).")
+@click.option("--failback-window", default=60.0, show_default=True, type=click.FloatRange(1, 86_400),
+              help="Seconds the home must stay healthy; a home that keeps falling needs up to 4x longer.")
+@click.option("--maintenance-window", default="", metavar="HH:MM-HH:MM", help="Daily UTC window for --failback maintenance.")
+@click.option("--group", default="", help="Workloads of one group fail back together.")
+@click.option("--stateful", is_flag=True, help="Its replicas write a volume: migrations hand the state over (fence, checkpoint, restore).")
 @click.option("--dry-run", is_flag=True, help="Say where it would go and why, without acting.")
 @click.option("--request-id", default="", help="Idempotency key: a retried submit with the same id returns the first answer (default: a fresh one).")
 @client_options
 def submit(
     name: str, replicas: int, cpu_milli: int, memory_mib: int, gpus: int, gpu_model: str, archs: Sequence[str], spread: str,
     only_clusters: Sequence[str], only_regions: Sequence[str], avoid: Sequence[str], tolerations: Sequence[str], pinned: bool,
-    max_per_cluster: int, home_region: str, dry_run: bool, request_id: str, target: str, as_json: bool,
-    tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    max_per_cluster: int, home_region: str, failback: str, failback_window: float, maintenance_window: str, group: str,
+    stateful: bool, dry_run: bool, request_id: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None,
+    tls_ca: str | None,
 ) -> None:
     """Submit a workload with its placement policy (or --dry-run: explain the placement only)."""
     spec = cp.WorkloadSpec(
@@ -431,7 +433,9 @@ def submit(
         pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=memory_mib, gpus=gpus, gpu_model=gpu_model, archs=archs,
                            tolerations=[_toleration(t) for t in tolerations]),
         policy=cp.PlacementPolicy(spread=SPREADS[spread], clusters=only_clusters, regions=only_regions, avoid_clusters=avoid,
-                                  movable=not pinned, max_per_cluster=max_per_cluster, home_region=home_region),
+                                  movable=not pinned, max_per_cluster=max_per_cluster, home_region=home_region, failback=failback,
+                                  failback_window_s=failback_window, maintenance_window=maintenance_window, group=group),
+        stateful=stateful,
     )
     decision = call(target, tls_files(tls_cert, tls_key, tls_ca), "SubmitWorkload", cp.SubmitWorkloadRequest(workload=spec, dry_run=dry_run, request_id=request_id or uuid.uuid4().hex))
     emit(as_json, decision, f"{name}: {'accepted' if decision.accepted else 'NOT placed'}{' (dry run)' if dry_run else ''}",
@@ -461,12 +465,14 @@ def placements(workload: str, target: str, as_json: bool, tls_cert: str | None, 
 @click.option("--force", is_flag=True, help="Move even to a cluster the workload's placement policy forbids (recorded as forced).")
 @click.option("--cancel", "cancel_id", help="Cancel this migration instead.")
 @click.option("--list", "list_all", is_flag=True, help="List migrations instead.")
+@click.option("--dry-run", is_flag=True, help="Show what failback would move home now and why the rest waits, without acting.")
 @client_options
 def migrate(
-    workload: str | None, source: str | None, target_cluster: str, force: bool, cancel_id: str | None, list_all: bool, target: str,
-    as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    workload: str | None, source: str | None, target_cluster: str, force: bool, cancel_id: str | None, list_all: bool, dry_run: bool,
+    target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
-    """Start a make-before-break migration (within the workload's placement policy unless --force), cancel one, or list them."""
+    """Start a make-before-break migration (within the workload's placement policy unless --force), cancel one, list them,
+    or (--dry-run) show what failback would move."""
     tls = tls_files(tls_cert, tls_key, tls_ca)
 
     def rows(d: dict[str, Any]) -> list[dict[str, Any]]:
@@ -475,7 +481,11 @@ def migrate(
                  "kind": m.get("kind", ""), "state": m.get("state", "").removeprefix("MIGRATION_").lower(), "error": m.get("error", "")}
                 for m in items]
 
-    if list_all:
+    if dry_run:
+        emit(as_json, call(target, tls, "ListMigrations", cp.ListMigrationsRequest(failback_dry_run=True)), "failback (dry run)",
+             lambda d: [{**r, "state": "would start" if not r["error"] else "waits", "why": "; ".join(x["message"] for x in m.get("reasons", []))}
+                        for r, m in zip(rows(d), d.get("migrations", []))])
+    elif list_all:
         emit(as_json, call(target, tls, "ListMigrations", cp.ListMigrationsRequest()), "migrations", rows)
     elif cancel_id:
         emit(as_json, call(target, tls, "CancelMigration", cp.CancelMigrationRequest(id=cancel_id)), "cancelled", rows)
@@ -516,7 +526,7 @@ def leader(target: str, as_json: bool, tls_cert: str | None, tls_key: str | None
         reporting.emit_json({"members": rows})
     else:
         reporting.table("control-plane members", [
-            {"target": r["target"], "member": r.get("member", ""), "leads": r.get("is_leader", ""), "leader": r.get("leader", ""),
+            {"target": r["target"], "member": r.get("member", ""), "leads": r.get("is_leader", ""), "leader": r.get("leader") or ("" if "error" in r else "unknown"),
              "token": r.get("fencing_token", ""), "writes refused": r.get("writes_refused", ""), "error": r.get("error", "")}
             for r in rows])
     if not any(r.get("is_leader") for r in rows):

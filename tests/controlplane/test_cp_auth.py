@@ -267,7 +267,7 @@ def test_serve_writes_the_admin_credential_and_the_cli_says_what_to_do(tmp_path:
                 assert _cli("controlplane", "credentials", "--role", "viewer", "--out", str(viewer), *target, creds=admin).returncode == 0
                 assert stat.S_IMODE(viewer.stat().st_mode) == 0o600
             assert _cli("controlplane", "clusters", creds=viewer).returncode == 0  # its target is in the file
-            refused = _cli("controlplane", "submit", "v", "--cpu", "100", "--memory", "64", *target, creds=viewer)
+            refused = _cli("controlplane", "submit", "v", "--cpu", "100m", "--memory", "64Mi", *target, creds=viewer)
             assert refused.returncode == 2 and "needs role operator" in refused.stderr and "Traceback" not in refused.stderr
         finally:
             proc.terminate()

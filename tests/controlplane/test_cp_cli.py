@@ -66,7 +66,7 @@ def test_cli_against_a_served_control_plane(tmp_path: object) -> None:
         assert done.exit_code == 0, done.output
         placed = json.loads(runner.invoke(main, ["controlplane", "placements", *target]).stdout)
         assert sum(p["replicas"] for p in placed["workloads"][0]["placements"]) == 4
-        refused = runner.invoke(main, ["controlplane", "submit", "huge", "--cpu", "999999", *target])
+        refused = runner.invoke(main, ["controlplane", "submit", "huge", "--cpu", "999", *target])
         assert refused.exit_code == 1 and not json.loads(refused.stdout).get("accepted", False)
         kinds = {d["kind"] for d in json.loads(runner.invoke(main, ["controlplane", "decisions", *target]).stdout)["decisions"]}
         assert {"place", "verdict:healthy"} <= kinds

@@ -70,7 +70,7 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
             fleet.conns[standby.address].control.SubmitWorkload(cp.SubmitWorkloadRequest(workload=hadrill._spec("direct")))
         assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION and leader.address in (err.value.details() or "")
         # the CLI, pointed at the standby first, ends at the leader
-        done = cli("controlplane", "submit", "web", "--replicas", "2", "--cpu", "100", "--memory", "64",
+        done = cli("controlplane", "submit", "web", "--replicas", "2", "--cpu", "100m", "--memory", "64Mi",
                    "--target", f"{standby.address},{leader.address}", "--json", "--credentials", str(members[0].admin))
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["accepted"]

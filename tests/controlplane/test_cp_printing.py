@@ -43,3 +43,17 @@ def test_every_output_format() -> None:
     assert yaml.safe_load(run("-o", "yaml")) == printing.plain(status())
     assert "region" not in run() and "c0" in run()
     assert "region" in run("-o", "wide") and "r0" in run("-o", "wide")
+
+
+def test_cpu_and_memory_are_kubernetes_quantities() -> None:
+    from controlplane.quantities import Cpu, Memory
+
+    assert [Cpu().convert(v, None, None) for v in ("500m", "2", "0.25", "1e3")] == [500, 2000, 250, 1_000_000]
+    assert [Memory().convert(v, None, None) for v in ("512Mi", "1Gi", "64", "1G")] == [512, 1024, 1, 954]  # bytes round up to MiB
+    for bad in ("abc", "-1", "nan", "1e400", "9223372036854775808"):
+        try:
+            Cpu().convert(bad, None, None)
+        except click.BadParameter as exc:
+            assert repr(bad) in str(exc)
+        else:
+            raise AssertionError(f"{bad} accepted")

@@ -209,8 +209,8 @@ class Cluster:
         self._wait(converged, timeout, "agents did not see each other")
 
     def submit(self, pods: int) -> None:
-        done = subprocess.run(self._host("controlplane", "submit", WORKLOAD, "--replicas", str(pods), "--cpu", "250",
-                                         "--memory", "256", "--cluster", CLUSTER, "--target", f"127.0.0.1:{self.grpc_port}",
+        done = subprocess.run(self._host("controlplane", "submit", WORKLOAD, "--replicas", str(pods), "--cpu", "250m",
+                                         "--memory", "256Mi", "--cluster", CLUSTER, "--target", f"127.0.0.1:{self.grpc_port}",
                                          "--credentials", str(self.admin)),
                               capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
