@@ -37,7 +37,11 @@ class Leadership(Protocol):
 
     @property
     def refused(self) -> int:
-        """Writes the store refused this process because it did not lead (fencing at work)."""
+        """Writes refused because this process did not lead: by the API (a standby's answer) or by the store (fencing)."""
+        ...
+
+    def refuse(self) -> None:
+        """Count a write the API refused because this process does not lead."""
         ...
 
     @property
@@ -55,6 +59,9 @@ class Solo:
     def leader(self) -> Leader | None:
         return None
 
+    def refuse(self) -> None:
+        """Never called: the only process always leads."""
+
 
 class Campaign:
     def __init__(self, election: Election, plane: ControlPlane, specs: Sequence[ClusterSpec] = (), poll_s: float = 0.05) -> None:
@@ -62,7 +69,9 @@ class Campaign:
         self.known: Leader | None = None
         self.leading = False
         self.took_over_s = 0.0  # how long the last take-over took (win -> serving writes)
-        plane.metrics.writes_refused.set_function(lambda: float(election.store.refused))
+        self.refusals = 0
+        """Writes the API refused while we did not lead (the store counts its own)."""
+        plane.metrics.writes_refused.set_function(lambda: float(self.refused))
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="election")
 
     @property
@@ -75,7 +84,10 @@ class Campaign:
 
     @property
     def refused(self) -> int:
-        return self.election.store.refused
+        return self.election.store.refused + self.refusals
+
+    def refuse(self) -> None:
+        self.refusals += 1
 
     def leader(self) -> Leader | None:
         return self.known
@@ -95,23 +107,29 @@ class Campaign:
                 raise
             except Exception:  # etcd unreachable or refusing: keep trying, never die silently
                 log.exception("election step failed")
+                if not self.leading:
+                    self.known = None  # who leads cannot be known without etcd: never name a stale answer
                 await asyncio.sleep(self.poll_s)
 
     async def resign(self) -> None:
         """Graceful stop: hand over now (a standby wins within one poll), not after the lease expires."""
         if self.leading:
-            self.leading = False
+            self.leading, self.known = False, None
             await asyncio.to_thread(self.plane.step_down)
         await self._etcd(self.election.resign)
 
     async def _watch(self) -> None:
-        self.known = await self._etcd(self.election.leader)
-        if self.known is None:
+        held = await self._etcd(self.election.holder)
+        self.known = None
+        if held is not None:
+            leader, lease = held
+            self.known = await self._etcd(lambda: self.election.confirmed(leader, lease))
+        else:
             fence = await self._etcd(self.election.campaign)
             if fence is not None:
                 started = time.monotonic()
                 await asyncio.to_thread(self.plane.take_over, self.plane.clock(), self.specs)
-                self.known = Leader(self.election.member, self.election.address, fence.token)
+                self.known = Leader(self.election.member, self.election.address, fence.token, self.election.link)
                 self.leading = True
                 self.took_over_s = time.monotonic() - started
                 log.warning("leading with fencing token %d (take-over %.2fs)", fence.token, self.took_over_s)
@@ -132,6 +150,6 @@ class Campaign:
                 return
             break
         log.warning("lost the lease: stepping down")
-        self.leading = False
+        self.leading, self.known = False, None  # never name ourselves once we do not lead
         self.election.step_down()
         await asyncio.to_thread(self.plane.step_down)

@@ -8,6 +8,10 @@ refused when it wakes, while the new leader already acts. The leader refreshes t
 ``ttl_s / 20``; when a refresh says the lease is gone, or none succeeded for ``ttl_s``, it steps
 down. A graceful stop revokes the lease, so a standby takes over within one poll.
 
+A member names a leader only while it can confirm the leader's lease is being refreshed (its remaining TTL within
+:data:`CONFIRM_SLACK_S` of the full TTL): a leader killed or cut off stops refreshing, and within seconds standbys
+stop sending writers (and agents) to it, long before its key expires.
+
 :class:`Election` is the blocking etcd side (called from a thread); the asyncio loop that drives
 it lives in :mod:`controlplane.server`.
 """
@@ -21,6 +25,9 @@ from controlplane.etcdstore import ELECTION_KEY, EtcdStore, Fence, b64, unb64
 from controlplane.store import StoreError
 
 TTL_S = 5
+CONFIRM_SLACK_S = 2
+"""A leader whose lease has less than ``ttl - CONFIRM_SLACK_S`` seconds left missed every refresh for that long
+(it refreshes every ``ttl / 20``): it is not named any more. etcd counts TTLs in whole seconds."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,28 +35,43 @@ class Leader:
     member: str
     address: str  # where its gRPC API listens
     token: int
+    link: str = ""  # where its agents' link listens ("": not told)
 
 
 class Election:
     def __init__(self, store: EtcdStore, member: str, address: str, ttl_s: int = TTL_S) -> None:
         self.store, self.member, self.address, self.ttl_s = store, member, address, ttl_s
+        self.link = ""
+        """Where this member's agents' link listens (set by the server once it is bound)."""
         self.key = store.prefix + ELECTION_KEY
         self.lease = 0
         self.fence: Fence | None = None
 
-    def leader(self) -> Leader | None:
-        """Who holds the election key now (None: nobody, a campaign can start)."""
+    def holder(self) -> tuple[Leader, int] | None:
+        """Who holds the election key now, and under which lease (None: nobody, a campaign can start)."""
         found = self.store.client.post("/kv/range", {"key": b64(self.key)})
         kvs = found.get("kvs", [])
         if not kvs:
             return None
         d = json.loads(unb64(kvs[0]["value"]))
-        return Leader(d["member"], d["address"], int(kvs[0]["create_revision"]))
+        return Leader(d["member"], d["address"], int(kvs[0]["create_revision"]), d.get("link", "")), int(kvs[0].get("lease", 0))
+
+    def leader(self) -> Leader | None:
+        """The leader, if its lease is being refreshed now (None: nobody holds the key, or its holder stopped refreshing)."""
+        held = self.holder()
+        return self.confirmed(*held) if held is not None else None
+
+    def confirmed(self, leader: Leader, lease: int) -> Leader | None:
+        """``leader`` while its lease ``lease`` was refreshed within the last :data:`CONFIRM_SLACK_S` seconds, else None."""
+        if not lease:
+            return leader
+        left = int(self.store.client.post("/lease/timetolive", {"ID": str(lease)}).get("TTL", -1))
+        return leader if left >= self.ttl_s - CONFIRM_SLACK_S else None
 
     def campaign(self) -> Fence | None:
         """Try once to become leader; on success the store writes under the returned fence."""
         self.lease = int(self.store.client.post("/lease/grant", {"TTL": self.ttl_s, "ID": 0})["ID"])  # fresh: an old one may have expired
-        value = b64(json.dumps({"member": self.member, "address": self.address}))
+        value = b64(json.dumps({"member": self.member, "address": self.address, "link": self.link}))
         answer = self.store.client.post("/kv/txn", {
             "compare": [{"key": b64(self.key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}],
             "success": [{"request_put": {"key": b64(self.key), "value": value, "lease": str(self.lease)}}],

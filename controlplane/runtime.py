@@ -15,12 +15,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane import placing, returning
+from controlplane import agentviews, placing, returning
 from controlplane.autoscaling.actuating import Autoscaling
 from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
 from controlplane.store import Store
 from controlplane.evidence import AgentReport, AgentRow, EvidenceBook
+from controlplane.expecting import ExpectedAgents
 from controlplane.forecast import LoadForecast
 from controlplane.journal import Journal, Kind, Migration, MigrationState, new_id
 from controlplane.metrics import Metrics
@@ -102,6 +103,8 @@ class ControlPlane:
         self.backends, self.clock, self.timings = backends, clock, timings
         self.metrics = metrics or Metrics()
         self.evidence = EvidenceBook(timings.fresh_s)
+        self.expected = ExpectedAgents(self.store)
+        """Nodes that ever had an agent reporting: a new leader reads their silence, not an empty book, as silence."""
         self.verdicts: dict[str, tuple[Verdict, float]] = {}
         self.forecasts: dict[str, LoadForecast] = {}
         self.loads: dict[str, Load] = {}
@@ -140,6 +143,7 @@ class ControlPlane:
                 if spec.name not in known:
                     self.register_cluster(spec)
             self._contexts_from = now + self.timings.fresh_s
+            self.expected.load()
             repaired = self.restore(now)
             for spec in self.registry.clusters():  # judge every cluster once now: a new leader places submits at once
                 self._probe(spec.name, now)
@@ -372,14 +376,15 @@ class ControlPlane:
             return rows
 
     def agents(self, cluster: str = "") -> list[tuple[str, Health, list[NodeState], list[AgentRow]]]:
-        """Per cluster (all, or just ``cluster``): its verdict, its nodes as its API lists them, its agents as they report."""
+        """Per cluster (all, or just ``cluster``): its verdict, its nodes as its API lists them, its agents as they report
+        (their pods as the back end binds them now: a cut-off agent's last word outlives its pods)."""
         with self.lock:
             now = self.clock()
             names = [s.name for s in self.registry.clusters()]
             if cluster and cluster not in names:
                 raise KeyError(f"unknown cluster {cluster!r}")
             return [(name, self.verdicts.get(name, (Verdict(Health.UNKNOWN, ()), now))[0].health,
-                     self.evidence.nodes(name), self.evidence.agents(name, now))
+                     self.evidence.nodes(name), agentviews.as_backend_sees(self.backends, name, self.evidence.agents(name, now)))
                     for name in names if not cluster or name == cluster]
 
     # -- the reconcile tick ---------------------------------------------------------------------------
@@ -388,6 +393,7 @@ class ControlPlane:
             specs = self.registry.clusters()
             for spec in specs:
                 self._probe(spec.name, now)
+            self.expected.learn(self.evidence.reports.keys())
             for spec in specs:
                 self._judge(spec.name, now)
             self._measure_loads(now)
@@ -444,7 +450,8 @@ class ControlPlane:
         self.evidence.add_probe(cluster, now, nodes, error)
 
     def _judge(self, cluster: str, now: float) -> None:
-        verdict = judge(self.evidence.about(cluster, now), self.timings)
+        ev = self.evidence.about(cluster, now)
+        verdict = judge(ev, self.timings, self.expected.count(cluster, ev.nodes))
         old = self.verdicts.get(cluster)
         if old is None or old[0].health is not verdict.health:
             self.verdicts[cluster] = (verdict, now)

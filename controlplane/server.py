@@ -26,7 +26,7 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
 from controlplane.autoscaling.api import AutoscalerService
-from controlplane import limits, selectworker
+from controlplane import agentviews, limits, selectworker
 from controlplane.auth import Authenticator, Gate, Insecure, loopback
 from controlplane.campaigning import Campaign, Leadership, Solo
 from controlplane.migrations import SimulatedCrash
@@ -137,7 +137,7 @@ async def start(
     # port and clients would alternate between two databases. One port, one process.
     server = grpc.aio.server(maximum_concurrent_rpcs=512, interceptors=[Gate(gate)] if gate else None,
                              options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES)])
-    twin = TwinClusterService(plane)
+    twin = TwinClusterService(plane, leadership)
     controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills, leadership, gate), server)  # type: ignore[no-untyped-call]
     twincluster_pb2_grpc.add_TwinClusterServicer_to_server(twin, server)  # type: ignore[no-untyped-call]
     autoscale_pb2_grpc.add_AutoscalerServicer_to_server(AutoscalerService(plane), server)  # type: ignore[no-untyped-call]
@@ -163,6 +163,7 @@ async def start(
         raise
     metrics, mport = None, 0
     if metrics_port is not None:
+        plane.metrics.registry.register(agentviews.AgentSeries(lambda: plane.evidence, lambda: list(plane.verdicts), plane.clock))
         metrics, _thread = start_http_server(metrics_port, addr=host, registry=plane.metrics.registry)
         mport = metrics.server_port
     task = asyncio.create_task(reconcile(plane, plane.timings.probe_interval_s, plane.clock))
@@ -172,5 +173,6 @@ async def start(
         election = leadership.election
         election.address = election.address or f"{host}:{bound}"
         election.member = election.member or election.address
+        election.link = election.link or f"{election.address.rpartition(':')[0]}:{link.port}"  # agents follow the leader here
         campaign = asyncio.create_task(leadership.run())
     return Running(server, bound, plane, task, link, mport, metrics, campaign, leadership, selection, auth)

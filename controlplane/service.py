@@ -83,6 +83,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         """Writes only on the leader: a standby names it (message and ``fedplane-leader`` trailing metadata)."""
         if self.leadership.is_leader:
             return
+        self.leadership.refuse()
         leader = self.leadership.leader()
         where = leader.address if leader is not None and leader.member != self.leadership.member else ""
         context.set_trailing_metadata(((LEADER_KEY, where),))
@@ -210,11 +211,20 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         )
 
 
+def not_leading(leadership: Leadership) -> Fenced:
+    """A standby's answer to an agent: the twins live in the leader only, so it names the leader's link."""
+    leader = leadership.leader()
+    where = leader.link if leader is not None and leader.member != leadership.member else ""
+    return Fenced(f"not the leader: {where}" if where else "not the leader, and no leader is elected now: retry shortly")
+
+
 class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
+    def __init__(self, plane: ControlPlane, leadership: Leadership = Solo()) -> None:
+        self.plane, self.leadership = plane, leadership
 
     def _twin(self, name: str) -> TwinCluster:
+        if not self.leadership.is_leader:
+            raise not_leading(self.leadership)
         twin = self.plane.backends.twins().get(name)
         if twin is None:
             raise errors.UnknownCluster(name, "no embedded twin cluster of this name")
@@ -225,7 +235,7 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
             twin = self._twin(request.cluster)
             cursor = twin.cursor()
             current = await asyncio.to_thread(twin.list_pods)
-        except errors.BackendError as exc:
+        except (errors.BackendError, Fenced) as exc:
             await _abort(context, exc)
         for state in current:
             if not request.pending_only or (state.phase is Phase.PENDING and not state.node):
@@ -264,6 +274,8 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
     async def ReportAgent(self, request: cp.AgentReport, context: grpc.aio.ServicerContext) -> cp.AgentAck:
         """An agent's own report; refused while its cluster is cut off (a twin partition or outage covers the
         agents' path to us too, as on a real network the twin link is that path)."""
+        if not self.leadership.is_leader:
+            await _abort(context, not_leading(self.leadership))
         twin = self.plane.backends.twins().get(request.cluster)
         if twin is not None and not twin.reachable:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"cluster {request.cluster} is cut off from the control plane")

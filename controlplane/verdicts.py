@@ -12,7 +12,9 @@ Rules (first match wins), with ``probe down`` = at least ``probe_failures`` prob
   refutes within the suspicion timeout: one slow prober on a busy host is no outage)
 - probe down, otherwise                                            -> DOWN (most outside views suspect/dead,
   or still split or absent after ``settle_s``, or none to wait for: crash, outage or total partition)
-- probe up, agents known but none fresh                            -> AGENTS_SILENT (no failover: the API answers)
+- probe up, agents known or expected but none fresh                -> AGENTS_SILENT (no failover: the API answers;
+  ``expected``: agents that reported to an earlier leader, :mod:`controlplane.expecting`, so a new leader that has
+  heard none yet never reads their silence as health)
 - probe up, insiders see some peers suspect/dead                   -> DEGRADED
 - probe up                                                         -> HEALTHY
 - never probed, no reports                                         -> UNKNOWN
@@ -86,9 +88,11 @@ TAINTS: dict[Health, tuple[Taint, ...]] = {
 }
 
 
-def judge(ev: ClusterEvidence, t: Timings) -> Verdict:
-    """The verdict for one cluster from its evidence (pure; see the module docstring for the rules)."""
-    reports = f"{ev.agents_fresh}/{ev.agents_known} agents reporting"
+def judge(ev: ClusterEvidence, t: Timings, expected: int = 0) -> Verdict:
+    """The verdict for one cluster from its evidence and the number of agents it should have (pure; see the module
+    docstring for the rules)."""
+    known = max(ev.agents_known, expected)
+    reports = f"{ev.agents_fresh}/{known} agents reporting"
     if ev.agents_known and ev.last_report_age != float("inf"):
         reports += f" (newest {ev.last_report_age:.1f}s ago)"
     if ev.probe_failures >= t.probe_failures:
@@ -113,7 +117,7 @@ def judge(ev: ClusterEvidence, t: Timings) -> Verdict:
         return Verdict(Health.DOWN, (probes, reports, remote, "no vantage point sees it alive: crash, outage or total partition"))
     if not ev.probed_ok and not ev.agents_known:
         return Verdict(Health.UNKNOWN, ("not probed yet and no agent has reported",))
-    if ev.agents_known and not ev.agents_fresh:
+    if known and not ev.agents_fresh:
         return Verdict(Health.AGENTS_SILENT, ("API answers probes", reports, "agents silent: no failover while the API answers"))
     if ev.insider_down:
         return Verdict(Health.DEGRADED, ("API answers probes", reports, f"{ev.insider_down} peer views suspect/dead inside the cluster"))

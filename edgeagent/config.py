@@ -63,7 +63,7 @@ class GossipSection:
 @dataclass(frozen=True, slots=True)
 class BackendSection:
     kind: Literal["twin", "kubernetes"] = _opt("twin", "cluster back end: the twin cluster API (twin link) or Kubernetes")
-    address: str = _opt("127.0.0.1:7070", "twin: host:port of the control plane's twin link (`controlplane serve --agent-port`)")
+    address: str = _opt("127.0.0.1:7070", "twin: host:port of the control plane's twin link (`controlplane serve --agent-port`); replicated planes: every member's, comma-separated (the agent follows the leader)")
     kubeconfig: str = _opt("", "kubernetes: kubeconfig file; empty = in-cluster service account")
     scheduler_name: str = _opt("fedplane", "kubernetes: place only pods whose spec.schedulerName is this")
     timeout: float = _opt(5.0, "seconds before a back-end call counts as failed (retried with backoff)")
@@ -304,7 +304,8 @@ def _check_ranges(config: AgentConfig) -> None:
             raise ConfigError(name, f"must be > 0, got {value!r}")
         if name in _ADDRESSES:
             try:
-                split_addr(str(value))
+                for address in str(value).split(",") if name == "backend.address" else (str(value),):
+                    split_addr(address.strip())
             except ValueError as exc:
                 raise ConfigError(name, str(exc)) from None
     for i, seed in enumerate(config.gossip.seeds):

@@ -33,6 +33,8 @@ from typing import Any
 
 import msgpack
 
+from fedapi.linkmembers import Members, split
+
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">IBIB")
@@ -143,18 +145,33 @@ class LinkChannel:
         """``tls``: an ``ssl.SSLContext`` from :func:`tls_context` (None: plain TCP); ``token``: the bearer token
         shown first on every connection ("" = none)."""
         self.tls, self.token = tls, token
-        host, sep, port = address.rpartition(":")
-        if not sep or not port.isdigit():
-            raise ValueError(f"expected host:port, got {address!r}")
-        self.host, self.port = host.strip("[]"), int(port)
+        self.members = Members(address)
+        """Where the link goes: ``address`` may list several control-plane members; it follows the leader."""
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._connecting = asyncio.Lock()
         self._calls: dict[int, Callable[[Frame | LinkError], None]] = {}
         self._ids = itertools.count(1)
 
+    @property
+    def host(self) -> str:
+        return split(self.members.current)[0]
+
+    @property
+    def port(self) -> int:
+        return split(self.members.current)[1]
+
     async def call(self, method: str, request: Wire, timeout: float) -> Wire:
-        """One unary call; raises :class:`LinkError` (``DEADLINE_EXCEEDED`` after ``timeout`` seconds)."""
+        """One unary call; raises :class:`LinkError` (``DEADLINE_EXCEEDED`` after ``timeout`` seconds). A standby's
+        answer that names the leader sends the call there, once."""
+        try:
+            return await self._call(method, request, timeout)
+        except LinkError as exc:
+            if not self._followed(exc):
+                raise
+        return await self._call(method, request, timeout)
+
+    async def _call(self, method: str, request: Wire, timeout: float) -> Wire:
         reply: asyncio.Future[Frame | LinkError] = asyncio.get_running_loop().create_future()
 
         def deliver(outcome: Frame | LinkError) -> None:
@@ -173,7 +190,29 @@ class LinkChannel:
         return _decode(outcome, method)
 
     async def watch(self, method: str, request: Wire) -> AsyncIterator[Wire]:
-        """A server stream's messages until it ends; raises :class:`LinkError` if it fails or breaks."""
+        """A server stream's messages until it ends; raises :class:`LinkError` if it fails or breaks. Refused before
+        its first message by a standby that names the leader, it starts again there, once."""
+        started = False
+        try:
+            async for item in self._watch(method, request):
+                started = True
+                yield item
+            return
+        except LinkError as exc:
+            if started or not self._followed(exc):
+                raise
+        async for item in self._watch(method, request):
+            yield item
+
+    def _followed(self, exc: LinkError) -> bool:
+        """Whether ``exc`` moved the link to a named leader (worth one more try now); any move drops the connection."""
+        moved = self.members.follow(exc.code, exc.details)
+        if moved is not None:
+            log.info("twin link: %s: now at %s", exc, self.members.current)
+            self.reset()
+        return bool(moved)
+
+    async def _watch(self, method: str, request: Wire) -> AsyncIterator[Wire]:
         queue: asyncio.Queue[Frame | LinkError] = asyncio.Queue()
         call = await self._open(Kind.WATCH, method, request, queue.put_nowait)
         ended = False
@@ -211,21 +250,29 @@ class LinkChannel:
     async def _connected(self) -> asyncio.StreamWriter:
         async with self._connecting:
             if self._writer is None or self._writer.is_closing():
-                try:
-                    # Not wait_for: on 3.11 a cancel that lands as the connect fails is lost (the connect's
-                    # error is raised instead), and a caller's retry loop then never stops (an agent hung on SIGTERM).
-                    async with asyncio.timeout(CONNECT_TIMEOUT):
-                        reader, self._writer = await asyncio.open_connection(
-                            self.host, self.port, ssl=self.tls, server_hostname=self.host if self.tls is not None else None)
-                except TimeoutError:
-                    raise LinkError("UNAVAILABLE", f"cannot connect to {self.host}:{self.port}: no answer in "
-                                                   f"{CONNECT_TIMEOUT:g}s") from None
-                except OSError as exc:
-                    raise LinkError("UNAVAILABLE", f"cannot connect to {self.host}:{self.port}: {exc}") from exc
+                for left in range(len(self.members.addresses) - 1, -1, -1):  # each member once, from the current one
+                    try:
+                        reader, self._writer = await self._connect(self.host, self.port)
+                        break
+                    except LinkError:
+                        self.members.next()
+                        if not left:
+                            raise
                 if self.token:
                     self._writer.write(pack(Kind.AUTH, 0, 0, self.token.encode()))
                 self._reader_task = asyncio.get_running_loop().create_task(self._read(reader, self._writer))
             return self._writer
+
+    async def _connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            # Not wait_for: on 3.11 a cancel that lands as the connect fails is lost (the connect's
+            # error is raised instead), and a caller's retry loop then never stops (an agent hung on SIGTERM).
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                return await asyncio.open_connection(host, port, ssl=self.tls, server_hostname=host if self.tls is not None else None)
+        except TimeoutError:
+            raise LinkError("UNAVAILABLE", f"cannot connect to {host}:{port}: no answer in {CONNECT_TIMEOUT:g}s") from None
+        except OSError as exc:
+            raise LinkError("UNAVAILABLE", f"cannot connect to {host}:{port}: {exc}") from exc
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         reason = "connection closed by the server"
