@@ -187,6 +187,8 @@ def test_the_server_never_opens_a_series_path_a_client_names(tmp_path: Path, mon
     ({"values": [1.0], "startup_s": float("inf")}, "startup_s must be a number in 0..86400, not inf"),
     ({"values": [1.0], "series": "x" * 129}, "in at most 128 printable characters"),
     ({"values": [1.0], "stride_s": 0.001}, "stride_s must be 0 (60 s) or at least 1, not 0.001"),
+    ({"values": [1.0], "stride_s": 1.0, "speed": 1000.0}, "1000 samples per second (at most 100) and a start-up horizon of 7.5e+04 samples"),
+    ({"values": [1.0], "stride_s": 60.0, "speed": 1000.0, "startup_s": 86400.0}, "and a start-up horizon of 1.44e+06 samples (at most 2000)"),
 ])
 def test_a_bad_series_or_spec_is_refused_on_enable_and_nothing_is_enabled(tmp_path: Path, spec: dict[str, object], why: str) -> None:
     import grpc
@@ -597,3 +599,16 @@ def test_bench_schedule_refuses_a_node_with_a_million_gpus_at_once(tmp_path: Pat
     result = CliRunner().invoke(main, ["bench", "schedule", "--nodes", str(nodes), "--pods", str(pods), "--seeds", "1", "--json"])
     assert result.exit_code == 2
     assert f"error: {nodes}:2: column 'gpu' is over 64 GPUs (the most a node holds here)" in result.output.splitlines()
+
+
+def test_an_autoscaler_catching_up_after_a_long_pause_feeds_one_loop_of_its_replay_not_every_sample_missed() -> None:
+    import time
+
+    from controlplane.autoscaling.scaler import Autoscaler
+    from controlplane.autoscaling.specs import AutoscaleSpec
+
+    wave = tuple(float(10 + (i % 30)) for i in range(400))
+    a = Autoscaler.build(AutoscaleSpec("w", "wave.csv", values=wave, stride_s=1.0, speed=100.0, startup_s=1.0), strict=True)
+    started = time.monotonic()
+    a.step(86_400.0, 2, 2)  # a day at 100 samples per second: 8.6 million samples behind
+    assert time.monotonic() - started < 5 and a.fed == 86_400 * 100 + 1

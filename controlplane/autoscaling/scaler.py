@@ -25,6 +25,8 @@ from controlplane.autoscaling.specs import AutoscaleSpec
 
 MIN_HISTORY = 128   # samples before the held-out part: fewer and the quantile cannot be calibrated
 FIT_SAMPLES = 20_000  # the model's parameters are fitted on the most recent history only (~1-3 s of grid search)
+MAX_FEED_PER_S = 100  # replay samples fed per second of the plane's clock (~0.5 ms each at the largest horizon)
+MAX_HORIZON = 2_000   # samples the forecast reaches ahead, (start-up + one HPA period) x speed / stride: the residual window
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,16 @@ def load(spec: AutoscaleSpec, traces: Path | None) -> tuple[float, np.ndarray]:
         "opens no file a client names: a CSV's samples travel with the request (fedplane autoscale enable --series FILE reads it)")
 
 
+def paced(spec: AutoscaleSpec, stride: float) -> None:
+    """Refuse a replay the plane's tick could not keep up with: every sample passed is fed to the forecaster, whose
+    cost grows with the horizon (its point forecasts reach ``horizon`` samples ahead)."""
+    per_s, horizon = spec.speed / stride, (spec.startup_s + 15.0) * spec.speed / stride
+    if per_s > MAX_FEED_PER_S or horizon > MAX_HORIZON:
+        raise sr.SeriesError(
+            f"series {spec.series[:60]!r} replayed at speed {spec.speed:g} with {stride:g} s samples: {per_s:.4g} samples per second "
+            f"(at most {MAX_FEED_PER_S}) and a start-up horizon of {horizon:.4g} samples (at most {MAX_HORIZON}); lower --speed")
+
+
 @dataclass(slots=True)
 class Autoscaler:
     spec: AutoscaleSpec
@@ -77,6 +89,7 @@ class Autoscaler:
         enable: the user hears why), else (a stored spec on restart) gives an HPA without demand that says why."""
         try:
             stride, raw = load(spec, traces)
+            paced(spec, stride)
         except sr.SeriesError as e:
             if strict:
                 raise
@@ -118,6 +131,7 @@ class Autoscaler:
         forecast = None
         if self.peaks is not None:
             due = int(max(0.0, now - self.spec.enabled_at) * self.spec.speed / self.stride_s) + 1
+            self.fed = max(self.fed, due - len(self.replay))  # after a long pause (a restart) one loop of the replay is all it needs
             while self.fed < due:  # every replay sample up to now, once
                 v = float(self.replay[self.fed % len(self.replay)])
                 if math.isfinite(v):
