@@ -1,10 +1,13 @@
-"""Inline SVG charts drawn from a snapshot: the failover timeline (each cluster's health over time, migrations across).
+"""Inline SVG charts drawn from a snapshot: the failover timeline (each cluster's health over time, migrations across),
+a line chart with labelled axes (an autoscaled workload's demand against its replicas), and sparklines (recent load).
 
 Pure functions returning :class:`~controlplane.console.markup.Html`; every text goes through ``esc``. The legend
 sits below the plot, never on it; axes carry their unit.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from controlplane.console.markup import HEALTH_COLOURS, Html, clock, esc
 from controlplane.console.snapshots import Snapshot
@@ -78,3 +81,60 @@ def timeline(s: Snapshot) -> Html:
     legend = " ".join(f'<span class="key"><i class="h-{esc(h)}"></i>{esc(h)}</span>' for h in HEALTH_COLOURS)
     legend += " &nbsp; Migrations: " + " ".join(f'<span class="key"><b class="k-{esc(k)}">—</b>{esc(k)}</span>' for k in KIND_COLOURS)
     return Html("".join(parts) + f'<p class="legend">{legend}</p>')
+
+
+def sparkline(points: Sequence[tuple[float, float]], top: float = 1.0, width: int = 64, height: int = 18) -> Html:
+    """Recent values as a small line from 0 to ``top`` (or their maximum, if higher), the newest value beside it."""
+    if len(points) < 2:
+        return Html('<span class="muted">no samples yet</span>')
+    t0, t1 = points[0][0], points[-1][0]
+    top = max(top, max(v for _, v in points), 1e-9)
+    xy = " ".join(f"{width * (t - t0) / max(t1 - t0, 1e-9):.1f},{height - 2 - (height - 4) * v / top:.1f}" for t, v in points)
+    return Html(f'<svg class="spark" width="{width + 36}" height="{height}" role="img" aria-label="last {t1 - t0:.0f} s, now {points[-1][1]:.2f}">'
+                f'<polyline points="{xy}" fill="none" stroke="#1565c0" stroke-width="1.5"/>'
+                f'<text x="{width + 4}" y="{height - 5}" font-size="10" fill="#333">{points[-1][1]:.2f}</text></svg>')
+
+
+def lines(series: Sequence[tuple[str, str, Sequence[tuple[float, float]]]], levels: Sequence[tuple[str, str, float]], y_label: str,
+          width: int = 520, height: int = 150) -> Html:
+    """Series (label, colour, (wall time, value) points) over time and levels (label, colour, value) as dashed lines
+    across it; axes labelled (time in UTC, ``y_label``), the legend below."""
+    times = [t for _, _, pts in series for t, _ in pts]
+    if len(times) < 2:
+        return Html('<p class="muted">no samples yet</p>')
+    t0, t1 = min(times), max(times)
+    top = max([v for _, _, pts in series for _, v in pts] + [v for _, _, v in levels] + [1.0]) * 1.1
+    left, right, up, down = 44, 10, 8, 30
+    plot_w, plot_h = width - left - right, height - up - down
+
+    def x(t: float) -> float:
+        return left + plot_w * (t - t0) / max(t1 - t0, 1e-9)
+
+    def y(v: float) -> float:
+        return up + plot_h * (1 - v / top)
+
+    parts = [f'<svg class="lines" width="{width}" height="{height}" role="img" aria-label="{esc(y_label)} over time">',
+             f'<line x1="{left}" y1="{up}" x2="{left}" y2="{up + plot_h}" stroke="#555"/>',
+             f'<line x1="{left}" y1="{up + plot_h}" x2="{left + plot_w}" y2="{up + plot_h}" stroke="#555"/>']
+    for v in (0.0, top / 2.2, top / 1.1):  # zero, half the highest value, the highest
+        parts.append(f'<text x="{left - 4}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="10" fill="#333">{v:.1f}</text>')
+    for t, anchor in ((t0, "start"), (t1, "end")):
+        parts.append(f'<text x="{x(t):.1f}" y="{up + plot_h + 13}" text-anchor="{anchor}" font-size="10" fill="#333">{clock(t)}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 3}" text-anchor="middle" font-size="10" fill="#555">time (UTC)</text>')
+    parts.append(f'<text x="10" y="{up + plot_h / 2:.1f}" text-anchor="middle" font-size="10" fill="#555" '
+                 f'transform="rotate(-90 10 {up + plot_h / 2:.1f})">{esc(y_label)}</text>')
+    for _, colour, value in levels:
+        parts.append(f'<line x1="{left}" y1="{y(value):.1f}" x2="{left + plot_w}" y2="{y(value):.1f}" stroke="{colour}" stroke-dasharray="4 3"/>')
+    for _, colour, pts in series:
+        xy = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in pts)
+        parts.append(f'<polyline points="{xy}" fill="none" stroke="{colour}" stroke-width="1.5"/>')
+    keys = [(label, colour, "") for label, colour, _ in series] + [(f"{label} {value:.1f}", colour, "4 3") for label, colour, value in levels]
+    legend = " ".join(f'<span class="key">{_swatch(colour, dashes)}{esc(label)}</span>' for label, colour, dashes in keys)
+    return Html("".join(parts) + "</svg>" + f'<p class="legend">{legend}</p>')
+
+
+def _swatch(colour: str, dashes: str = "") -> str:
+    """A legend's sample of a line (SVG, so the page's policy against inline styles still lets it draw its colour)."""
+    dash = f' stroke-dasharray="{dashes}"' if dashes else ""
+    return (f'<svg width="20" height="8" class="swatch"><line x1="0" y1="4" x2="20" y2="4" stroke="{esc(colour)}" '
+            f'stroke-width="2"{dash}/></svg>')

@@ -85,11 +85,12 @@ def overview(s: Snapshot) -> Page:
         rows = [({"data_cluster": c.name}, (
             named_link("clusters", c.name), health_cell(c.health), clock(c.since) + "Z", cell(_evidence(c), class_="evidence"),
             f"{sum(1 for n in c.nodes if n.ready)}/{len(c.nodes)}", f"{c.agents_reporting}/{len(c.agents)}", _agent_chips(c),
-            meter(c.cpu_used, c.cpu_milli), meter(c.memory_used, c.memory_mib), f"{c.load:.2f} → {c.forecast:.2f}", c.scorer,
+            meter(c.cpu_used, c.cpu_milli), meter(c.memory_used, c.memory_mib), cell(charts.sparkline(c.load_history) + f"→ {c.forecast:.2f}", class_="load"),
+            c.scorer,
         )) for c in regions[region]]
         blocks.append(tag("h2", f"Region {region}"))
         blocks.append(table(("Cluster", "Health", "Since (UTC)", "Evidence", "Nodes ready", "Agents", "Agents (node)", "CPU placed",
-                             "Memory placed", "Load → forecast", "Scorer"), rows, class_="clusters"))
+                             "Memory placed", "Load (0–1), 2 min → forecast", "Scorer"), rows, class_="clusters"))
     clusters = join(blocks) if blocks else tag("p", "No cluster is registered (serve --twin-clusters N, or --kubeconfig).", class_="empty")
     return Page("Overview", "/", (("status", _status(s)), ("clusters", clusters), ("recent", tag("h2", "Recent decisions") + _decision_table(s.decisions[:10]))))
 
@@ -228,8 +229,13 @@ def autoscaling(s: Snapshot) -> Page:
              f"{a.min_replicas}..{a.max_replicas}", meter(a.replicas, a.max_replicas), a.reason, a.fallback or "-") for a in s.autoscaling)
     status = table(("Workload", "Policy", "Demand series", "Demand", "Forecast", "Desired", "Ready/replicas", "Bounds", "Of max", "Last reason",
                     "Fallback"), rows, empty="No workload is autoscaled (fedplane autoscale enable WORKLOAD).")
+    charted = join(tag("div", tag("h2", f"{a.workload}: demand against replicas"), charts.lines(
+        [("demand (replayed series)", "#1565c0", a.demand_history)],
+        [("forecast peak", "#b26a00", a.forecast), ("desired", "#6a1b9a", a.desired), ("replicas", "#2e7d32", a.replicas)],
+        "replicas' worth"), class_="chart") for a in s.autoscaling)
     changes = [d for d in s.decisions if d.kind.startswith("autoscale")][:LOG_ROWS]
-    return Page("Autoscaling", "/autoscaling", (("status", status), ("changes", tag("h2", "Journaled changes") + _decision_table(changes))))
+    return Page("Autoscaling", "/autoscaling", (("status", status), ("charts", charted),
+                                                ("changes", tag("h2", "Journaled changes") + _decision_table(changes))))
 
 
 def learning(s: Snapshot) -> Page:

@@ -7,13 +7,19 @@ time. :func:`take` reads both clocks once and shifts every time by their differe
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from controlplane.autoscaling.scaler import Autoscaler
 from controlplane.campaigning import Leadership
 from controlplane.evidence import AgentRow, PeerState
 from controlplane.runtime import ControlPlane
 
+HISTORY_POINTS = 60
+"""Points per drawn series: enough for a line that reads, few enough for a page update of a few kilobytes."""
+DEMAND_SHOWN_S = 600.0
+"""The autoscaling page draws each workload's replayed demand over the last ten minutes of plane time."""
 DECISIONS_SHOWN = 200
 MIGRATIONS_SHOWN = 100
 """The newest this many: a page stays well under its 512 KiB budget however long the plane has run."""
@@ -63,6 +69,7 @@ class ClusterView:
     scorer: str                 # the family the plane sends its agents
     nodes: tuple[NodeView, ...]
     agents: tuple[AgentView, ...]
+    load_history: tuple[tuple[float, float], ...] = ()  # (wall time, load) over the forecaster's window
 
     @property
     def agents_reporting(self) -> int:
@@ -136,6 +143,7 @@ class AutoscaleView:
     replicas: int
     reason: str
     fallback: str
+    demand_history: tuple[tuple[float, float], ...] = ()  # (wall time, replicas' worth of demand), the last DEMAND_SHOWN_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +173,20 @@ def _agent(row: AgentRow) -> AgentView:
                      r.context.version, r.summary.pods, r.summary.load, _peers(row, True), _peers(row, False))
 
 
+def _thin(points: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """At most :data:`HISTORY_POINTS` of ``points``, evenly spread, the newest always kept."""
+    step = max(1, -(-len(points) // HISTORY_POINTS))
+    return tuple(points[::-1][::step][::-1])
+
+
+def _demand(scaler: Autoscaler, now: float, shift: float) -> tuple[tuple[float, float], ...]:
+    """A workload's replayed demand (a function of plane time) since it was enabled, at most the last :data:`DEMAND_SHOWN_S`;
+    missing samples are left out."""
+    start = max(now - DEMAND_SHOWN_S, scaler.spec.enabled_at)
+    times = [start + (now - start) * i / (HISTORY_POINTS - 1) for i in range(HISTORY_POINTS)]
+    return tuple((t + shift, d) for t in times if math.isfinite(d := scaler.demand(t)))
+
+
 def take(plane: ControlPlane, leadership: Leadership, wall: Callable[[], float]) -> Snapshot:
     """Copy the plane's state under its lock (blocking: call it off the event loop)."""
     with plane.lock:
@@ -180,6 +202,7 @@ def take(plane: ControlPlane, leadership: Leadership, wall: Callable[[], float])
                 tuple(NodeView(n.name, n.ready, n.capacity.cpu_milli, n.capacity.memory_mib, n.capacity.gpu_milli // 1000, n.arch, n.problem)
                       for n in agents.get(row.spec.name, ([], []))[0]),
                 tuple(_agent(a) for a in agents.get(row.spec.name, ([], []))[1]),
+                _thin([(t + shift, load) for t, load in plane.forecasts[row.spec.name].samples] if row.spec.name in plane.forecasts else []),
             )
             for row in plane.clusters()
         )
@@ -205,7 +228,8 @@ def take(plane: ControlPlane, leadership: Leadership, wall: Callable[[], float])
                           for d in plane.registry.decisions(DECISIONS_SHOWN))
         autoscaling = tuple(
             AutoscaleView(s.spec.workload, s.spec.policy, s.spec.series, s.spec.min_replicas, s.spec.max_replicas, s.demand, s.forecast,
-                          s.desired, s.ready, s.replicas, s.reason, s.fallback)
+                          s.desired, s.ready, s.replicas, s.reason, s.fallback,
+                          _demand(plane.autoscaling.scalers[s.spec.workload], now, shift))
             for s in plane.autoscaling.statuses()
         )
     leader = leadership.leader()

@@ -24,6 +24,7 @@ from controlplane.campaigning import Solo
 from controlplane.console import markup, pages, serving, snapshots
 from controlplane.console.snapshots import (
     AgentView,
+    AutoscaleView,
     ClusterView,
     DecisionView,
     MigrationView,
@@ -45,7 +46,7 @@ TOKEN = "viewer-token"
 def _cluster(name: str, health: str = "healthy", region: str = "r0", reasons: tuple[str, ...] = ("API answers probes",)) -> ClusterView:
     agent = AgentView("n0", "n0-1", "reporting", 0.1, "", "policy-v3", "learned", 7, 2, 0.4, (1, 0, 0), (2, 1, 0))
     return ClusterView(name, region, "twin", health, T0 - 60, reasons, 8000, 1000, 32768, 512, 0.12, 0.2, "learned",
-                       (NodeView("n0", True, 8000, 32768, 0, "amd64", ""),), (agent,))
+                       (NodeView("n0", True, 8000, 32768, 0, "amd64", ""),), (agent,), tuple((T0 - 10 + i, 0.1 + i / 100) for i in range(10)))
 
 
 def _snapshot(*clusters: ClusterView, decisions: int = 3) -> Snapshot:
@@ -56,6 +57,8 @@ def _snapshot(*clusters: ClusterView, decisions: int = 3) -> Snapshot:
         (WorkloadView("web", 2, 500, 512, 0, (PlacementView("c1", 2, 3, "placed"),)),),
         (migration,),
         tuple(DecisionView(T0 - i, "verdict:down" if i == 0 else "place", "web", "c0", "c1", ("why",)) for i in range(decisions)),
+        (AutoscaleView("web", "forecast_hpa", "alibaba2018-cpu", 1, 6, 2.5, 3.1, 3, 2, 2, "2 -> 3 replicas", "",
+                       tuple((T0 - 60 + i, 2 + i / 30) for i in range(60))),),
     )
 
 
@@ -74,6 +77,7 @@ def test_every_page_names_the_clusters_and_reads_wall_time() -> None:
     assert 'data-cluster="c0"' in overview and 'data-cluster="c1"' in overview
     assert 'data-health="healthy"' in overview
     assert markup.when(T0) in _html(s, "/decisions")  # wall clock, UTC, not uptime
+    assert _html(s, "/").count('<polyline') == 2 and _html(s, "/autoscaling").count('<polyline') == 1  # load and demand drawn
     assert pages.render(s, "/clusters/nowhere") is None and pages.render(s, "/nope") is None and pages.render(s, "/workloads/x") is None
     trail = _html(s, "/workloads/web")  # its placement with the epoch, then decision -> migration steps, oldest first
     assert ">e3<" not in trail and "<td>3</td>" in trail
