@@ -131,7 +131,7 @@ class WanSection:
 
 @dataclass(frozen=True, slots=True)
 class HttpSection:
-    bind: str = _opt("127.0.0.1:9464", "host:port serving /metrics and /healthz; empty = no HTTP server")
+    bind: str = _opt("127.0.0.1:9465", "host:port serving /metrics and /healthz (the control plane's metrics port is 9464); empty = no HTTP server")
 
 
 @dataclass(frozen=True, slots=True)

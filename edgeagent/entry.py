@@ -103,3 +103,7 @@ def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
     except UnknownNode as exc:
         print(f"fedplane agent: {path}: node: {exc} (set `node:` to a node the back end knows)", file=sys.stderr)
         sys.exit(2)
+    except OSError as exc:  # a port another process holds (gossip.bind, wan.bind, http.bind), an unwritable data_dir
+        print(f"fedplane agent: {path}: cannot start: {exc} (`fedplane agent --config {path} --check` names the setting)",
+              file=sys.stderr)
+        sys.exit(2)
