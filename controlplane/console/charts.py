@@ -83,7 +83,7 @@ def timeline(s: Snapshot) -> Html:
     return Html("".join(parts) + f'<p class="legend">{legend}</p>')
 
 
-def sparkline(points: Sequence[tuple[float, float]], top: float = 1.0, width: int = 64, height: int = 18) -> Html:
+def sparkline(points: Sequence[tuple[float, float]], top: float = 1.0, width: int = 48, height: int = 18) -> Html:
     """Recent values as a small line from 0 to ``top`` (or their maximum, if higher), the newest value beside it."""
     if len(points) < 2:
         return Html('<span class="muted">no samples yet</span>')
