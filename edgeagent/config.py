@@ -96,6 +96,7 @@ class ProbeSection:
 class ModelsSection:
     dir: str = _opt("", "directory of policy artifacts, one per version (federated's format); empty = <data_dir>/models")
     poll_interval: float = _opt(5.0, "seconds between scans of the models directory")
+    shipped: bool = _opt(True, "score with the model shipped in the package while the models directory holds none (false: the heuristic)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +172,16 @@ class AgentConfig:
     @property
     def models_path(self) -> Path:
         return Path(self.models.dir) if self.models.dir else self.data_path / "models"
+
+    @property
+    def shipped_model(self) -> Path | None:
+        """The package's model when ``models.shipped`` and the package holds one (armv7 wheels may not)."""
+        if not self.models.shipped:
+            return None
+        from federated.runtime.scorer import default_model_dir
+
+        path = default_model_dir()
+        return path if (path / "manifest.json").is_file() else None
 
 
 SECTIONS: dict[str, type] = {

@@ -135,7 +135,7 @@ class Agent:
         savedstate.restore_context(self.data, self.context)  # the model loaded next takes it (_swap_model)
         self.placer = Placer(node, ledger, self.families.take(self.context.current), self.config.placement, loop.time())
         self.effects.start(journal, self.placer)
-        models = ModelWatcher(self.config.models_path)
+        models = ModelWatcher(self.config.models_path, self.config.shipped_model)
         self._swap_model(models)
         gossip = self._make_gossip()
         await gossip.start()

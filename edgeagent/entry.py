@@ -86,7 +86,7 @@ def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
             print(f"fedplane agent: {path}: {problem}", file=sys.stderr)
         sys.exit(2)
     if check:
-        models = ModelWatcher(config.models_path)
+        models = ModelWatcher(config.models_path, config.shipped_model)
         scorer = models.scan()
         if scorer is None:
             policy = f"no usable model in {config.models_path}: heuristic scoring"

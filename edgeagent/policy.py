@@ -155,11 +155,17 @@ def _natural(name: str) -> list[object]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
+SHIPPED = "shipped"
+"""The name :class:`ModelWatcher` gives the package's own model (never a version directory's name: those sort first)."""
+
+
 class ModelWatcher:
     """Finds the newest usable artifact; call :meth:`scan` periodically."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, shipped: Path | None = None) -> None:
         self.directory = directory
+        self.shipped = shipped
+        """The package's own artifact, loaded while ``directory`` holds no usable one (None: the heuristic then)."""
         self.current: str | None = None
         self.failures = 0
         self._scorer: LearnedScorer | None = None
@@ -218,7 +224,24 @@ class ModelWatcher:
             self.current = candidate.name
             log.info("policy model %s loaded", self._scorer.version if self._scorer else "?")
             return True
-        return False
+        return self._scan_shipped()
+
+    def _scan_shipped(self) -> bool:
+        """Load the shipped model once, while nothing from ``directory`` is loaded: a board scores with the policy
+        from its first decision, with no file copied onto it (a newer version in ``directory`` replaces it)."""
+        if self._scorer is not None or self.shipped is None or self._failed.get(SHIPPED) == _stamp(self.shipped):
+            return False
+        try:
+            self._load(self.shipped)
+        except (ValueError, OSError, ImportError) as exc:
+            self.failures += 1
+            self._failed[SHIPPED] = _stamp(self.shipped)
+            log.warning("the shipped model refused, scoring with the heuristic: %s", exc)
+            return False
+        self.current = SHIPPED
+        log.info("policy model %s loaded (shipped with the package; %s holds none)", self._scorer.version if self._scorer else "?",
+                 self.directory)
+        return True
 
     def _load(self, directory: Path) -> None:
         from federated.runtime.scorer import PolicyRuntime, onnxruntime_available

@@ -85,3 +85,16 @@ def test_the_agent_takes_its_queue_order_from_the_artifact(tmp_path: Path) -> No
     (tmp_path / "v0002" / "manifest.json").write_text(json.dumps(manifest))
     newer = ModelWatcher(tmp_path).scan()
     assert newer is not None and isinstance(newer.queue, OldestFirst)
+
+
+def test_an_empty_models_directory_scores_with_the_shipped_model_until_a_version_arrives(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from federated.runtime.scorer import default_model_dir
+
+    watcher = ModelWatcher(tmp_path, default_model_dir())
+    first = watcher.scan()
+    assert first is not None and watcher.current == "shipped" and not first.version.startswith("heuristic")
+    assert watcher.scan() is None  # loaded once
+    assert ModelWatcher(tmp_path).scan() is None  # no shipped model asked for: the heuristic
+    shutil.copytree(default_model_dir(), tmp_path / "v0001")
+    assert watcher.scan() is not None and watcher.current == "v0001"  # a version in the directory replaces it
