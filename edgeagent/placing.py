@@ -121,6 +121,8 @@ class Placer:
 
     def record(self, member: str, key: str, value: object, now: float) -> list[Effect]:
         """A peer's gossip record changed (``value`` None: withdrawn or forgotten)."""
+        if value is not None:
+            self.peers.heard(member, now)  # only the member itself writes its records: it was alive
         if key == records.NODE_KEY:
             self._node_state(member, value, now)
             return self.holdings.flush()
@@ -137,7 +139,7 @@ class Placer:
         return self.holdings.flush()
 
     def member_dead(self, member: str, now: float, graceful: bool = False) -> list[Effect]:
-        """Gossip declared a peer dead: the lowest live agent re-places its pods.
+        """Gossip declared a peer dead: once its death is confirmed, the lowest live agent re-places its pods.
 
         A peer that left gracefully (a restart, an upgrade) gets ``placement.leave_grace``
         seconds to come back before its pods are re-placed.
@@ -148,7 +150,7 @@ class Placer:
         rival_changed(self.pending.values(), member, now, self.settings.candidates)  # it ranks no more
         if self.peers.dead(peer, now, graceful):
             self._replace(peer, now)
-        elif not graceful:
+        elif peer.owed_since is not None:
             self.counters.deferred_replacements += 1
         return self.holdings.flush()
 
@@ -205,6 +207,8 @@ class Placer:
             self._publish_state(now)
         for peer in self.peers.graceless(now):
             self._replace(peer, now)
+        for peer in self.peers.confirmed(now):
+            self._replace(peer, now)
         for peer in self.peers.settled(now):
             self._replace(peer, now)
         return self.holdings.flush()
@@ -230,7 +234,7 @@ class Placer:
     # ---- queries -------------------------------------------------------------------------------
 
     def has_quorum(self) -> bool:
-        """Whether we may act for dead peers now (see :mod:`edgeagent.peers`)."""
+        """Whether we see a majority of the members we believe in (see :mod:`edgeagent.peers`)."""
         return self.peers.has_quorum()
 
     def peer_nodes(self) -> dict[str, str]:

@@ -78,4 +78,5 @@ def test_own_health_and_the_even_split_tie_breaker() -> None:
     assert not placer.has_quorum(), "1 of 2 without the lowest-named agent: the other half decides"
     placer.member_alive("n00", 2.0)
     placer.set_awareness(PlacementSection().max_awareness + 1, 2.0)
-    assert not placer.has_quorum(), "our own probes go unanswered: we are the problem"
+    assert placer.has_quorum(), "our own score says nothing of what we see"
+    assert not placer.peers.may_act(), "our own probes go unanswered: we may be the problem, so we act for no dead peer"

@@ -132,13 +132,14 @@ class PlacementSim:
                 self._effects(ticker, self.agents[ticker].tick(self.now))
 
     def kill(self, name: str) -> None:
-        """The agent stops; the others hear of its death ``detect`` seconds later."""
+        """The agent stops; the others suspect it half a ``detect`` later and hear of its death ``detect`` seconds later."""
         self.down.add(name)
         self._due.pop(name, None)
         self._versions.pop(name, None)  # a restarted gossip layer starts empty
         self._tombstones.pop(name, None)
         for other in self.agents:
             if other != name:
+                self.at(self.now + self.detect / 2, functools.partial(self._call, other, lambda p: p.member_suspect(name, self.now)))
                 self.at(self.now + self.detect, functools.partial(self._call, other, lambda p: p.member_dead(name, self.now)))
 
     def cut_off(self, name: str) -> None:
