@@ -34,6 +34,7 @@ from controlplane.console.snapshots import (
     MigrationView,
     Snapshot,
 )
+from fedcore.kubeobjects import WORKLOAD_LABEL
 
 LOG_ROWS = 60
 """Decisions on pages other than the log itself (the log shows every one the snapshot holds)."""
@@ -171,10 +172,22 @@ def workload(s: Snapshot, name: str) -> Page | None:
               for d in s.decisions if d.workload == name]
     events += [(st.at, cell(f"{m.kind}: {st.step} {st.phase}", class_="step"), f"{m.source} → {m.target}, epoch {m.epoch}", st.detail)
                for m in s.migrations if m.workload == name for st in m.steps]
+    current = {p.cluster: p.epoch for p in w.placements}
+    mine = sorted((p for p in s.pods if p.workload == name), key=lambda p: (p.cluster, p.name))
+    pods = table(("Pod", "Cluster", "Bound to", "Epoch", "Phase", "Ready"),
+                 ((p.name, p.cluster, p.node or "pending", cell(p.epoch if p.epoch >= current.get(p.cluster, 0) else f"{p.epoch} (stale)",
+                                                               class_=None if p.epoch >= current.get(p.cluster, 0) else "bad"),
+                   p.phase.lower(), "yes" if p.ready else "no") for p in mine),
+                 empty="No pod listed: the clusters holding it are not embedded twins, or do not answer now.")
+    elsewhere = sorted({p.cluster for p in w.placements} - {c.name for c in s.clusters if c.backend == "twin"})
+    if elsewhere:
+        pods += tag("p", f"Pods on {', '.join(elsewhere)} are in that cluster's API: kubectl get pods -l {WORKLOAD_LABEL}={name}",
+                    class_="muted")
     trail = table(("Time (UTC)", "What", "Where", "Detail"), ((when(at), *rest) for at, *rest in sorted(events, key=lambda e: e[0])),
                   empty="Nothing about it in the decisions and migrations the plane keeps.", class_="log")
     return Page(f"Workload {name}", "/workloads/" + urllib.parse.quote(name, safe=""), (
         ("placements", summary + placed),
+        ("pods", tag("h2", "Pods and where they are bound") + pods),
         ("trail", tag("h2", "Trail, oldest first: decisions and migration steps") + trail),
     ))
 

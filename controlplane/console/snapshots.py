@@ -20,6 +20,8 @@ HISTORY_POINTS = 60
 """Points per drawn series: enough for a line that reads, few enough for a page update of a few kilobytes."""
 DEMAND_SHOWN_S = 600.0
 """The autoscaling page draws each workload's replayed demand over the last ten minutes of plane time."""
+PODS_SHOWN = 2000
+"""Twin pods copied per snapshot, at most: a workload page lists its own; a twin of tens of thousands is not copied whole."""
 DECISIONS_SHOWN = 200
 MIGRATIONS_SHOWN = 100
 """The newest this many: a page stays well under its 512 KiB budget however long the plane has run."""
@@ -95,6 +97,17 @@ class WorkloadView:
 
 
 @dataclass(frozen=True, slots=True)
+class PodView:
+    cluster: str
+    name: str
+    workload: str
+    epoch: int
+    phase: str
+    ready: bool
+    node: str                   # where it is bound ("" pending)
+
+
+@dataclass(frozen=True, slots=True)
 class StepView:
     at: float
     step: str
@@ -157,6 +170,7 @@ class Snapshot:
     migrations: tuple[MigrationView, ...] = ()      # oldest first
     decisions: tuple[DecisionView, ...] = ()        # newest first
     autoscaling: tuple[AutoscaleView, ...] = ()
+    pods: tuple[PodView, ...] = ()                  # twin clusters' pods, as far as their API answers (at most PODS_SHOWN)
 
     def cluster(self, name: str) -> ClusterView | None:
         return next((c for c in self.clusters if c.name == name), None)
@@ -185,6 +199,16 @@ def _demand(scaler: Autoscaler, now: float, shift: float) -> tuple[tuple[float, 
     start = max(now - DEMAND_SHOWN_S, scaler.spec.enabled_at)
     times = [start + (now - start) * i / (HISTORY_POINTS - 1) for i in range(HISTORY_POINTS)]
     return tuple((t + shift, d) for t in times if math.isfinite(d := scaler.demand(t)))
+
+
+def _twin_pods(plane: ControlPlane) -> tuple[PodView, ...]:
+    """The embedded twins' pods by their read that drives nothing (``snapshot``), from twins whose API answers: a dark
+    cluster shows no pods here, as the plane cannot see them either."""
+    found: list[PodView] = []
+    for cluster, twin in sorted(plane.backends.twins().items()):
+        if twin.reachable and len(found) < PODS_SHOWN:
+            found += [PodView(cluster, p.name, p.workload, p.epoch, p.phase.value, p.ready, p.node) for p in twin.snapshot()]
+    return tuple(found[:PODS_SHOWN])
 
 
 def take(plane: ControlPlane, leadership: Leadership, wall: Callable[[], float]) -> Snapshot:
@@ -232,6 +256,7 @@ def take(plane: ControlPlane, leadership: Leadership, wall: Callable[[], float])
                           _demand(plane.autoscaling.scalers[s.spec.workload], now, shift))
             for s in plane.autoscaling.statuses()
         )
+        pods = _twin_pods(plane)
     leader = leadership.leader()
     return Snapshot(taken, plane.leading, leadership.member, leader.address if leader else "", clusters, workloads,
-                    migrations, decisions, autoscaling)
+                    migrations, decisions, autoscaling, pods)

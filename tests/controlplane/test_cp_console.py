@@ -30,6 +30,7 @@ from controlplane.console.snapshots import (
     MigrationView,
     NodeView,
     PlacementView,
+    PodView,
     Snapshot,
     StepView,
     WorkloadView,
@@ -59,6 +60,7 @@ def _snapshot(*clusters: ClusterView, decisions: int = 3) -> Snapshot:
         tuple(DecisionView(T0 - i, "verdict:down" if i == 0 else "place", "web", "c0", "c1", ("why",)) for i in range(decisions)),
         (AutoscaleView("web", "forecast_hpa", "alibaba2018-cpu", 1, 6, 2.5, 3.1, 3, 2, 2, "2 -> 3 replicas", "",
                        tuple((T0 - 60 + i, 2 + i / 30) for i in range(60))),),
+        (PodView("c1", "web-0", "web", 3, "Running", True, "c1-n0"), PodView("c1", "web-1", "web", 2, "Running", True, "c1-n1")),
     )
 
 
@@ -81,6 +83,7 @@ def test_every_page_names_the_clusters_and_reads_wall_time() -> None:
     assert pages.render(s, "/clusters/nowhere") is None and pages.render(s, "/nope") is None and pages.render(s, "/workloads/x") is None
     trail = _html(s, "/workloads/web")  # its placement with the epoch, then decision -> migration steps, oldest first
     assert ">e3<" not in trail and "<td>3</td>" in trail
+    assert "<td>c1-n0</td><td>3</td>" in trail and '<td class="bad">2 (stale)</td>' in trail  # bound pods, an old epoch flagged
     assert trail.index("failover: plan done") < trail.index("failover: create-target done") < trail.index(">verdict:down<")
 
 
@@ -130,6 +133,7 @@ def test_a_real_plane_snapshot_shifts_its_clock_to_wall_time(tmp_path: Path) -> 
     assert [w.name for w in s.workloads] == ["web"] and sum(p.replicas for p in s.workloads[0].placements) == 2
     assert s.decisions and all(T0 - 60 < d.at <= T0 for d in s.decisions)  # the plane's clock, moved to the wall's
     assert len(s.clusters[0].nodes) == 2
+    assert len(s.pods) == 2 and {p.workload for p in s.pods} == {"web"}  # the twin's pods, read without driving it
 
 
 @pytest.mark.asyncio
