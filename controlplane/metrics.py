@@ -48,7 +48,7 @@ class Metrics:
                                      registry=r)
         self.reports = Counter("fedplane_agent_reports", "Agent reports received", ["accepted"], registry=r)
         self.tick = Histogram("fedplane_tick_seconds", "Duration of one reconcile tick", registry=r,
-                              buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1))
+                              buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5))
         self.drill_detect = Histogram("fedplane_drill_detect_seconds", "Drill: fault to verdict", ["scenario"], registry=r, buckets=SECONDS)
         self.autoscale_demand = Gauge("fedplane_autoscale_demand", "Autoscaled workload's demand now, in replicas at 100%", ["workload"], registry=r)
         self.autoscale_forecast = Gauge("fedplane_autoscale_forecast", "Calibrated q95 peak demand over the start-up horizon, in replicas at 100%", ["workload"], registry=r)

@@ -133,6 +133,9 @@ class Registry:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._parsed: dict[str, tuple[dict[str, Any], Workload]] = {}
+        """Workload name -> the spec document last read and its Workload: a tick reads every workload several times,
+        and building one (every field checked) costs far more than comparing its document with the last one."""
 
     # -- clusters --------------------------------------------------------------------------
     def add_cluster(self, spec: ClusterSpec) -> None:
@@ -157,11 +160,24 @@ class Registry:
     def workload(self, name: str) -> Workload | None:
         with self.store.tx() as t:
             d = t.get(f"workloads/{name}")
-        return Workload.from_dict(d["spec"]) if d else None
+        return self._workload(d["spec"]) if d else None
 
     def workloads(self) -> list[Workload]:
         with self.store.tx() as t:
-            return [Workload.from_dict(d["spec"]) for _, d in t.scan("workloads/")]
+            rows = t.scan("workloads/")
+        found = [self._workload(d["spec"]) for _, d in rows]
+        if len(self._parsed) > 2 * len(found) + 64:  # deleted workloads leave the memo now and then
+            names = {w.name for w in found}
+            self._parsed = {n: v for n, v in self._parsed.items() if n in names}
+        return found
+
+    def _workload(self, spec: dict[str, Any]) -> Workload:
+        held = self._parsed.get(str(spec.get("name")))
+        if held is not None and held[0] == spec:
+            return held[1]
+        w = Workload.from_dict(spec)
+        self._parsed[w.name] = (spec, w)
+        return w
 
     def drop_workload(self, name: str) -> None:
         with self.store.tx() as t:

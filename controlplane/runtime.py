@@ -26,17 +26,20 @@ from controlplane.forecast import LoadForecast
 from controlplane.journal import Journal, Kind, Migration, MigrationState, new_id
 from controlplane.metrics import Metrics
 from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
+from controlplane.capacities import Capacities
+from controlplane.pacing import Pacing
+from controlplane.podtypesbook import PodTypesBook
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
 from controlplane.retiring import Retiring
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
 from controlplane.selecting import Job, Outcome, Selector
-from controlplane.workloadcontext import ContextBook, cluster_fleets, cluster_profiles, largest, placed_pods
+from controlplane.workloadcontext import ContextBook, cluster_fleets, placed_pods
 from controlplane.workloads import Workload
 from fedapi.workloadcontext import SCORERS, WorkloadContext
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
-from fedcore.backends.model import NodeState, ready_capacity
+from fedcore.backends.model import NodeState
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 from fedcore.resources import Resources
 from fedcore.topology import Cluster, Topology
@@ -105,11 +108,15 @@ class ControlPlane:
         self.evidence = EvidenceBook(timings.fresh_s)
         self.expected = ExpectedAgents(self.store)
         """Nodes that ever had an agent reporting: a new leader reads their silence, not an empty book, as silence."""
+        self.pacing = Pacing(timings.report_interval_s, timings.fresh_s)
+        """How often agents are asked to report as the fleet grows (:mod:`controlplane.pacing`)."""
         self.verdicts: dict[str, tuple[Verdict, float]] = {}
         self.forecasts: dict[str, LoadForecast] = {}
         self.loads: dict[str, Load] = {}
         self.contexts = ContextBook(stabilization_s=timings.context_stabilization_s)
         """Each cluster's workload context, sent to its agents with every report's ack."""
+        self.podtypes = PodTypesBook()
+        self.capacities = Capacities()
         self.selections = Selector(timings.scorer_selection_s, scorer_selection)
         """Which cluster's scorer family to select next (the worker runs off the tick: ``controlplane.server``)."""
         self._contexts_from = 0.0
@@ -165,6 +172,7 @@ class ControlPlane:
             self.contexts = ContextBook(stabilization_s=self.timings.context_stabilization_s)
             self.selections = Selector(self.timings.scorer_selection_s, self.selections.enabled)
             self.evidence = EvidenceBook(self.timings.fresh_s)
+            self.podtypes = PodTypesBook()
 
     # -- API operations --------------------------------------------------------------------------
     def register_cluster(self, spec: ClusterSpec, force: bool = False) -> list[str]:
@@ -194,10 +202,14 @@ class ControlPlane:
             return changes + self.restore(now)
 
     def report(self, report: AgentReport) -> bool:
-        with self.lock:
-            ok = self.evidence.add_report(report, self.clock())
+        """An agent's report into the evidence book (its own lock: ingest never waits for a tick)."""
+        ok = self.evidence.add_report(report, self.clock())
         self.metrics.reports.labels(str(ok).lower()).inc()
         return ok
+
+    def report_interval_s(self) -> float:
+        """The interval each agent is asked to report at now (the ack's ``report_interval_ms``)."""
+        return self.pacing.interval_s(len(self.evidence))
 
     def submit(self, workload: Workload, dry_run: bool, request_id: str = "") -> placing.Choice:
         """Choose clusters for a new workload and (unless ``dry_run``) create it there.
@@ -369,7 +381,7 @@ class ControlPlane:
             for spec in self.registry.clusters():
                 verdict, since = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ("not judged yet",)), now))
                 ev = self.evidence.about(spec.name, now)
-                cap = ready_capacity(list(ev.nodes))
+                cap = self.capacities.of(spec.name, ev.nodes)[2]
                 load = self.loads.get(spec.name, Load(0.0, 0.0))
                 rows.append(ClusterRow(spec, verdict, since, cap, self._used().get(spec.name, Resources()), load.now, load.forecast,
                                        len(ev.nodes), ev.agents_fresh, self.contexts.get(spec.name)))
@@ -390,24 +402,28 @@ class ControlPlane:
     # -- the reconcile tick ---------------------------------------------------------------------------
     def tick(self, now: float) -> None:
         with self.lock, self.metrics.tick.time():
+            self.evidence.fresh_s = self.pacing.fresh_for(len(self.evidence))
             specs = self.registry.clusters()
             for spec in specs:
                 self._probe(spec.name, now)
             self.expected.learn(self.evidence.reports.keys())
             for spec in specs:
                 self._judge(spec.name, now)
-            self._measure_loads(now)
-            workloads, placements = {w.name: w for w in self.registry.workloads()}, self.registry.placements()
+            listed, placements = self.registry.workloads(), self.registry.placements()
+            used = placing.used_by_cluster(listed, placements)  # once a tick: loads and views read the same
+            self._measure_loads(now, used)
+            workloads = {w.name: w for w in listed}
             self._update_contexts(specs, workloads, placements, now)
             plans, notes = self.planner.plan(
-                now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(), self.loads,
+                now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(used, specs), self.loads,
                 workloads, placements, self.journal.active(),
                 self.registry.homes(), self._healthy_since(), self.wall(),
             )
-            for note in notes:
-                self._record(DecisionRecord(now, "unplaced", "", "", "", (note,)))
-            for plan in plans:
-                self._start(plan, now)
+            with self.store.tx():  # one commit for a round's plans (a region's failover starts hundreds at once)
+                for note in notes:
+                    self._record(DecisionRecord(now, "unplaced", "", "", "", (note,)))
+                for plan in plans:
+                    self._start(plan, now)
             self.metrics.migration_queue.set(sum(1 for m in self.journal.active() if m.next_at <= now))
             self.executor.advance(now)
             self.metrics.migrations_active.set(len(self.journal.active()))
@@ -424,12 +440,12 @@ class ControlPlane:
     def _healthy_since(self) -> dict[str, float]:
         return {c: since for c, (v, since) in self.verdicts.items() if v.health is Health.HEALTHY}
 
-    def views(self) -> list[placing.ClusterView]:
-        used = self._used()
+    def views(self, used: Mapping[str, Resources] | None = None, specs: Sequence[ClusterSpec] = ()) -> list[placing.ClusterView]:
+        used = self._used() if used is None else used
         views = []
-        for spec in self.registry.clusters():
+        for spec in specs or self.registry.clusters():
             ev = self.evidence.about(spec.name, self.clock())
-            pools, skipped = placing.pools_of(ev.nodes)
+            pools, skipped, _ready = self.capacities.of(spec.name, ev.nodes)
             self._note_skipped(spec.name, skipped)
             verdict = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
             views.append(placing.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints))
@@ -475,12 +491,11 @@ class ControlPlane:
                          now: float) -> None:
         if now < self._contexts_from:
             return
-        reports = [row.report for spec in specs for row in self.evidence.agents(spec.name, now)]
-        observed, fleets = cluster_profiles(workloads, placements, reports), cluster_fleets(reports)
+        observed = self.podtypes.update(workloads, placements, self.evidence)
         for spec in specs:
             before = self.contexts.get(spec.name)
-            context = (self.contexts.update(spec.name, observed[spec.name], now, largest(fleets[spec.name]))
-                       if spec.name in observed else before)
+            types, biggest = observed.get(spec.name, (None, (0, 0)))
+            context = self.contexts.update(spec.name, types, now, biggest) if spec.name in observed else before
             self._show_scorer(spec.name, context)
             self.metrics.cpu_pressure.labels(spec.name).set(context.cpu_pressure)
             self.metrics.profile_shapes.labels(spec.name).set(len(context.profile.shapes) if context.profile else 0)
@@ -504,7 +519,7 @@ class ControlPlane:
             cluster, key = due
             self.selections.start(cluster, key, now)
             pods = placed_pods(cluster, {w.name: w for w in self.registry.workloads()}, self.registry.placements())
-            fleet = cluster_fleets(row.report for row in self.evidence.agents(cluster, now)).get(cluster, [])
+            fleet = cluster_fleets(self.evidence.latest(cluster)).get(cluster, [])
             if not pods or not fleet:
                 self.selections.forget(cluster)
                 return None
@@ -540,11 +555,10 @@ class ControlPlane:
                                             (f"was {before.scorer}", f"lookahead means: {means}", f"context version {context.version}")))
             return context
 
-    def _measure_loads(self, now: float) -> None:
-        used = self._used()
+    def _measure_loads(self, now: float, used: Mapping[str, Resources]) -> None:
         for cluster in self.verdicts:
             ev = self.evidence.about(cluster, now)
-            cap = ready_capacity(list(ev.nodes))
+            cap = self.capacities.of(cluster, ev.nodes)[2]
             background = Resources()
             for s in ev.summaries:  # what agents see allocated beyond our placements
                 background = background + s.allocated

@@ -68,7 +68,7 @@ async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: An
     accepted = plane.report(report)
     return cp.AgentAck(
         accepted=accepted, server_time_ms=int(plane.clock() * 1000),
-        report_interval_ms=int(plane.timings.report_interval_s * 1000),
+        report_interval_ms=round(plane.report_interval_s() * 1000),
         reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
         context=convert.workload_context(plane.contexts.get(report.cluster)),
     )

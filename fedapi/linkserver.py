@@ -21,7 +21,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 from google.protobuf.message_factory import GetMessageClass
 
-from fedapi import twincluster_pb2
+from fedapi import twincluster_pb2, wireparsing
 from fedapi.agentlink import (
     METHODS,
     WATCHES,
@@ -58,8 +58,9 @@ def _value(field: FieldDescriptor, value: Any) -> Any:
 
 
 def from_wire(message: Wire, kind: type[Message]) -> Message:
-    """The protobuf message of a request map; raises ``json_format.ParseError`` for unknown fields or bad values."""
-    return json_format.ParseDict(message, kind())
+    """The protobuf message of a request map; raises ``json_format.ParseError`` for unknown fields or bad values
+    (:func:`fedapi.wireparsing.parse`: ``ParseDict``'s answer, built by the constructor when exactly typed)."""
+    return wireparsing.parse(message, kind)
 
 
 class Gate(Protocol):

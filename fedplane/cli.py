@@ -46,6 +46,7 @@ BENCHES = {
     "kube": "fedplane.lab.benches.kubebench:bench_kube",
     "autoscale": "fedplane.lab.benches.commands:bench_autoscale",
     "loop": "fedplane.lab.loop.loopcmd:bench_loop",
+    "scale": "fedplane.lab.benches.scalebench:bench_scale",
     "console": "fedplane.lab.benches.consolebench:bench_console",
 }
 

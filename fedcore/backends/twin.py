@@ -61,6 +61,8 @@ class _Pod:
     placement: Placement | None = None
     bound_at: float = 0.0
     ready: bool = False
+    seq: int = 0
+    """Its place in creation order (the internal binder places pending pods in that order)."""
 
     def state(self, table: NodeTable, ready: bool | None = None) -> PodState:
         node = table.nodes[self.placement.node].name if self.placement else ""
@@ -107,6 +109,15 @@ class TwinCluster:
         self.scheduler = Scheduler(profiles.make("bestfit", profiles.ProfileContext()), self.table)
         self.workloads: dict[str, WorkloadSpec] = {}
         self.pods: dict[str, _Pod] = {}
+        self._of: dict[str, dict[str, _Pod]] = {}
+        """Per workload, its pods: a workload's reads and its ReplicaSet loop never scan the whole cluster."""
+        self._moving: dict[str, _Pod] = {}
+        """Pods the twin itself may move on (pending for the internal binder; bound, not yet ready): every API call
+        advances these, not every pod of the cluster."""
+        self._created = 0
+        self._listed: tuple[NodeState, ...] = ()
+        """The nodes as listed last (rebuilt when a node's readiness moves): a probe every tick lists the same
+        objects, so a caller can tell an unchanged listing by identity."""
         self._ordinals: dict[str, int] = {}
         """Per workload, the number its next pod's name takes (names are never reused; see ``_reconcile``)."""
         self.reachable = True
@@ -184,10 +195,10 @@ class TwinCluster:
     @_locked
     def list_nodes(self) -> list[NodeState]:
         self._enter()
-        return [
-            NodeState(n.name, n.capacity, bool(self.table.alive[i]), n.arch.value, dict(n.labels))
-            for i, n in enumerate(self.table.nodes)
-        ]
+        if len(self._listed) != len(self.table.nodes):
+            self._listed = tuple(NodeState(n.name, n.capacity, bool(self.table.alive[i]), n.arch.value, dict(n.labels))
+                                 for i, n in enumerate(self.table.nodes))
+        return list(self._listed)
 
     @_locked
     def bind_pod(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
@@ -252,6 +263,7 @@ class TwinCluster:
         if row is None:
             raise errors.NotFound(self.name, f"node {node} does not exist")
         self.table.alive[row] = ready
+        self._listed = ()
         moved = 0
         if not ready:
             for p in self.pods.values():
@@ -300,6 +312,7 @@ class TwinCluster:
             return EvictResult(EvictOutcome.STALE_EPOCH, f"pod is at epoch {p.epoch}, not {epoch}")
         self._unbind(p)
         del self.pods[pod]
+        self._of.get(p.workload, {}).pop(pod, None)
         self._emit(EventKind.DELETED, p)
         return EvictResult(EvictOutcome.EVICTED)
 
@@ -329,7 +342,7 @@ class TwinCluster:
 
     def _workload(self, name: str) -> Workload:
         spec = self._spec(name)
-        ready = sum(1 for p in self.pods.values() if p.workload == name and p.ready)
+        ready = sum(1 for p in self._of.get(name, {}).values() if p.ready)
         return Workload(spec, ready)
 
     def _reconcile(self, name: str) -> None:
@@ -342,10 +355,12 @@ class TwinCluster:
         """
         spec = self.workloads.get(name)
         want = spec.replicas if spec else 0
-        mine = sorted((p for p in self.pods.values() if p.workload == name), key=lambda p: _ordinal(p.name))
+        members = self._of.setdefault(name, {})
+        mine = sorted(members.values(), key=lambda p: _ordinal(p.name))
         for p in mine[want:]:
             self._unbind(p)
             del self.pods[p.name]
+            del members[p.name]
             self._emit(EventKind.DELETED, p)
         for _ in range(want - len(mine)):
             assert spec is not None
@@ -358,27 +373,35 @@ class TwinCluster:
                 archs=frozenset(Arch(a) for a in spec.archs), max_per_node=spec.max_per_node,
                 tolerations=tuple(Toleration(k, v or None, TaintEffect(e) if e else None) for k, v, e in spec.tolerations),
             )
-            self.pods[pod_name] = p = _Pod(pod_name, name, spec.epoch, pod)
+            self._created += 1
+            self.pods[pod_name] = members[pod_name] = self._moving[pod_name] = p = _Pod(pod_name, name, spec.epoch, pod, seq=self._created)
             self._emit(EventKind.ADDED, p)
 
     def _advance(self) -> None:
         if not self.running:
             return
         now = self.clock()
-        for p in self.pods.values():
-            if p.phase is Phase.PENDING and p.placement is None and self.binder is Binder.INTERNAL:
+        internal = self.binder is Binder.INTERNAL
+        for p in sorted(self._moving.values(), key=lambda p: p.seq):
+            if self.pods.get(p.name) is not p:
+                del self._moving[p.name]
+                continue
+            if p.phase is Phase.PENDING and p.placement is None and internal:
                 chosen = self.scheduler.select(p.pod)
                 if chosen is not None:
                     self._bind(p, chosen[0])
             if p.phase is Phase.RUNNING and not p.ready and now >= p.bound_at + self.ready_delay_s:
                 p.ready = True
                 self._emit(EventKind.MODIFIED, p)
+            if not (p.phase is Phase.PENDING and p.placement is None and internal) and not (p.phase is Phase.RUNNING and not p.ready):
+                self._moving.pop(p.name, None)
 
     def _bind(self, p: _Pod, row: int, gpus: tuple[int, ...] = ()) -> None:
         p.placement = self.table.allocate(p.pod, row, gpus or None)
         p.phase = Phase.RUNNING
         p.bound_at = self.clock()
         p.ready = self.ready_delay_s <= 0
+        self._moving[p.name] = p
         self._emit(EventKind.MODIFIED, p)
 
     def _unbind(self, p: _Pod) -> None:
@@ -388,6 +411,7 @@ class TwinCluster:
         if p.phase is Phase.RUNNING:
             p.phase = Phase.PENDING
         p.ready = False
+        self._moving[p.name] = p
 
     def _emit(self, kind: EventKind, p: _Pod) -> None:
         self._events.append(PodEvent(kind, p.state(self.table)))

@@ -1,0 +1,200 @@
+"""The plane at scale: incremental evidence (same evidence and verdicts as the full scan it replaced), pod types kept
+until their inputs move, the report pace, the fast wire parse, and a small run of ``bench scale``."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import pytest
+from google.protobuf import json_format
+
+from controlplane.evidence import AgentReport, ClusterEvidence, EvidenceBook, NodeSummary, PeerState
+from controlplane.pacing import REPORT_BUDGET_PER_S, Pacing
+from controlplane.podtypesbook import PodTypesBook
+from controlplane.registry import Placement, PlacementState
+from controlplane.verdicts import Timings, judge
+from controlplane.workloadcontext import cluster_fleets, cluster_profiles, largest
+from controlplane.workloads import Policy, Template, Workload
+from fedapi import controlplane_pb2 as cp
+from fedapi import wireparsing
+from fedcore.backends.model import NodeState
+from fedcore.resources import Resources
+
+T = Timings()
+CLUSTERS = ("a", "b", "c")
+NODES = {c: [f"{c}-n{i}" for i in range(4)] for c in CLUSTERS}
+
+
+@dataclass
+class FullScan:
+    """The evidence book as it was before it went incremental: every report's peers scanned for every cluster."""
+
+    fresh_s: float
+    reports: dict[tuple[str, str], tuple[float, AgentReport]] = field(default_factory=dict)
+    sequences: dict[str, int] = field(default_factory=dict)
+    probes: dict[str, list[float | int | str | list[NodeState]]] = field(default_factory=dict)
+
+    def add_report(self, report: AgentReport, now: float) -> bool:
+        if report.sequence <= self.sequences.get(report.agent_id, -1):
+            return False
+        self.sequences[report.agent_id] = report.sequence
+        self.reports[(report.cluster, report.node)] = (now, report)
+        return True
+
+    def add_probe(self, cluster: str, now: float, nodes: list[NodeState] | None, error: str = "") -> None:
+        p = self.probes.setdefault(cluster, [-1.0, 0, -1.0, [], ""])
+        if nodes is not None:
+            p[:] = [now, 0, -1.0, nodes, ""]
+        else:
+            if p[1] == 0:
+                p[2] = now
+            p[1] = int(p[1]) + 1  # type: ignore[call-overload]
+            p[4] = error
+
+    def about(self, cluster: str, now: float) -> ClusterEvidence:
+        last_ok, failures, first_failure, nodes, error = self.probes.get(cluster, [-1.0, 0, -1.0, [], ""])
+        assert isinstance(failures, int) and isinstance(first_failure, float) and isinstance(last_ok, float)
+        assert isinstance(nodes, list) and isinstance(error, str)
+        fresh = [(at, r) for (at, r) in self.reports.values() if now - at <= self.fresh_s]
+        mine = [at for (c, _), (at, _r) in self.reports.items() if c == cluster]
+        ia = idn = oa = od = 0
+        failing_since = first_failure if failures else float("-inf")
+        for at, r in fresh:
+            alive = sum(1 for c, _n, s in r.peers if c == cluster and s is PeerState.ALIVE)
+            down = sum(1 for c, _n, s in r.peers if c == cluster and s is not PeerState.ALIVE)
+            if r.cluster != cluster:
+                oa, od = oa + alive, od + down
+            elif at > failing_since:
+                ia, idn = ia + alive, idn + down
+        seen = any(c != cluster and any(pc == cluster for pc, _n, _s in r.peers) for (c, _n), (_at, r) in self.reports.items())
+        return ClusterEvidence(
+            cluster, now, failures, now - first_failure if failures else 0.0, last_ok >= 0, error, len(mine),
+            sum(1 for _at, r in fresh if r.cluster == cluster), now - max(mine) if mine else float("inf"), ia, idn, oa, od,
+            seen and not (oa or od), tuple(nodes), tuple(r.summary for _at, r in fresh if r.cluster == cluster))
+
+
+def _report(rng: random.Random, cluster: str, node: str, sequence: int, agent: str) -> AgentReport:
+    peers = [(cluster, n, rng.choice(list(PeerState))) for n in NODES[cluster] if n != node and rng.random() < 0.9]
+    peers += [(c, n, rng.choice([PeerState.ALIVE, PeerState.ALIVE, PeerState.SUSPECT, PeerState.DEAD]))
+              for c in CLUSTERS if c != cluster for n in NODES[c] if rng.random() < 0.3]
+    used = rng.randrange(0, 4000)
+    return AgentReport(cluster, node, agent, sequence, NodeSummary(node, Resources(8000, 32768), Resources(used, used)), tuple(peers))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_incremental_evidence_equals_the_full_scan(seed: int) -> None:
+    """A table of reports (replaced, replayed, restarted agents, out-of-order times), probes failing and answering, and
+    a fresh window that moves: every cluster's evidence and verdict, read at many moments, equal the full scan's."""
+    rng = random.Random(seed)
+    book, scan = EvidenceBook(T.fresh_s), FullScan(T.fresh_s)
+    sequences: dict[str, int] = {}
+    incarnations: dict[str, int] = {}
+    now = 0.0
+    for step in range(400):
+        now += rng.choice([0.0, 0.05, 0.2, 0.7]) if rng.random() > 0.03 else -rng.uniform(0, 2)  # an injected clock may go back
+        roll = rng.random()
+        if roll < 0.6:
+            cluster = rng.choice(CLUSTERS)
+            node = rng.choice(NODES[cluster])
+            if rng.random() < 0.05:  # a restart: a new id starting over (the old id never reports again)
+                incarnations[node] = incarnations.get(node, 0) + 1
+            agent = f"{node}-{incarnations.get(node, 0)}"
+            sequences[agent] = sequences.get(agent, 0) + rng.choice([1, 1, 1, 0, -1])  # and some replays
+            r = _report(rng, cluster, node, sequences[agent], agent)
+            assert book.add_report(r, now) == scan.add_report(r, now)
+        elif roll < 0.8:
+            cluster = rng.choice(CLUSTERS)
+            nodes = [NodeState(n, Resources(8000, 32768)) for n in NODES[cluster]] if rng.random() < 0.5 else None
+            book.add_probe(cluster, now, nodes, "" if nodes else "refused")
+            scan.add_probe(cluster, now, nodes, "" if nodes else "refused")
+        elif roll < 0.82:
+            book.fresh_s = scan.fresh_s = rng.choice([0.5, 1.0, 3.0])
+        for cluster in CLUSTERS:
+            at = now + rng.choice([0.0, 0.0, 0.3, 1.2])
+            got, want = book.about(cluster, at), scan.about(cluster, at)
+            assert got == want, f"step {step}, {cluster} at {at}"
+            assert judge(got, T) == judge(want, T)
+
+
+def test_a_restarted_agent_leaves_no_sequence_behind_and_no_peer_list_is_kept() -> None:
+    """Memory per agent is bounded: one sequence per node's current agent id, its peers kept as counts."""
+    book = EvidenceBook(1.0)
+    rng = random.Random(1)
+    for incarnation in range(50):
+        assert book.add_report(_report(rng, "a", "a-n0", 1, f"a-n0-{incarnation}"), float(incarnation))
+    assert list(book.sequences) == ["a-n0-49"]
+    (row,) = book.agents("a", 50.0)
+    assert row.report.peers == () and sum(row.tally.values()) > 0
+
+
+def test_pod_types_are_recomputed_only_when_placements_or_the_fleet_move() -> None:
+    workloads = {f"w{k}": Workload(f"w{k}", 10, Template(1000 * (k + 1), 1024, gpus=k % 2), Policy()) for k in range(3)}
+    placements = [Placement("w0", "a", 10, 1), Placement("w1", "a", 4, 1), Placement("w2", "b", 10, 1),
+                  Placement("w1", "b", 6, 1, PlacementState.STALE)]
+    book = EvidenceBook(1.0)
+    for c in ("a", "b"):
+        for i, n in enumerate(NODES[c]):
+            book.add_report(AgentReport(c, n, n, 1, NodeSummary(n, Resources(32000, 131072, 0, 4000 * (i + 1)), Resources()), ()), 0.0)
+    kept = PodTypesBook()
+    reports = [r for c in ("a", "b") for r in book.latest(c)]
+
+    def expected() -> str:
+        fleets = cluster_fleets(reports)
+        return repr({c: (types, largest(fleets[c])) for c, types in cluster_profiles(workloads, placements, reports).items()})
+
+    def update() -> str:  # PodTypes holds arrays: compared by their full repr
+        return repr(kept.update(workloads, placements, book))
+
+    assert update() == expected() and kept.recomputed == 2
+    assert update() == expected() and kept.recomputed == 2, "nothing moved"
+    placements[0] = Placement("w0", "a", 12, 1)
+    assert update() == expected() and kept.recomputed == 3, "only a's placements moved"
+    grown = AgentReport("b", "b-n0", "b-n0", 2, NodeSummary("b-n0", Resources(64000, 131072, 0, 8000), Resources()), ())
+    book.add_report(grown, 1.0)
+    reports = [r for c in ("a", "b") for r in book.latest(c)]
+    assert update() == expected() and kept.recomputed == 4, "only b's fleet moved"
+
+
+def test_the_pace_holds_ingest_within_its_budget_and_freshness_follows() -> None:
+    pace = Pacing(T.report_interval_s, T.fresh_s)
+    assert pace.interval_s(16) == T.report_interval_s and pace.fresh_for(16) == T.fresh_s, "a small fleet: the timings"
+    for agents in (1_000, 10_000, 100_000):
+        interval = pace.interval_s(agents)
+        assert agents / interval <= REPORT_BUDGET_PER_S + 1e-9
+        assert pace.fresh_for(agents) >= 3 * interval
+    assert pace.interval_s(10_000) == 10_000 / REPORT_BUDGET_PER_S
+
+
+@pytest.mark.parametrize("message", [
+    {"cluster": "a", "node": "a-n0", "sequence": 3, "peers": [{"node": "a-n1", "cluster": "a", "state": 1, "incarnation": 0}],
+     "summary": {"node": "a-n0", "load": 0.5, "capacity": {"cpu_milli": 8000}}, "healthy": True},
+    {"sequence": True}, {"sequence": 1.0}, {"sequence": "5"}, {"sequence": 2**70}, {"healthy": 1}, {"cluster": b"x"},
+    {"cluster": None}, {"summary": None}, {"peers": None}, {"peers": [{"state": "PEER_ALIVE"}]}, {"peers": [{"state": 99}]},
+    {"summary": {"load": 1}}, {"bogus": 1}, {"summary": {"bogus": 1}}, {"peers": [1]}, {"peers": {"node": "x"}},
+    {"context": {"profile": {"shapes": [{"cpu_milli": 1}]}}}, {"sequence": -1},
+])
+def test_the_fast_parse_answers_as_parsedict(message: dict[str, object]) -> None:
+    def outcome(parse: object) -> tuple[str, str]:
+        try:
+            return "ok", str(parse())  # type: ignore[operator]
+        except Exception as exc:  # the error's type and words are part of the answer
+            return type(exc).__name__, str(exc)
+
+    assert outcome(lambda: wireparsing.parse(message, cp.AgentReport)) == outcome(lambda: json_format.ParseDict(message, cp.AgentReport()))
+
+
+@pytest.mark.integration
+def test_bench_scale_small_run() -> None:
+    """200 agents in 4 clusters, 2,000 pods, a region outage: real plane process, real link, figures in the JSON."""
+    done = subprocess.run([sys.executable, "-m", "fedplane", "bench", "scale", "--agents", "200", "--clusters", "4", "--pods", "2000",
+                           "--phase", "2", "--steady", "3", "--deadline", "40", "--json"], capture_output=True, text=True, timeout=170)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout)
+    assert figures["protocol"] == "real" and figures["agents"] == 200 and figures["pods"] == 2000
+    assert figures["outage_agents"] == 100 and figures["detected"] == "2/2" and figures["recovered"] == "2/2"
+    assert figures["lost"] == 0 and figures["duplicated"] == 0
+    assert figures["tick_ms_p99"] is not None and figures["per_agent_bytes"] > 0 and figures["per_report_us"] > 0
