@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 from controlplane.evidence import AgentRow, EvidenceBook
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
+from fedcore.backends.model import Phase
 
 GONE_S = 600.0
 """An agent silent this long has no series any more."""
@@ -34,7 +35,7 @@ def as_backend_sees(backend: Callable[[str], ClusterBackend], cluster: str, rows
         return list(rows)
     held: dict[str, int] = {}
     for p in pods:
-        if p.node and not p.phase.finished:
+        if p.node and p.phase in (Phase.PENDING, Phase.RUNNING):
             held[p.node] = held.get(p.node, 0) + 1
     return [replace(r, report=replace(r.report, summary=replace(r.report.summary, pods=held.get(r.report.node, 0)))) for r in rows]
 

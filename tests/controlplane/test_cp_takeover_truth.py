@@ -20,6 +20,7 @@ from controlplane.runtime import Backends, ControlPlane
 from controlplane.service import ControlPlaneService
 from controlplane.store import StoreUnavailable
 from controlplane.verdicts import Health, Timings, judge
+from controlplane.workloads import Policy, Template, Workload
 from fedapi import controlplane_pb2 as cp
 from fedcore.backends.twin import Binder
 from fedcore.resources import Resources
@@ -96,9 +97,15 @@ def test_per_agent_series_and_pods_as_the_back_end_binds_them(tmp_path: Path) ->
     assert 'fedplane_agent_report_age_seconds{cluster="c0",node="c0-n1"} 5.0' in text
     clock.now += 601.0  # gone for long: no series any more
     assert "fedplane_agent_healthy{" not in generate_latest(p.metrics.registry).decode()
-    # the agents said 16 pods each; the twin binds none on their nodes
+    # the agents said 16 pods each; the twin binds two on c0-n1 (one finished) and none elsewhere
+    p.submit(Workload("web", 3, Template(100, 64), Policy()), dry_run=False)
+    twin = p.backends.twins()["c0"]
+    pods = sorted(s.name for s in twin.list_pods())
+    for name in pods:
+        assert twin.bind_pod(name, "c0-n1", 1).ok
+    twin.complete_pod(pods[0], 1, True)
     ((_, _, _, rows),) = p.agents("c0")
-    assert [r.report.summary.pods for r in rows] == [0, 0, 0]
+    assert [r.report.summary.pods for r in rows] == [0, 2, 0]
 
 
 class Context:
