@@ -168,12 +168,14 @@ def controlplane() -> None:
               envvar="FEDPLANE_ADMIN_CREDENTIALS", show_envvar=True,
               help="Admin credential file: written (0600) on first start, kept while this plane knows its token.")
 @click.option("--insecure", is_flag=True, help="Check no credentials (anyone who reaches the port is admin): loopback only.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Log lines on stderr: text (UTC times) or one JSON object per line; every decision is one line.")
 @tls_options
 def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, ui_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
     scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, insecure: bool,
-    tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
+    log_format: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics.
 
@@ -181,7 +183,7 @@ def serve(
     with its own --port; one leads (an etcd lease, fenced writes), the others take over within ~5 s.
     Every caller shows a credential (see ``controlplane credentials``); the first admin's is --admin-credentials.
     """
-    from controlplane import auth, campaigning, server
+    from controlplane import auth, campaigning, logs, server
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec, Placer
     from controlplane.runtime import Backends, ControlPlane
@@ -192,6 +194,7 @@ def serve(
     from fedcore.backends.twin import Binder
     from fedcore.scheduling import profiles
 
+    logs.configure(log_format)
     tls = tls_files(tls_cert, tls_key, tls_ca)
     console = None
     if ui_port >= 0:

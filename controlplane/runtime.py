@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane import agentviews, placing, returning
+from controlplane import agentviews, logs, placing, returning
 from controlplane.autoscaling.actuating import Autoscaling
 from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
@@ -586,4 +586,5 @@ class ControlPlane:
 
     def _record(self, d: DecisionRecord) -> None:
         self.registry.record_decision(d)
+        logs.decision(d.kind, d.workload, d.source, d.target, d.reasons)
 
