@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,9 +37,11 @@ import grpc
 
 from fedapi import autoscale_pb2, autoscale_pb2_grpc, client
 from fedcore import reporting
+from fedcore.agentcmd import dies_with_starter
 from fedcore.loopback import free_ports
 from fedplane.lab.doubles.kubedouble import NODES, KubeDouble
 from fedplane.lab.drills.agentfleet import AgentFleet
+from fedplane.lab.drills.commands import run_stoppable
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
@@ -118,7 +121,8 @@ class Plane:
                 "--ui-port", str(self.ui_port), "--agent-port", str(self.link_port), "--metrics-port", "-1",
                 "--twin-clusters", str(TWINS), "--twin-nodes", str(TWIN_NODES), "--agents-bind", "--kubeconfig", str(kubeconfig),
                 "--placer", "kube-scheduler", "--no-scorer-selection", "--admin-credentials", str(self.admin)]
-        self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        # its own process group (stopped whole), and dead with the bench however the bench ends
+        self.process = subprocess.Popen(dies_with_starter(argv), stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
 
     @property
     def url(self) -> str:
@@ -276,6 +280,7 @@ async def run(out: Path, executable: str) -> dict[str, Any]:
         if plane is not None:
             plane.stop()
         double.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return {
         "browser": version, "pages": [{"path": f.path, "js_errors": f.js_errors, "load_ms": f.load_ms, "screenshot": f.screenshot,
                                        **({"errors": f.errors} if f.errors else {})} for f in figures],
@@ -302,7 +307,7 @@ def bench_console(out: str, executable: str, as_json: bool) -> None:
     except ImportError:
         raise click.ClickException("the bench drives Chromium through the playwright package: pip install 'fedplane[test]'") from None
     try:
-        result = asyncio.run(run(Path(out), executable))
+        result = run_stoppable(run(Path(out), executable))  # SIGTERM: the plane, agents and browser are stopped
     except (RuntimeError, TimeoutError) as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:
