@@ -10,7 +10,9 @@ that names the field, never a silently ignored default.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 import socket
 import typing
 from dataclasses import dataclass, field
@@ -223,7 +225,7 @@ def load(path: str | Path) -> AgentConfig:
     """Read and validate a YAML file; every problem is a :class:`ConfigError` naming the field.
 
     ``$VAR`` and ``${VAR}`` are expanded from the environment first (a DaemonSet passes
-    the pod IP that way).
+    the pod IP that way); an unset one is an error, as is a key given twice in one mapping.
     """
     import yaml
 
@@ -235,10 +237,47 @@ def load(path: str | Path) -> AgentConfig:
         line = Path(path).read_bytes()[: exc.start].count(b"\n") + 1
         raise ConfigError("", f"{path}:{line}: byte 0x{exc.object[exc.start]:02x} is not UTF-8") from None
     try:
-        raw = yaml.safe_load(os.path.expandvars(text))
+        raw = yaml.load(_expand(text, path), Loader=_unique_keys_loader())  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError("", f"{path}: not valid YAML: {exc}") from exc
     return parse(raw, str(path))
+
+
+_VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+_COMMENT = re.compile(r"(?:^|\s)#")
+
+
+def _expand(text: str, path: str | Path) -> str:
+    """``$VAR`` and ``${VAR}`` from the environment, outside comments; an unset one is a ConfigError naming it and its
+    line (``os.path.expandvars`` keeps it literally: an agent would have joined as node ``$NODE_NAME``)."""
+    out = []
+    for n, line in enumerate(text.splitlines(keepends=True), start=1):
+        found = _COMMENT.search(line)
+        code, comment = (line[: found.start()], line[found.start():]) if found else (line, "")
+
+        def value(m: re.Match[str], n: int = n) -> str:
+            name = m.group(1) or m.group(2)
+            if name not in os.environ:
+                raise ConfigError("", f"{path}:{n}: ${name} is not set in the environment")
+            return os.environ[name]
+        out.append(_VAR.sub(value, code) + comment)
+    return "".join(out)
+
+
+def _unique_keys_loader() -> type:
+    """A SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last one, silently)."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice", key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+    return UniqueKeys
 
 
 def defaults() -> AgentConfig:
@@ -296,8 +335,8 @@ def _coerce(hint: Any, value: Any, path: str) -> Any:
             raise ConfigError(path, f"must be an integer, got {value!r}")
         return value
     if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(path, f"must be a number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(path, f"must be a finite number, got {value!r}")
         return float(value)
     if hint is str:
         if not isinstance(value, str):

@@ -612,3 +612,35 @@ def test_an_autoscaler_catching_up_after_a_long_pause_feeds_one_loop_of_its_repl
     started = time.monotonic()
     a.step(86_400.0, 2, 2)  # a day at 100 samples per second: 8.6 million samples behind
     assert time.monotonic() - started < 5 and a.fed == 86_400 * 100 + 1
+
+
+# ---- the agent's configuration ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("node: n0\ncluster: $FEDPLANE_TEST_UNSET\n", "{path}:2: $FEDPLANE_TEST_UNSET is not set in the environment"),
+    ("node: n0\ncluster: ${FEDPLANE_TEST_UNSET}-x\n", "{path}:2: $FEDPLANE_TEST_UNSET is not set in the environment"),
+    ("node: n0\nnode: n1\n", "{path}: not valid YAML: key 'node' given twice"),
+    ("node: n0\ngossip: {pushpull_interval: .inf}\n", "gossip.pushpull_interval: must be a finite number, got inf"),
+    ("node: n0\nplacement: {claim_window: .nan}\n", "placement.claim_window: must be a finite number, got nan"),
+])
+def test_an_agent_config_with_an_unset_variable_a_repeated_key_or_a_non_finite_number_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, why: str) -> None:
+    from edgeagent import config
+
+    monkeypatch.delenv("FEDPLANE_TEST_UNSET", raising=False)
+    path = tmp_path / "agent.yaml"
+    path.write_text(text + f"data_dir: {tmp_path}\n")
+    with pytest.raises(config.ConfigError) as got:
+        config.load(path)
+    assert str(got.value).startswith(why.format(path=path))
+
+
+def test_variables_in_agent_config_comments_are_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from edgeagent import config
+
+    monkeypatch.delenv("FEDPLANE_TEST_UNSET", raising=False)
+    monkeypatch.setenv("FEDPLANE_TEST_NODE", "edge-9")
+    path = tmp_path / "agent.yaml"
+    path.write_text(f"# $FEDPLANE_TEST_UNSET comes from the downward API\nnode: $FEDPLANE_TEST_NODE  # not $FEDPLANE_TEST_UNSET\ndata_dir: {tmp_path}\n")
+    assert config.load(path).node == "edge-9"
