@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane import agentviews, logs, placing, returning
+from controlplane import agentviews, logs, placing, returning, scorerjobs
 from controlplane.autoscaling.actuating import Autoscaling
 from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
@@ -496,64 +496,26 @@ class ControlPlane:
             before = self.contexts.get(spec.name)
             types, biggest = observed.get(spec.name, (None, (0, 0)))
             context = self.contexts.update(spec.name, types, now, biggest) if spec.name in observed else before
-            self._show_scorer(spec.name, context)
+            scorerjobs.show_scorer(self.metrics, spec.name, context)
             self.metrics.cpu_pressure.labels(spec.name).set(context.cpu_pressure)
             self.metrics.profile_shapes.labels(spec.name).set(len(context.profile.shapes) if context.profile else 0)
             if context is not before:
                 self.metrics.context_changes.labels(spec.name).inc()
 
-    def _show_scorer(self, cluster: str, context: WorkloadContext) -> None:
-        for scorer in SCORERS:
-            self.metrics.scorer.labels(cluster, scorer).set(1 if scorer == context.scorer else 0)
-
     # -- the scorer selection (its worker runs off the tick: controlplane.server) ------------------------------
     def next_selection(self, now: float) -> Job | None:
-        """The lookahead selection to start now, if one is due (:class:`~controlplane.selecting.Selector`): the
-        replicas placed on the cluster and the nodes its agents report."""
+        """The lookahead selection to start now, if one is due (:class:`~controlplane.selecting.Selector`)."""
         with self.lock:
-            if not self.leading:
-                return None
-            due = self.selections.due(self.contexts.sent(), now)  # asked every probe interval: no store read
+            due = self.selections.due(self.contexts.sent(), now) if self.leading else None  # every probe interval: no store read
             if due is None:
                 return None
-            cluster, key = due
-            self.selections.start(cluster, key, now)
-            pods = placed_pods(cluster, {w.name: w for w in self.registry.workloads()}, self.registry.placements())
-            fleet = cluster_fleets(self.evidence.latest(cluster)).get(cluster, [])
-            if not pods or not fleet:
-                self.selections.forget(cluster)
-                return None
-            log.info("cluster %s: selecting its scorer family (%d placed replicas on %d nodes, %s sent now)",
-                     cluster, len(pods), len(fleet), self.contexts.get(cluster).scorer)
-            # in a fixed order: the twin's replay (its pod draws, its tie order) then depends on the workload alone
-            return Job(cluster, key, tuple(sorted(pods, key=lambda p: p.uid)), tuple(sorted(fleet, key=lambda n: n.name)))
+            self.selections.start(*due, now)
+            return scorerjobs.job(*due, self.selections, self.contexts, self.registry, self.evidence)
 
     def adopt_selection(self, outcome: Outcome, now: float) -> WorkloadContext:
-        """A finished selection: its family into the cluster's context under a new version, or, when it failed, the
-        previous family kept (one log line). Returns what the cluster's agents are sent from now on."""
+        """A finished selection into the cluster's context (:func:`controlplane.scorerjobs.adopt`)."""
         with self.lock:
-            self.selections.finish(outcome)
-            cluster = outcome.cluster
-            before = self.contexts.get(cluster)
-            self.metrics.selections.labels(cluster, "chosen" if outcome.ok else "failed").inc()
-            self.metrics.selection_seconds.observe(outcome.wall_s)
-            self.metrics.selection_cpu.inc(outcome.cpu_s)
-            if not outcome.ok:
-                log.warning("cluster %s: scorer selection failed after %.1f s (%s): keeping %s", cluster, outcome.wall_s,
-                            outcome.error, before.scorer)
-                if self.leading:
-                    self._record(DecisionRecord(now, "scorer-failed", "", cluster, "", (outcome.error, f"kept {before.scorer}")))
-                return before
-            context = self.contexts.choose(cluster, outcome.scorer, now) if self.leading else before
-            means = ", ".join(f"{name} {mean:.4f}" for name, mean in sorted(outcome.means.items()))
-            log.info("cluster %s: scorer selection chose %s (%s) in %.1f s, %.1f CPU-s: agents are sent %s (version %d)",
-                     cluster, outcome.scorer, means, outcome.wall_s, outcome.cpu_s, context.scorer, context.version)
-            if context is not before:
-                self.metrics.context_changes.labels(cluster).inc()
-                self._show_scorer(cluster, context)
-                self._record(DecisionRecord(now, f"scorer:{context.scorer}", "", cluster, "",
-                                            (f"was {before.scorer}", f"lookahead means: {means}", f"context version {context.version}")))
-            return context
+            return scorerjobs.adopt(outcome, now, self.contexts, self.selections, self.metrics, self._record, self.leading)
 
     def _measure_loads(self, now: float, used: Mapping[str, Resources]) -> None:
         for cluster in self.verdicts:
