@@ -34,9 +34,9 @@ from controlplane.retiring import Retiring
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
 from controlplane.selecting import Job, Outcome, Selector
-from controlplane.workloadcontext import ContextBook, cluster_fleets, placed_pods
+from controlplane.workloadcontext import ContextBook
 from controlplane.workloads import Workload
-from fedapi.workloadcontext import SCORERS, WorkloadContext
+from fedapi.workloadcontext import WorkloadContext
 from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
 from fedcore.backends.model import NodeState
