@@ -377,13 +377,13 @@ class ControlPlane:
     def clusters(self) -> list[ClusterRow]:
         with self.lock:
             now = self.clock()
-            rows = []
+            rows, used = [], self._used()  # one registry read, not one per cluster
             for spec in self.registry.clusters():
                 verdict, since = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ("not judged yet",)), now))
                 ev = self.evidence.about(spec.name, now)
                 cap = self.capacities.of(spec.name, ev.nodes)[2]
                 load = self.loads.get(spec.name, Load(0.0, 0.0))
-                rows.append(ClusterRow(spec, verdict, since, cap, self._used().get(spec.name, Resources()), load.now, load.forecast,
+                rows.append(ClusterRow(spec, verdict, since, cap, used.get(spec.name, Resources()), load.now, load.forecast,
                                        len(ev.nodes), ev.agents_fresh, self.contexts.get(spec.name)))
             return rows
 

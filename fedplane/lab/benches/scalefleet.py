@@ -7,10 +7,13 @@ the plane's ack asks for. What is simulated: the gossip views (a silenced node i
 after it went silent and DEAD after ``dead_after_s``: a SWIM failure detector's timings) and the placement: a
 cluster's agents share one pending-pod watch (the plane would serve one watch per agent, 10,000 of them polling, as
 real agents each filter the same stream) and bind its pending pods round-robin, each agent over its own connection
-(BindPod on its own node, the next agent when the node refuses).
+(BindPod on its own node, the next agent when the node refuses). The same watch keeps the bench's ground truth: every
+pod of the cluster as the twin's API streams it (its phase and readiness), counted per workload on request.
 
-Driven over stdin, one JSON line each: first its :class:`FleetSpec`, then commands: ``{"silence": [cluster, ...]}`` (those agents stop reporting and
-binding: their node went dark) and ``{"stop": true}``, which writes one JSON line of counters on stdout.
+Driven over stdin, one JSON line each: first its :class:`FleetSpec`, then commands: ``{"silence": [cluster, ...]}``
+(those agents stop reporting and binding: their node went dark), ``{"census": true}``, answered with one JSON line
+on stdout (per live cluster whose watch is up: workload -> ready replicas), and ``{"stop": true}``, answered with one
+JSON line of counters.
 """
 
 from __future__ import annotations
@@ -25,13 +28,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgeagent.clusters import ClusterUnavailable, Phase
+from edgeagent.clusters import ClusterUnavailable
+from edgeagent.linkcodec import EVENT_DELETED
 from edgeagent.planeclient import PlaneClient
 from edgeagent.reporting import PEER_STATES
 from fedapi.agentlink import LinkError, Wire
 from gossip.members import MemberState
 
 TIMEOUT_S = 10.0
+POD_PENDING = 1
+"""fedplane.v1.PodPhase POD_PENDING."""
 BIND_RETRY_S = 1.0
 BIND_CONCURRENCY = 64
 """Binds in flight per process: enough to keep the plane busy, few enough not to time out behind each other."""
@@ -82,6 +88,8 @@ class Fleet:
         self.clients: dict[str, PlaneClient] = {}
         self.usage: dict[str, int] = {}
         """Node -> pods this fleet bound there (its summary's allocation)."""
+        self.pods: dict[str, dict[str, tuple[str, bool]]] = {}
+        """Cluster (its watch up) -> pod -> (workload, ready), as the twin streams them."""
 
     def start(self) -> None:
         for cluster, nodes in self.spec.clusters.items():
@@ -140,23 +148,42 @@ class Fleet:
                 self.counters.report_errors += 1
             await asyncio.sleep(interval * random.uniform(0.9, 1.1))
 
+    def census(self) -> dict[str, dict[str, int]]:
+        """Per cluster whose watch is up: workload -> ready replicas."""
+        out: dict[str, dict[str, int]] = {}
+        for cluster, pods in self.pods.items():
+            ready = out.setdefault(cluster, {})
+            for workload, up in pods.values():
+                ready[workload] = ready.get(workload, 0) + up
+        return out
+
     async def _place(self, cluster: str, nodes: list[str]) -> None:
-        """The cluster's pending pods, bound round-robin by its agents (each on its own node, over its own link)."""
+        """The cluster's pending pods, bound round-robin by its agents (each on its own node, over its own link); every
+        pod's state kept for the census. The watch is the agents' own call (``WatchPods``), read as its wire maps."""
         watcher = PlaneClient(self.spec.link, cluster, TIMEOUT_S, token=self.spec.tokens[cluster])
         self.clients[f"{cluster}/watch"] = watcher
         turn = itertools.count()
         inflight: set[asyncio.Task[None]] = set()
         while cluster not in self.silent_since:
+            pods: dict[str, tuple[str, bool]] = {}
             try:
-                async for update in watcher.watch():
+                async for event in watcher.channel.watch("WatchPods", {"cluster": cluster}):
                     if cluster in self.silent_since:
-                        return
-                    if update.phase is Phase.PENDING and not update.node:
-                        task = asyncio.create_task(self._bind(cluster, nodes, next(turn), update.pod.uid, update.epoch))
+                        break
+                    self.pods[cluster] = pods  # the listing is in: the census may count this cluster
+                    pod = event["pod"]
+                    if event["type"] == EVENT_DELETED:
+                        pods.pop(pod["name"], None)
+                        continue
+                    pods[pod["name"]] = (pod["workload"], bool(pod["ready"]))
+                    if pod["phase"] == POD_PENDING and not pod["node"]:
+                        task = asyncio.create_task(self._bind(cluster, nodes, next(turn), pod["name"], pod["epoch"]))
                         inflight.add(task)
                         task.add_done_callback(inflight.discard)
-            except ClusterUnavailable:
+            except LinkError:
                 self.counters.watch_restarts += 1
+            self.pods.pop(cluster, None)  # no watch, no word on its pods
+            if cluster not in self.silent_since:
                 await asyncio.sleep(0.5)
 
     async def _bind(self, cluster: str, nodes: list[str], turn: int, pod: str, epoch: int) -> None:
@@ -191,6 +218,8 @@ async def _serve() -> None:
         command: dict[str, Any] = json.loads(line)
         if "silence" in command:
             fleet.silence(command["silence"], float(command.get("at", time.monotonic())))
+        if command.get("census"):
+            print(json.dumps(fleet.census()), flush=True)
         if command.get("stop"):
             break
     await fleet.stop()
