@@ -23,6 +23,7 @@ MAX_PATH = 4096
 MAX_ENTRIES = 64                 # labels, selectors, tolerations, archs
 MAX_LIST = 1_000                 # clusters, regions or avoided clusters named in one policy
 MAX_PRIORITY = 2**31 - 1         # an int32, as Kubernetes' priority
+MAX_DETAILS = 1024               # characters of an error's message sent back (it may quote a request of a megabyte)
 
 
 def count(what: str, value: int, low: int, high: int) -> None:

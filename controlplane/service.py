@@ -15,7 +15,7 @@ from typing import Any, NoReturn, TypeVar
 
 import grpc
 
-from controlplane import convert
+from controlplane import convert, limits
 from controlplane.auth import Authenticator
 from controlplane.campaigning import Leadership, Solo
 from controlplane.registry import DECISIONS_KEEP
@@ -36,19 +36,21 @@ LEADER_KEY = "fedplane-leader"  # trailing metadata: where writes go when this m
 
 
 async def _abort(ctx: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
+    """Abort with ``exc``'s status code and message, the message cut to ``limits.MAX_DETAILS`` characters: it may quote
+    the request (a name of a megabyte), and details travel in trailing metadata, which clients refuse past ~8 KiB."""
+    text = (str(exc.args[0]) if exc.args else "not found") if isinstance(exc, KeyError) else str(exc)
+    text = text if len(text) <= limits.MAX_DETAILS else f"{text[:limits.MAX_DETAILS]}... ({len(text)} characters)"
     if isinstance(exc, Fenced):
-        await ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        await ctx.abort(grpc.StatusCode.FAILED_PRECONDITION, text)
     if isinstance(exc, StoreUnavailable):
-        await ctx.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-    if isinstance(exc, KeyError):
-        await ctx.abort(grpc.StatusCode.NOT_FOUND, str(exc.args[0]) if exc.args else "not found")
-    if isinstance(exc, (errors.UnknownCluster, errors.NotFound)):
-        await ctx.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        await ctx.abort(grpc.StatusCode.UNAVAILABLE, text)
+    if isinstance(exc, (KeyError, errors.UnknownCluster, errors.NotFound)):
+        await ctx.abort(grpc.StatusCode.NOT_FOUND, text)
     if isinstance(exc, errors.TemporaryError):
-        await ctx.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        await ctx.abort(grpc.StatusCode.UNAVAILABLE, text)
     if isinstance(exc, (ValueError, errors.PermanentError)):
-        code = grpc.StatusCode.ALREADY_EXISTS if "already exists" in str(exc) else grpc.StatusCode.INVALID_ARGUMENT
-        await ctx.abort(code, str(exc))
+        code = grpc.StatusCode.ALREADY_EXISTS if "already exists" in text else grpc.StatusCode.INVALID_ARGUMENT
+        await ctx.abort(code, text)
     raise exc
 
 

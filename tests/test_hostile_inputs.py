@@ -9,6 +9,7 @@ autoscaler stalls no other), and the lab's arguments (refused before anything st
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -644,3 +645,24 @@ def test_variables_in_agent_config_comments_are_left_alone(tmp_path: Path, monke
     path = tmp_path / "agent.yaml"
     path.write_text(f"# $FEDPLANE_TEST_UNSET comes from the downward API\nnode: $FEDPLANE_TEST_NODE  # not $FEDPLANE_TEST_UNSET\ndata_dir: {tmp_path}\n")
     assert config.load(path).node == "edge-9"
+
+
+@pytest.mark.parametrize("method", ["DeleteWorkload", "GetPlacements", "StartMigration"])
+def test_an_error_quoting_a_huge_name_is_cut_to_a_stated_length(tmp_path: Path, method: str) -> None:
+    import grpc
+
+    from controlplane import limits
+    from fedapi import controlplane_pb2 as cp
+
+    requests = {"DeleteWorkload": cp.DeleteWorkloadRequest(workload="w" * 900_000),
+                "GetPlacements": cp.GetPlacementsRequest(workload="w" * 900_000),
+                "StartMigration": cp.StartMigrationRequest(workload="w" * 900_000, source="c0")}
+    plane = _cluster_plane(tmp_path)
+    try:
+        before = _state(plane)
+        code, details = _call(_control(plane), method, requests[method])
+        assert code == grpc.StatusCode.NOT_FOUND and len(details) < limits.MAX_DETAILS + 40
+        assert "workload 'www" in details and re.search(r"\.\.\. \(9000\d\d characters\)$", details), details
+        assert _state(plane) == before
+    finally:
+        plane.close()
