@@ -62,7 +62,7 @@ def _value(f: FieldDescriptor, value: Any) -> Any:
     if f.message_type is not None and f.message_type.GetOptions().map_entry:
         field = f.message_type.fields_by_name["value"]
         return {k: _scalar(field, v) for k, v in value.items()}
-    if f.label == FieldDescriptor.LABEL_REPEATED:
+    if f.is_repeated:
         return [_scalar(f, v) for v in value]
     return _scalar(f, value)
 
