@@ -180,7 +180,8 @@ class ControlPlane:
         name is refused (ValueError naming the changes) unless ``force``: then it is stored, the cluster's back end is
         rebuilt from it (an embedded twin starts empty, with the new nodes) and :meth:`restore` re-creates every placed
         replica there at a bumped epoch. Replicas the new capacity cannot hold stay pending there, counted in the
-        placement (placed, not ready) and named in the ``cluster-respec`` decision: never dropped, not failed over."""
+        placement (placed, not ready) and named in the ``cluster-respec`` decision, never dropped; the planner's
+        rebalance then moves a movable workload off the overloaded cluster, make-before-break, where another has room."""
         with self.lock:
             old = next((c for c in self.registry.clusters() if c.name == spec.name), None)
             changes = old.changes(spec) if old is not None else []

@@ -666,3 +666,29 @@ def test_an_error_quoting_a_huge_name_is_cut_to_a_stated_length(tmp_path: Path, 
         assert _state(plane) == before
     finally:
         plane.close()
+
+
+def test_a_forced_shrink_is_rebalanced_to_a_cluster_with_room_make_before_break(tmp_path: Path) -> None:
+    from controlplane.registry import ClusterSpec
+    from controlplane.runtime import Backends, ControlPlane
+    from controlplane.workloads import Template, Workload
+
+    now = [0.0]
+    plane = ControlPlane(tmp_path / "cp.db", Backends(lambda: now[0], twin_ready_delay_s=0.0), lambda: now[0])
+    try:
+        plane.register_cluster(ClusterSpec("c0", "r0"))
+        plane.register_cluster(ClusterSpec("c1", "r0"))
+        plane.tick(0.0)
+        assert plane.submit(Workload("w", 6, Template(2000, 1024)), dry_run=False).counts == {"c0": 6}
+        plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=1), force=True)
+        ready = []
+        for _ in range(60):
+            now[0] += 1.0
+            plane.tick(now[0])
+            ready.append(sum(plane.backends(c).get_workload("w").ready_replicas for c in ("c0", "c1")
+                             if any(p.cluster == c for p in plane.registry.placements("w"))))
+        assert [(p.cluster, p.replicas) for p in plane.registry.placements("w")] == [("c1", 6)]
+        assert plane.backends("c1").get_workload("w").ready_replicas == 6 and min(ready) >= 4  # never below what c0 held
+        assert any(d.kind == "rebalance" and d.source == "c0" and d.target == "c1" for d in plane.registry.decisions(100))
+    finally:
+        plane.close()
