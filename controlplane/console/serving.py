@@ -40,8 +40,10 @@ SESSIONS_KEPT = 1000
 """Sign-ins remembered at once; the oldest is forgotten first (its browser signs in again)."""
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
 }
+"""Referrer-Policy same-origin, not no-referrer: under no-referrer a browser posts forms with ``Origin: null``, and the
+sign-in form's origin check (:meth:`Console._same_origin`) needs the page's own origin."""
 STATIC = {"live.js": "text/javascript", "console.css": "text/css"}
 
 
@@ -147,7 +149,15 @@ class Console:
     async def login_form(self, request: web.Request) -> web.Response:
         return web.Response(text=markup.login_page(), content_type="text/html")
 
+    @staticmethod
+    def _same_origin(request: web.Request) -> None:
+        """A form posted from another site (sign-in or sign-out forced on a browser) is refused; browsers name its origin."""
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"{request.scheme}://{request.host}":
+            raise web.HTTPForbidden(text="cross-site form refused")
+
     async def login(self, request: web.Request) -> web.Response:
+        self._same_origin(request)
         form = await request.post()
         token = str(form.get("token", "")).strip()
         if not token or not await self.authorize(token):
@@ -161,6 +171,7 @@ class Console:
         raise response
 
     async def logout(self, request: web.Request) -> web.Response:
+        self._same_origin(request)
         self.sessions.pop(request.cookies.get(COOKIE, ""), None)
         response = web.HTTPSeeOther("/login")
         response.del_cookie(COOKIE, path="/")

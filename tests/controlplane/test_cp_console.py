@@ -208,6 +208,7 @@ async def test_a_viewer_token_gets_html_under_a_same_origin_policy(client: tuple
 async def test_the_sign_in_form_sets_a_strict_http_only_cookie(client: tuple[TestClient, Holder]) -> None:  # type: ignore[type-arg]
     c, _ = client
     assert (await c.post("/login", data={"token": "wrong"}, allow_redirects=False)).status == 401
+    assert (await c.post("/login", data={"token": TOKEN}, headers={"Origin": "https://elsewhere.example"}, allow_redirects=False)).status == 403
     reply = await c.post("/login", data={"token": TOKEN}, allow_redirects=False)
     assert reply.status == 303 and reply.headers["Location"] == "/"
     cookie = reply.headers["Set-Cookie"]
