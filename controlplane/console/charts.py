@@ -61,14 +61,15 @@ def timeline(s: Snapshot) -> Html:
         parts.append(f'<text x="{GUTTER - 6}" y="{y(name) + 4:.1f}" text-anchor="end" font-size="12" fill="#222">{esc(name)}</text>')
         for a, b, h in _health_spans(s, name, t0):
             parts.append(f'<rect x="{x(a):.1f}" y="{y(name) - 7:.1f}" width="{max(1.0, x(b) - x(a)):.1f}" height="14" '
-                         f'fill="{HEALTH_COLOURS.get(h, "#757575")}" fill-opacity="0.8"><title>{esc(name)}: {esc(h)} {clock(a)}–{clock(b)}</title></rect>')
+                         f'fill="{HEALTH_COLOURS.get(h, "#757575")}" fill-opacity="0.8">'
+                         f'<title>{esc(name)}: {esc(h)} {clock(a)}–{clock(b)}</title></rect>')
     for m in s.migrations:
         if m.created < t0 or m.source not in names or m.target not in names:
             continue
         colour = KIND_COLOURS.get(m.kind, "#424242")
         xa, xb = x(m.created), x(m.updated if m.state in ("done", "failed", "cancelled") else t1)
-        parts.append(f'<path d="M{xa:.1f},{y(m.source):.1f} L{max(xb, xa + 3):.1f},{y(m.target):.1f}" stroke="{colour}" stroke-width="2" fill="none">'
-                     f'<title>{esc(m.kind)} {esc(m.workload)}: {esc(m.source)} → {esc(m.target)}, {esc(m.state)} ({clock(m.created)})</title></path>')
+        parts.append(f'<path d="M{xa:.1f},{y(m.source):.1f} L{max(xb, xa + 3):.1f},{y(m.target):.1f}" stroke="{colour}" '
+                     f'stroke-width="2" fill="none"><title>{esc(m.kind)} {esc(m.workload)}: {esc(m.source)} → {esc(m.target)}, {esc(m.state)} ({clock(m.created)})</title></path>')
         parts.append(f'<circle cx="{max(xb, xa + 3):.1f}" cy="{y(m.target):.1f}" r="3" fill="{colour}"/>')
     axis_y = TOP + ROW * len(names) + 4
     parts.append(f'<line x1="{GUTTER}" y1="{axis_y}" x2="{GUTTER + plot}" y2="{axis_y}" stroke="#555"/>')

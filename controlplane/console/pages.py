@@ -61,7 +61,8 @@ def _status(s: Snapshot) -> Html:
     for c in s.clusters:
         counts[c.health] = counts.get(c.health, 0) + 1
     active = sum(1 for m in s.migrations if m.state not in ("done", "failed", "cancelled"))
-    return tag("p", tag("b", "Leader: "), role, " · ", join((tag("span", f"{n} {h}", class_=f"h-{h}") for h, n in sorted(counts.items())), ", "),
+    health = join((tag("span", f"{n} {h}", class_=f"h-{h}") for h, n in sorted(counts.items())), ", ")
+    return tag("p", tag("b", "Leader: "), role, " · ", health,
                f" · {sum(c.agents_reporting for c in s.clusters)}/{sum(len(c.agents) for c in s.clusters)} agents reporting",
                f" · {len(s.workloads)} workloads · {active} migrations in flight", class_="status")
 
@@ -86,14 +87,15 @@ def overview(s: Snapshot) -> Page:
         rows = [({"data_cluster": c.name}, (
             named_link("clusters", c.name), health_cell(c.health), clock(c.since) + "Z", cell(_evidence(c), class_="evidence"),
             f"{sum(1 for n in c.nodes if n.ready)}/{len(c.nodes)}", f"{c.agents_reporting}/{len(c.agents)}", _agent_chips(c),
-            meter(c.cpu_used, c.cpu_milli), meter(c.memory_used, c.memory_mib), cell(charts.sparkline(c.load_history) + f"→ {c.forecast:.2f}", class_="load"),
-            c.scorer,
+            meter(c.cpu_used, c.cpu_milli), meter(c.memory_used, c.memory_mib),
+            cell(charts.sparkline(c.load_history) + f"→ {c.forecast:.2f}", class_="load"), c.scorer,
         )) for c in regions[region]]
         blocks.append(tag("h2", f"Region {region}"))
         blocks.append(table(("Cluster", "Health", "Since (UTC)", "Evidence", "Nodes ready", "Agents", "Agents (node)", "CPU placed",
                              "Memory placed", "Load (0–1), 2 min → forecast", "Scorer"), rows, class_="clusters"))
     clusters = join(blocks) if blocks else tag("p", "No cluster is registered (serve --twin-clusters N, or --kubeconfig).", class_="empty")
-    return Page("Overview", "/", (("status", _status(s)), ("clusters", clusters), ("recent", tag("h2", "Recent decisions") + _decision_table(s.decisions[:10]))))
+    recent = tag("h2", "Recent decisions") + _decision_table(s.decisions[:10])
+    return Page("Overview", "/", (("status", _status(s)), ("clusters", clusters), ("recent", recent)))
 
 
 def _gossip(view: tuple[int, int, int]) -> Html:
@@ -106,9 +108,10 @@ def _agents_table(agents: tuple[AgentView, ...]) -> Html:
     return table(
         ("Node", "Agent", "State", "Last report", "Model version", "Scorer", "Context", "Pods", "Load", "Gossip: own cluster",
          "Gossip: other clusters", "Health note"),
-        (({"data_agent": a.node}, (a.node, a.agent_id, cell(a.state, class_=f"a-{a.state}"), "fresh" if a.state != "silent" else ago(a.age_s),
-                                   a.model_version or "-", a.scorer, f"v{a.context_version}" if a.context_version else "-", a.pods,
-                                   f"{a.load:.2f}", _gossip(a.own), _gossip(a.others), a.health_reason)) for a in agents),
+        (({"data_agent": a.node}, (
+            a.node, a.agent_id, cell(a.state, class_=f"a-{a.state}"), "fresh" if a.state != "silent" else ago(a.age_s), a.model_version or "-",
+            a.scorer, f"v{a.context_version}" if a.context_version else "-", a.pods, f"{a.load:.2f}", _gossip(a.own), _gossip(a.others),
+            a.health_reason)) for a in agents),
         empty="No agent has reported for this cluster (agents report over the twin link or gRPC).",
     )
 
@@ -130,11 +133,14 @@ def cluster(s: Snapshot, name: str) -> Page | None:
         empty="No node listed: the cluster's API has not answered a probe.",
     )
     here = [(w, p) for w in s.workloads for p in w.placements if p.cluster == name]
-    placed = table(("Workload", "Replicas", "Epoch", "State"), ((w.name, p.replicas, p.epoch, p.state) for w, p in here),
+    placed = table(("Workload", "Replicas", "Epoch", "State"), ((named_link("workloads", w.name), p.replicas, p.epoch, p.state) for w, p in here),
                    empty="No workload is placed here.")
-    return Page(f"Cluster {name}", "/clusters/" + urllib.parse.quote(name, safe=""),
-                (("verdict", verdict), ("nodes", tag("h2", "Nodes, as the cluster's API last listed them") + nodes), ("agents", tag("h2", "Agents and their gossip view") + _agents_table(c.agents)),
-                 ("placements", tag("h2", "Placements") + placed)))
+    return Page(f"Cluster {name}", "/clusters/" + urllib.parse.quote(name, safe=""), (
+        ("verdict", verdict),
+        ("nodes", tag("h2", "Nodes, as the cluster's API last listed them") + nodes),
+        ("agents", tag("h2", "Agents and their gossip view") + _agents_table(c.agents)),
+        ("placements", tag("h2", "Placements") + placed),
+    ))
 
 
 def workloads(s: Snapshot) -> Page:
@@ -145,8 +151,8 @@ def workloads(s: Snapshot) -> Page:
         by = {p.cluster: p for p in w.placements}
         cells = [cell(f"{by[n].replicas} @ e{by[n].epoch}" + ("" if by[n].state == "placed" else f" ({by[n].state})"),
                       class_=f"placed h-{health.get(n, 'unknown')}") if n in by else cell("", class_="muted") for n in names]
-        rows.append((named_link("workloads", w.name), w.replicas, f"{cores(w.cpu_milli)} CPU, {gib(w.memory_mib)}" + (f", {w.gpus} GPU" if w.gpus else ""),
-                     sum(p.replicas for p in w.placements if p.state == "placed"), *cells))
+        request = f"{cores(w.cpu_milli)} CPU, {gib(w.memory_mib)}" + (f", {w.gpus} GPU" if w.gpus else "")
+        rows.append((named_link("workloads", w.name), w.replicas, request, sum(p.replicas for p in w.placements if p.state == "placed"), *cells))
     headers = ("Workload", "Desired", "Per replica", "Placed", *names)
     matrix = table(headers, rows, empty="No workload is submitted (fedplane controlplane submit NAME --replicas N).", class_="matrix")
     moving = [m for m in s.migrations if m.state not in ("done", "failed", "cancelled")]
