@@ -104,12 +104,21 @@ def _gossip(view: tuple[int, int, int]) -> Html:
                  tag("span", f"{dead} dead", class_="g-dead" if dead else "muted")), " / ")
 
 
+def _model(a: AgentView) -> Html:
+    """The model an agent reports; flagged when it is told to place with the learned family but runs no learned model
+    (the heuristic fallback: no model file reached it, or no onnxruntime on its machine)."""
+    if a.scorer == "learned" and (not a.model_version or a.model_version.startswith("heuristic")):
+        return cell(f"{a.model_version or '-'} (no learned model)", class_="warn",
+                    title="sent the learned family, but no policy model loads on this agent: it scores with best fit")
+    return cell(a.model_version or "-")
+
+
 def _agents_table(agents: tuple[AgentView, ...]) -> Html:
     return table(
         ("Node", "Agent", "State", "Last report", "Model version", "Scorer", "Context", "Pods", "Load", "Gossip: own cluster",
          "Gossip: other clusters", "Health note"),
         (({"data_agent": a.node}, (
-            a.node, a.agent_id, cell(a.state, class_=f"a-{a.state}"), "fresh" if a.state != "silent" else ago(a.age_s), a.model_version or "-",
+            a.node, a.agent_id, cell(a.state, class_=f"a-{a.state}"), "fresh" if a.state != "silent" else ago(a.age_s), _model(a),
             a.scorer, f"v{a.context_version}" if a.context_version else "-", a.pods, f"{a.load:.2f}", _gossip(a.own), _gossip(a.others),
             a.health_reason)) for a in agents),
         empty="No agent has reported for this cluster (agents report over the twin link or gRPC).",
@@ -262,7 +271,7 @@ def learning(s: Snapshot) -> Page:
                      ((named_link("clusters", c.name), c.scorer, f"{sum(1 for a in c.agents if a.scorer == c.scorer)}/{len(c.agents)}",
                        ", ".join(sorted({a.model_version or '-' for a in c.agents})) or "-") for c in s.clusters))
     agents = table(("Cluster", "Node", "Model version", "Scorer", "Context", "State"),
-                   ((c.name, a.node, a.model_version or "-", a.scorer, f"v{a.context_version}" if a.context_version else "-", a.state)
+                   ((c.name, a.node, _model(a), a.scorer, f"v{a.context_version}" if a.context_version else "-", a.state)
                     for c in s.clusters for a in c.agents), empty="No agent has reported, so no model is known to run anywhere.")
     selections = _decision_table([d for d in s.decisions if d.kind.startswith("scorer")][:LOG_ROWS])
     note = tag("p", "This plane keeps no federated-learning rounds: training and its canary/promote/rollback loop run in the lab "

@@ -93,6 +93,13 @@ def _html(s: Snapshot, path: str) -> str:
     return page.html()
 
 
+def test_an_agent_told_learned_but_running_the_heuristic_is_flagged() -> None:
+    c0 = _cluster("c0")
+    fallback = dataclasses.replace(c0, agents=(dataclasses.replace(c0.agents[0], model_version="heuristic"),))
+    assert "(no learned model)" not in _html(_snapshot(c0), "/clusters/c0")
+    assert '<td class="warn"' in _html(_snapshot(fallback), "/clusters/c0") and "(no learned model)" in _html(_snapshot(fallback), "/learning")
+
+
 def test_hostile_names_are_shown_escaped_never_run() -> None:
     evil = _cluster(HOSTILE, reasons=(f"probe said {HOSTILE}", 'quote " and <img src=x onerror=alert(1)>'))
     s = _snapshot(evil, _cluster("c0"))
