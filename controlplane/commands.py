@@ -181,7 +181,8 @@ def serve(
 
     Embedded (default): one process on one SQLite file. Replicated (--etcd): run several, each
     with its own --port; one leads (an etcd lease, fenced writes), the others take over within ~5 s.
-    Every caller shows a credential (see ``controlplane credentials``); the first admin's is --admin-credentials.
+    Every caller shows a credential ('fedplane controlplane credentials' issues them); the first admin's is written to
+    --admin-credentials.
     """
     from controlplane import auth, campaigning, logs, server
     from controlplane.planner import PlannerConfig

@@ -175,6 +175,15 @@ def test_the_method_table_covers_every_method_of_every_service_served() -> None:
     assert all(set(needs) <= set(credentials.ROLES) for needs in auth.NEEDS.values())
 
 
+@pytest.mark.asyncio
+async def test_a_method_missing_from_the_table_is_refused_to_everyone(plane: Plane, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(auth.NEEDS, "/fedplane.v1.ControlPlane/ListClusters")
+    channel, admin = plane.stub("admin")
+    status, details = await code(admin.ListClusters(cp.ListClustersRequest()))
+    assert status is grpc.StatusCode.PERMISSION_DENIED and "nobody may call it" in details
+    await channel.close()
+
+
 def test_roles_nest_and_agents_stand_apart() -> None:
     admin, operator, viewer, agent = (auth.Principal(r) for r in ("admin", "operator", "viewer", "agent"))
     assert auth.allows(admin, "operator") and auth.allows(admin, "viewer") and auth.allows(operator, "viewer")
