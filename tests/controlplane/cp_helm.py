@@ -2,8 +2,9 @@
 
 It understands exactly what deploy/helm/fedplane-controlplane uses: ``{{ .Values.a.b }}``,
 ``{{ .Values.a.b | quote }}``, ``{{ .Release.Name }}``, ``{{ .Release.Namespace }}`` and
-``{{ .Chart.Name }}`` / ``{{ .Chart.AppVersion }}`` (optionally ``| quote``). Any other template
-construct is an error, so the chart cannot silently grow beyond what the tests render.
+``{{ .Chart.Name }}`` / ``{{ .Chart.AppVersion }}`` (optionally ``| quote``), and whole-line
+``{{- if .Values.a.b }}`` / ``{{- else }}`` / ``{{- end }}`` blocks (Helm's truthiness: empty, 0, false are false).
+Any other template construct is an error, so the chart cannot silently grow beyond what the tests render.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 ACTION = re.compile(r"{{-?\s*(.*?)\s*-?}}")
+BLOCK = re.compile(r"^\s*{{-?\s*(if\s+(\S+)|else|end)\s*-?}}\s*$")
 SIMPLE = re.compile(r"^\.(Values|Release|Chart)((?:\.[A-Za-z][A-Za-z0-9]*)+)(\s*\|\s*quote)?$")
 
 
@@ -38,8 +40,35 @@ def render(chart: Path, release: str = "fedplane", namespace: str = "fedplane-sy
             value = value[key]
         return json.dumps(str(value)) if parsed.group(3) else str(value)
 
+    def lookup(path: str) -> Any:
+        parsed = SIMPLE.match(path)
+        if parsed is None or parsed.group(3):
+            raise ValueError(f"condition not supported by the test renderer: {path!r}")
+        value: Any = scope[parsed.group(1)]
+        for key in parsed.group(2).strip(".").split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        return value
+
+    def conditions(text: str) -> str:
+        """Keep the lines whose enclosing ``if`` blocks hold (nested blocks allowed)."""
+        kept, stack = [], []  # stack of (condition held, in else branch)
+        for line in text.splitlines(keepends=True):
+            block = BLOCK.match(line)
+            if block is None:
+                if all(held != in_else for held, in_else in stack):
+                    kept.append(line)
+            elif block.group(1).startswith("if"):
+                stack.append((bool(lookup(block.group(2))), False))
+            elif block.group(1) == "else":
+                stack[-1] = (stack[-1][0], True)
+            else:
+                stack.pop()
+        if stack:
+            raise ValueError("an if block without its end")
+        return "".join(kept)
+
     docs: list[dict[str, Any]] = []
     for template in sorted((chart / "templates").glob("*.yaml")):
-        text = ACTION.sub(substitute, template.read_text())
+        text = ACTION.sub(substitute, conditions(template.read_text()))
         docs += [d for d in yaml.safe_load_all(text) if d]
     return docs

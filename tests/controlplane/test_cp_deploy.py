@@ -75,3 +75,39 @@ def test_dashboard_queries_only_exported_metrics() -> None:
     assert used and used <= exported | {m + "_total" for m in exported} | {m + "_bucket" for m in exported}, used - exported
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
+
+
+def test_replicated_values_render_members_on_etcd_with_tls_and_the_console() -> None:
+    values = {"etcd": {"endpoints": "http://etcd-0:2379,http://etcd-1:2379,http://etcd-2:2379"}, "replicas": 3, "tls": {"secret": "cp-tls"}}
+    docs = render(CHART, values=values)
+    for doc in docs:
+        kubernetes_validate.validate(doc, "1.30", strict=True)
+    kinds = {d["kind"]: d for d in docs}
+    assert "PersistentVolumeClaim" not in kinds, "replicated members keep their state in etcd"
+    dep = kinds["Deployment"]["spec"]
+    assert dep["replicas"] == 3 and dep["strategy"]["rollingUpdate"]["maxUnavailable"] == 1
+    pod = dep["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert "--etcd=http://etcd-0:2379,http://etcd-1:2379,http://etcd-2:2379" in args and not any(a.startswith("--db") for a in args)
+    assert {"--member=$(POD_NAME)", "--tls-cert=/etc/fedplane/tls/tls.crt", "--tls-ca=/etc/fedplane/tls/ca.crt"} <= set(args)
+    assert {v["name"]: v for v in pod["volumes"]}["tls"]["secret"]["secretName"] == "cp-tls"
+    assert "console" in {p["name"] for p in kinds["Service"]["spec"]["ports"]} and "--ui-port=8080" in args
+
+
+def test_single_member_values_keep_one_writer_on_its_volume() -> None:
+    kinds = {d["kind"]: d for d in render(CHART)}
+    args = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--db=$(FEDPLANE_DB)" in args and not any(a.startswith(("--etcd", "--tls")) for a in args)
+    assert "PersistentVolumeClaim" in kinds
+
+
+def test_every_serve_flag_the_chart_passes_exists() -> None:
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+
+    helptext = CliRunner().invoke(main, ["controlplane", "serve", "--help"], terminal_width=200).output
+    for values in ({}, {"etcd": {"endpoints": "http://e:2379"}, "tls": {"secret": "s"}}):
+        args = {d["kind"]: d for d in render(CHART, values=values)}["Deployment"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        for flag in (a.split("=")[0] for a in args[2:]):
+            assert flag in helptext, f"the chart passes {flag}, which serve does not take"
