@@ -511,7 +511,8 @@ def plot(results: list[RunResult], scenario: str, path: str) -> Path:
     worst = [min(c[i] for c in curves) for i in range(len(grid))]
     detected = [100.0 * sum(1 for r in results if r.detect_s is not None and r.detect_s <= t) / len(results) for t in grid]
     return reporting.plot_series(
-        path, f"fedplane drill {scenario}: {len(results)} runs", grid,
+        path, f"fedplane drill {scenario}: {len(results)} run{'' if len(results) == 1 else 's'}", grid,
         {"affected workloads' replicas ready on healthy clusters, median run (%)": median, "worst run (%)": worst},
         "seconds since fault", right={"runs with fault detected (%)": detected}, right_label="% of runs",
+        ylabel="replicas ready elsewhere, %", marks=[(0.0, "fault")],
     )
