@@ -75,17 +75,21 @@ def plot_protocol(curve: list[tuple[float, dict[str, float]]], profile: str, pat
     return reporting.plot_series(
         path, f"openb protocol ({profile}): allocation as GPU demand arrives", arrived,
         {f"{kind} allocated": [ratios[kind] for _, ratios in curve] for kind in ("gpu", "cpu", "mem")},
-        "arrived GPU demand, % of cluster GPU",
+        "arrived GPU demand, % of cluster GPU", ylabel="share of cluster capacity allocated",
     )
 
 
-def plot_replay(result: ReplayResult, path: str) -> Path:
+def plot_replay(result: ReplayResult, path: str, faults: Sequence[Fault] = ()) -> Path:
+    """Allocation and pending pods over simulated time, each fault's start and end marked."""
     tl = result.timeline
     hours = [t / 3600.0 for t in tl.t]
+    marks = [(f.at / 3600.0, f"{f.kind.value} {f.target}") for f in faults]
+    marks += [((f.at + f.duration) / 3600.0, f"{f.target} back") for f in faults if f.duration != float("inf")]
     return reporting.plot_series(
         path, f"twin replay ({result.profile}): allocation and pending over time", hours,
         {"cpu allocated": tl.cpu, "memory allocated": tl.mem, "gpu allocated": tl.gpu},
-        "simulated hours", right={"pods pending": tl.pending}, right_label="pods",
+        "simulated hours", right={"pods pending": tl.pending}, right_label="pods pending",
+        ylabel="share of cluster capacity allocated", marks=marks,
     )
 
 
@@ -145,7 +149,7 @@ def sim(
                 replayed = replay.run(on_event=lambda _t: bar.advance(task))
             summary = {"nodes": len(nodes), **replayed.summary()}
             if plot:
-                summary["plot"] = str(plot_replay(replayed, plot))
+                summary["plot"] = str(plot_replay(replayed, plot, parsed))
     except (TraceError, ValueError, RuntimeError) as exc:
         fail(str(exc))
     except OSError as exc:

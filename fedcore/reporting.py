@@ -75,8 +75,11 @@ def plot_series(
     xlabel: str,
     right: Mapping[str, Sequence[float]] | None = None,
     right_label: str = "",
+    ylabel: str = "",
+    marks: Sequence[tuple[float, str]] = (),
 ) -> Path:
-    """Line plots over ``x`` written as PNG; ``right`` series go on a second y axis (matplotlib, ``full`` extra)."""
+    """Line plots over ``x`` written as PNG (matplotlib, ``full`` extra): ``right`` series on a second y axis,
+    ``marks`` as labelled vertical lines (a fault, a heal), and the legend below the axes, never over the data."""
     try:
         import matplotlib
 
@@ -84,22 +87,27 @@ def plot_series(
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise RuntimeError("plots need matplotlib: pip install 'fedplane[full]'") from exc
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(9, 5))
     for name, ys in series.items():
         ax.plot(x, ys, label=name)
     ax.set_title(title)
     ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel or (next(iter(series)) if len(series) == 1 else ""))
     ax.grid(alpha=0.3)
+    for k, (at, label) in enumerate(marks):  # labels stepped down so close marks stay readable
+        ax.axvline(at, color="0.35", linestyle=":", linewidth=1.2)
+        ax.annotate(label, (at, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12 - 11 * (k % 3)),
+                    textcoords="offset points", fontsize=8, color="0.25")
     handles, labels = ax.get_legend_handles_labels()
     if right:
         ax2 = ax.twinx()
-        for name, ys in right.items():
-            ax2.plot(x, ys, label=name, linestyle="--")
+        for k, (name, ys) in enumerate(right.items()):  # colours after the left axis's, never the same line colour
+            ax2.plot(x, ys, label=name, linestyle="--", color=f"C{(len(series) + k) % 10}")
         ax2.set_ylabel(right_label)
         h2, l2 = ax2.get_legend_handles_labels()
         handles, labels = handles + h2, labels + l2
-    ax.legend(handles, labels, loc="upper left")
-    fig.tight_layout()
+    fig.legend(handles, labels, loc="lower center", ncol=min(3, max(1, len(labels))), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 + 0.045 * ((len(labels) - 1) // 3), 1, 1))
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)

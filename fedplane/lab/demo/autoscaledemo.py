@@ -100,7 +100,8 @@ def plot(section: dict[str, Any], path: Path) -> Path:
     return reporting.plot_series(
         path, f"fedplane demo: workload {section['workload']} autoscaled ({section['policy']}, {section['series']} "
         f"replayed {section['speed']:.0f}x, start-up {section['startup_s']:.0f} s)", t,
-        {"demand (replicas at 100%)": demand, "desired replicas": desired, "ready replicas": ready}, "simulated seconds")
+        {"demand (replicas at 100%)": demand, "desired replicas": desired, "ready replicas": ready}, "simulated seconds",
+        ylabel="replicas")
 
 
 def show(section: dict[str, Any]) -> None:

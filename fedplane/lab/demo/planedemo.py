@@ -180,7 +180,10 @@ def plot(demo: DemoRun, path: Path) -> Path:
     return reporting.plot_series(
         path, f"fedplane demo: {d.victims[0]} goes dark at t=0 ({detected}, {recovered})", xs,
         {f"{c} ready pods": [s[c] for _, s in d.samples] for c in sorted(d.twins)}, "seconds since the outage",
-        right={"affected workloads' replicas ready on healthy clusters (%)": [100 * shares.get(t, 0.0) for t in xs]}, right_label="%",
+        right={"affected workloads' replicas ready on healthy clusters (%)": [100 * shares.get(t, 0.0) for t in xs]},
+        right_label="replicas ready elsewhere, %", ylabel="ready pods per cluster",
+        marks=[(0.0, f"{d.victims[0]} dark"), *([(r.detect_s, "detected")] if r.detect_s is not None else []),
+               *([(r.recovery_s, "recovered")] if r.recovery_s is not None else [])],
     )
 
 
