@@ -15,6 +15,10 @@ as effects (:mod:`edgeagent.effects`):
   back end still shows here keeps its room (*held*) until the back end says otherwise.
 * Re-placing a dead peer (when :mod:`edgeagent.peers` says we are the one) bumps the epoch of
   each of its pods and reports its node not ready.
+* Adoption: a pod we run at epoch e that the back end shows pending, on no node, at that same
+  epoch lost its binding there (a restarted plane rebuilt its twin), not here: nobody else will
+  claim it (the CRDT says we bound it at e), so we bind it again to our node at e. A higher epoch
+  instead means it was re-placed: the epoch rule above releases ours.
 """
 
 from __future__ import annotations
@@ -100,6 +104,9 @@ class Holdings:
             self.held.discard(uid)
             self._free(uid)
         if update.phase is Phase.PENDING and not update.node:
+            if self.running.get(uid) == update.epoch:
+                self._adopt(uid, update, now)
+                return
             held = self.pending.get(uid)
             if held is None:
                 self.pending[uid] = Pending(update.pod, update.epoch, now, now)
@@ -155,7 +162,20 @@ class Holdings:
             self._requeue(uid, p)
         self._release_losers(now)
 
+    def _adopt(self, uid: str, update: PodUpdate, now: float) -> None:
+        """Bind a pod we run here again, at the epoch we run it at (see the module docstring)."""
+        if uid in self.binding:
+            return
+        p = Pending(update.pod, update.epoch, now, now)
+        p.binding = True
+        self.binding[uid] = p
+        held = self.placements.get(uid)
+        self.out.append(Bind(uid, self.node.name, update.epoch, held[1].gpus if held else ()))
+
     def _bound(self, uid: str, p: Pending, now: float) -> None:
+        if self.running.get(uid) == p.epoch:  # adopted: the ledger has it bound here already
+            self.pending.pop(uid, None)
+            return
         out = self.ledger.bind(uid, p.epoch)
         if isinstance(out, Status):  # we lost in the CRDT while the back end bound us: adopt at a new epoch
             self.ledger.bump_epoch(uid)

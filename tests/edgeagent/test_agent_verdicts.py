@@ -143,3 +143,28 @@ def test_a_lone_agent_never_shrinks_its_way_to_a_majority() -> None:
     for t in (7.0, 20.0, 60.0):
         assert reports(p.tick(t)) == []
     assert p.cluster_view() == (1, 5) and not p.has_quorum()
+
+
+def test_pods_a_restarted_back_end_lost_track_of_are_adopted_where_they_run() -> None:
+    """A restarted plane rebuilds its twin with every pod pending at the epoch it was bound at (issue #35: 9-10 of 50
+    pods stayed pending for 89 s while their agents still listed them at epoch 1): each agent running one binds it
+    again to its own node at that epoch; nothing moves, nothing runs twice, nothing is left pending."""
+    from fedcore.pods import Pod
+
+    from edgeagent.clusters import Phase
+    from fedplane.lab.sims.placementsim import PlacementSim
+
+    sim = PlacementSim([Node(f"n{i:02d}", 16000, 65536) for i in range(4)], seed=3)
+    for i in range(24):
+        sim.cluster.submit(Pod(f"p{i:03d}", 1000, 2048))
+    sim.run(3.0)
+    before = {uid: (sim.cluster.bound_node(uid), p.epoch) for uid, p in sim.cluster.pods.items()}
+    assert len(before) == 24 and all(node for node, _ in before.values())
+    for p in sim.cluster.pods.values():  # the plane restarts: its rebuilt twin knows no binding
+        sim.cluster._release(p)
+        p.phase = Phase.PENDING
+        sim.cluster._emit(p)
+    sim.run(6.0)
+    after = {uid: (sim.cluster.bound_node(uid), p.epoch) for uid, p in sim.cluster.pods.items()}
+    assert after == before, "every pod bound again where it runs, at its epoch"
+    assert not sim.evictions and all(p.phase is Phase.RUNNING for p in sim.cluster.pods.values())
