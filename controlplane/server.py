@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,18 +89,29 @@ class Running:
 
 
 async def reconcile(plane: ControlPlane, interval_s: float, clock: Callable[[], float]) -> None:
-    """Tick while this process leads (a standby only answers reads)."""
-    while True:
+    """Tick while this process leads (a standby only answers reads), on a thread of its own: the tick's cadence never
+    waits on the event loop, which a fleet of thousands of agents' reports and binds keeps busy (a tick scheduled
+    through it waited whole seconds between rounds). Ends when cancelled (the thread stops after its current tick)."""
+    stop, thread = threading.Event(), ThreadPoolExecutor(1, thread_name_prefix="reconcile")  # not one of the API's pool
+    try:
+        await asyncio.get_running_loop().run_in_executor(thread, _ticking, plane, interval_s, clock, stop)
+    finally:
+        stop.set()
+        thread.shutdown(wait=False)
+
+
+def _ticking(plane: ControlPlane, interval_s: float, clock: Callable[[], float], stop: threading.Event) -> None:
+    while not stop.is_set():
         try:
             if plane.leading:
-                await asyncio.to_thread(plane.tick, clock())
+                plane.tick(clock())
         except SimulatedCrash:
             raise
         except Fenced as exc:  # deposed while ticking: the campaign steps down
             log.warning("reconcile tick refused: %s", exc)
         except Exception:  # one bad tick must not stop failover for every other cluster
             log.exception("reconcile tick failed")
-        await asyncio.sleep(interval_s)
+        stop.wait(interval_s)
 
 
 async def select_scorers(plane: ControlPlane, clock: Callable[[], float]) -> None:

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 import pytest
 from google.protobuf import json_format
 
-from controlplane.evidence import AgentReport, ClusterEvidence, EvidenceBook, NodeSummary, PeerState
+from controlplane.evidence import (
+    AgentReport,
+    ClusterEvidence,
+    EvidenceBook,
+    NodeSummary,
+    PeerState,
+)
+from controlplane.forecast import LoadForecast
 from controlplane.pacing import REPORT_BUDGET_PER_S, Pacing
 from controlplane.podtypesbook import PodTypesBook
 from controlplane.registry import Placement, PlacementState
@@ -167,6 +174,22 @@ def test_the_pace_holds_ingest_within_its_budget_and_freshness_follows() -> None
         assert agents / interval <= REPORT_BUDGET_PER_S + 1e-9
         assert pace.fresh_for(agents) >= 3 * interval
     assert pace.interval_s(10_000) == 10_000 / REPORT_BUDGET_PER_S
+
+
+def test_the_running_trend_is_the_least_squares_slope_over_the_window() -> None:
+    """Running sums (re-based as time goes on) give the slope a full pass over the window gives."""
+    def slope(samples: list[tuple[float, float]]) -> float:
+        n = len(samples)
+        mt, ml = sum(t for t, _ in samples) / n, sum(v for _, v in samples) / n
+        var = sum((t - mt) ** 2 for t, _ in samples)
+        return sum((t - mt) * (v - ml) for t, v in samples) / var if var else 0.0
+
+    rng, forecast, t = random.Random(3), LoadForecast(), 10_000.0
+    for _ in range(5_000):
+        t += rng.uniform(0.05, 0.5)
+        forecast.add(t, rng.random() * 0.5 + t * 1e-4)
+        if forecast.samples[-1][0] - forecast.samples[0][0] >= forecast.min_span_s:
+            assert forecast.trend() == pytest.approx(slope(list(forecast.samples)), abs=1e-12)
 
 
 @pytest.mark.parametrize("message", [

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from edgeagent.clustercalls import BACKOFF_MAX
 from edgeagent.clusters import ClusterUnavailable
 from edgeagent.linkcodec import EVENT_DELETED
 from edgeagent.planeclient import PlaneClient
@@ -132,20 +133,24 @@ class Fleet:
 
     async def _report(self, cluster: str, node: str, index: int) -> None:
         channel = self.clients[node].channel
-        interval = 0.2
+        interval = backoff = 0.2
         await asyncio.sleep(random.uniform(0, 2.0))  # agents do not start in lockstep
         for sequence in itertools.count(1):
             if cluster in self.silent_since:
                 return  # the node went dark: a dead agent says nothing
             try:
                 ack = await channel.call("ReportAgent", self._message(cluster, node, sequence, time.monotonic()), TIMEOUT_S)
-                self.counters.reports += 1
-                asked = ack.get("report_interval_ms")
-                if isinstance(asked, int) and asked > 0:
-                    self.counters.intervals_ms.add(asked)
-                    interval = min(60.0, max(0.1, asked / 1000))  # as edgeagent.daemon honours it
-            except LinkError:
+            except LinkError:  # as edgeagent.daemon: back off, doubling up to its ceiling
                 self.counters.report_errors += 1
+                backoff = min(BACKOFF_MAX, backoff * 2)
+                await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
+                continue
+            self.counters.reports += 1
+            asked = ack.get("report_interval_ms")
+            if isinstance(asked, int) and asked > 0:
+                self.counters.intervals_ms.add(asked)
+                interval = min(60.0, max(0.1, asked / 1000))  # as edgeagent.daemon honours it
+            backoff = interval
             await asyncio.sleep(interval * random.uniform(0.9, 1.1))
 
     def census(self) -> dict[str, dict[str, int]]:
