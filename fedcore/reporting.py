@@ -45,13 +45,16 @@ def fmt(value: Any) -> str:
 
 
 def table(title: str, rows: Sequence[Mapping[str, Any]], first: str = "", empty: str = "") -> None:
-    """Print rows (dicts sharing keys) as a table on stdout: boxed on a terminal; piped, plain aligned columns that
-    are never truncated (``grep``/``awk`` read whole values, as from kubectl). No rows: ``empty``, if given, on stderr."""
+    """Print rows (dicts sharing keys) as a table on stdout: boxed on a terminal; piped, the title on a line of its own
+    and plain aligned columns that are never truncated (``grep``/``awk`` read whole values, as from kubectl). No rows:
+    ``empty``, if given, on stderr."""
     if not rows:
         if empty:
             stderr.print(Text(empty))
         return
     if not stdout.is_terminal:
+        if title:
+            print(title)
         keys = list(rows[0])
         cells = [[k or first for k in keys]] + [[fmt(row[k]) for k in keys] for row in rows]
         widths = [max(len(line[i]) for line in cells) for i in range(len(keys))]
