@@ -15,6 +15,7 @@ say alive or not), see :mod:`controlplane.verdicts`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 REPORT_BUDGET_PER_S = 1000.0
@@ -32,8 +33,11 @@ class Pacing:
     budget_per_s: float = REPORT_BUDGET_PER_S
 
     def interval_s(self, agents: int) -> float:
-        """The report interval to ask of each of ``agents`` agents."""
-        return max(self.report_interval_s, agents / self.budget_per_s)
+        """The report interval to ask of each of ``agents`` agents: once the budget binds, in whole seconds rounded up,
+        so the pace (and the fresh window, whose every move recounts the evidence) moves once per ``budget_per_s``
+        agents that join, not with each."""
+        needed = agents / self.budget_per_s
+        return self.report_interval_s if needed <= self.report_interval_s else max(self.report_interval_s, float(math.ceil(needed)))
 
     def fresh_for(self, agents: int) -> float:
         """How long a report stays fresh at that pace (the timings' own while the pace is theirs)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from controlplane.autoscaling.actuating import Autoscaling
 from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
 from controlplane.store import Store
+from controlplane.adopting import Adopting
 from controlplane.evidence import AgentReport, AgentRow, EvidenceBook
 from controlplane.expecting import ExpectedAgents
 from controlplane.forecast import LoadForecast
@@ -107,6 +108,8 @@ class ControlPlane:
         self.metrics = metrics or Metrics()
         self.evidence = EvidenceBook(timings.fresh_s)
         self.expected = ExpectedAgents(self.store)
+        self.adopting = Adopting()
+        """Rebuilt twins' pods waiting for the agents that run them to say so (:mod:`controlplane.adopting`)."""
         """Nodes that ever had an agent reporting: a new leader reads their silence, not an empty book, as silence."""
         self.pacing = Pacing(timings.report_interval_s, timings.fresh_s)
         """How often agents are asked to report as the fleet grows (:mod:`controlplane.pacing`)."""
@@ -151,7 +154,7 @@ class ControlPlane:
                     self.register_cluster(spec)
             self._contexts_from = now + self.timings.fresh_s
             self.expected.load()
-            repaired = self.restore(now)
+            repaired = self.restore(now, adopt=True)
             for spec in self.registry.clusters():  # judge every cluster once now: a new leader places submits at once
                 self._probe(spec.name, now)
                 self._judge(spec.name, now)
@@ -207,6 +210,12 @@ class ControlPlane:
         ok = self.evidence.add_report(report, self.clock())
         self.metrics.reports.labels(str(ok).lower()).inc()
         return ok
+
+    def adopt(self, cluster: str, node: str, held: Iterable[tuple[str, int]]) -> list[str]:
+        """What ``node``'s agent says it runs, adopted while ``cluster``'s rebuilt twin waits for it."""
+        twin = self.backends.twins().get(cluster)
+        with self.lock:
+            return self.adopting.adopt(twin, node, held) if twin is not None else []
 
     def report_interval_s(self) -> float:
         """The interval each agent is asked to report at now (the ack's ``report_interval_ms``)."""
@@ -301,7 +310,7 @@ class ControlPlane:
                 self._record(DecisionRecord(now, "delete", name, ",".join(removed), "", reasons))
             return removed, pending
 
-    def restore(self, now: float) -> list[str]:
+    def restore(self, now: float, adopt: bool = False) -> list[str]:
         """Make the clusters hold what the store says they should (on start and on takeover).
 
         Every placed replica count is created where it is missing (an embedded twin starts
@@ -309,7 +318,8 @@ class ControlPlane:
         epoch, or scaled up where
         short; nothing is scaled down here, so a migration in flight (resumed from the journal
         by the executor) is never undone. An unreachable cluster is left to failover. Returns
-        what was repaired, also recorded as a decision.
+        what was repaired, also recorded as a decision. ``adopt`` (a take-over): an embedded twin whose agents bind
+        rebuilds at the same epoch and adopts what agents run (:mod:`controlplane.adopting`).
         """
         repaired: list[str] = []
         with self.lock:
@@ -323,6 +333,11 @@ class ControlPlane:
                     try:
                         have = backend.get_workload(p.workload).spec.replicas
                     except errors.NotFound:
+                        if adopt and isinstance(backend, TwinCluster) and backend.binder is Binder.EXTERNAL:
+                            backend.create_workload(w.spec(p.replicas, p.epoch, scheduler_name=self.registry.scheduler_name(p.cluster)))
+                            self.adopting.start(p.cluster, (s.name for s in backend.list_pods(p.workload)), now)
+                            repaired.append(f"{p.workload}: {p.replicas} replicas rebuilt on {p.cluster} at epoch {p.epoch}: agents' copies adopted")
+                            continue
                         # a new incarnation gets a new fencing epoch: binders (edge agents) that still
                         # hold claims on the lost pods' (pod, epoch) would otherwise never bind them again
                         with self.store.tx():
@@ -408,6 +423,8 @@ class ControlPlane:
             for spec in specs:
                 self._probe(spec.name, now)
             self.expected.learn(self.evidence.reports.keys())
+            for cluster, n in self.adopting.close(self.backends.twins(), self.expected.nodes, now).items():
+                self._record(DecisionRecord(now, "adoption-closed", "", cluster, "", (f"{n} rebuilt pods no agent runs: a new epoch",)))
             for spec in specs:
                 self._judge(spec.name, now)
             listed, placements = self.registry.workloads(), self.registry.placements()

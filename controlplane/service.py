@@ -62,17 +62,21 @@ async def _run(ctx: grpc.aio.ServicerContext, fn: Callable[..., T], *args: Any) 
 
 
 async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: Any) -> cp.AgentAck:
-    """One agent's report into the evidence book, over gRPC or the twin link; the ack carries its cluster's workload context."""
+    """One agent's report into the evidence book, over gRPC or the twin link; the ack carries its cluster's workload context
+    and, while a rebuilt twin waits for its agents, asks for the pods the agent runs, which are adopted (controlplane.adopting)."""
     try:
         report = convert.agent_report(request)
     except ValueError as exc:
         await _abort(context, exc)
     accepted = plane.report(report)
+    if request.held:
+        await asyncio.to_thread(plane.adopt, report.cluster, report.node, [(h.pod, h.epoch) for h in request.held])
     return cp.AgentAck(
         accepted=accepted, server_time_ms=int(plane.clock() * 1000),
         report_interval_ms=round(plane.report_interval_s() * 1000),
         reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
         context=convert.workload_context(plane.contexts.get(report.cluster)),
+        send_held=plane.adopting.wanted(report.cluster, report.node),
     )
 
 

@@ -238,13 +238,14 @@ class Agent:
         channel = (self.cluster.channel if isinstance(self.cluster, PlaneClient) and shared
                    else agentlink.LinkChannel(address, link_tls(self.config), credentials.token_in(self.config.backend.credentials)))
         interval = backoff = self.config.report.interval
+        held = False  # the plane asked for the pods we run (its rebuilt twin adopts them)
         try:
             while True:
                 self.reports_sent += 1
                 wan = self.wan.members() if self.wan is not None else {}
                 lan = {name: view for name, view in self.gossip_.members().items() if name != self.gossip_.name}
                 message = reporting.report(self.placer_, self.config.cluster, self.agent_id, self.reports_sent,
-                                           lan, wan, self._wan_ids(), self._health(), self.context.current)
+                                           lan, wan, self._wan_ids(), self._health(), self.context.current, held)
                 try:
                     ack = await channel.call("ReportAgent", message, self.config.backend.timeout)
                 except agentlink.LinkError as exc:
@@ -259,6 +260,7 @@ class Agent:
                     await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
                     continue
                 self.report_error = None
+                held = ack.get("send_held") is True
                 self._take_context(ack.get("context"))
                 if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
                     self.backend_error = None  # the link answers again

@@ -30,6 +30,7 @@ def identity(cluster: str, node: str) -> str:
 def report(
     placer: Placer, cluster: str, agent_id: str, sequence: int, lan: Mapping[str, MemberView],
     wan: Mapping[str, MemberView], wan_ids: Mapping[str, str], health: str | None, context: WorkloadContext = NONE,
+    held: bool = False,
 ) -> Wire:
     """The report: our node's summary, our cluster's peers by node name, other clusters' members by ``cluster/node``,
     and the workload context we score with — only once we have one: a control plane that predates the field
@@ -37,7 +38,9 @@ def report(
 
     ``lan`` are our cluster's other gossip members by member name (the placer knows their nodes once their
     state record arrived; until then the member name stands in); ``wan`` the federation pool's
-    members, named through ``wan_ids`` (member -> ``cluster/node``, from their identity records).
+    members, named through ``wan_ids`` (member -> ``cluster/node``, from their identity records). ``held``: the
+    plane's last ack asked for the pods we run and their epochs (a rebuilt twin adopts them); never sent unasked, so
+    a plane that predates the field never sees it.
     """
     node = placer.node
     capacity = node.capacity
@@ -62,6 +65,8 @@ def report(
     }
     if context.known:
         message["context"] = context.to_wire(profile=False)  # its version names the profile
+    if held:
+        message["held"] = [{"pod": pod, "epoch": epoch} for pod, epoch in sorted(placer.running.items())]
     return message
 
 

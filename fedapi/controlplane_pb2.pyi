@@ -188,7 +188,7 @@ class NodeSummary(_message.Message):
     def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., pods: _Optional[int] = ..., arch: _Optional[str] = ..., ready: _Optional[bool] = ..., model_version: _Optional[str] = ..., load: _Optional[float] = ...) -> None: ...
 
 class AgentReport(_message.Message):
-    __slots__ = ("cluster", "node", "agent_id", "sequence", "summary", "peers", "healthy", "health_reason", "context")
+    __slots__ = ("cluster", "node", "agent_id", "sequence", "summary", "peers", "healthy", "health_reason", "context", "held")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +198,7 @@ class AgentReport(_message.Message):
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     HEALTH_REASON_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     node: str
     agent_id: str
@@ -207,7 +208,16 @@ class AgentReport(_message.Message):
     healthy: bool
     health_reason: str
     context: WorkloadContext
-    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ...) -> None: ...
+    held: _containers.RepeatedCompositeFieldContainer[HeldPod]
+    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., agent_id: _Optional[str] = ..., sequence: _Optional[int] = ..., summary: _Optional[_Union[NodeSummary, _Mapping]] = ..., peers: _Optional[_Iterable[_Union[PeerView, _Mapping]]] = ..., healthy: _Optional[bool] = ..., health_reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., held: _Optional[_Iterable[_Union[HeldPod, _Mapping]]] = ...) -> None: ...
+
+class HeldPod(_message.Message):
+    __slots__ = ("pod", "epoch")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    pod: str
+    epoch: int
+    def __init__(self, pod: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class WorkloadContext(_message.Message):
     __slots__ = ("cpu_pressure", "version", "profile", "scorer", "max_cpu_milli", "max_gpus")
@@ -242,18 +252,20 @@ class PodTypes(_message.Message):
     def __init__(self, cpu: _Optional[_Iterable[int]] = ..., milli: _Optional[_Iterable[int]] = ..., count: _Optional[_Iterable[int]] = ..., weight: _Optional[_Iterable[float]] = ..., slots: _Optional[_Iterable[int]] = ..., pinned: _Optional[float] = ...) -> None: ...
 
 class AgentAck(_message.Message):
-    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context")
+    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context", "send_held")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     REPORT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    SEND_HELD_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     server_time_ms: int
     report_interval_ms: int
     reason: str
     context: WorkloadContext
-    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ...) -> None: ...
+    send_held: bool
+    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., send_held: _Optional[bool] = ...) -> None: ...
 
 class PodTemplate(_message.Message):
     __slots__ = ("cpu_milli", "memory_mib", "gpus", "gpu_model", "archs", "tolerations", "node_selector", "priority", "image")

@@ -15,7 +15,7 @@ import enum
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -275,6 +275,20 @@ class TwinCluster:
             if moved:
                 self.safety.released[node] = self.safety.released.get(node, 0) + moved  # watchers (agents) learn it is pending at a new epoch
         self._advance()
+        return moved
+
+    @_locked
+    def refence(self, pods: Iterable[str]) -> int:
+        """A new epoch for each of ``pods`` still pending on no node: a claim or copy at the old epoch must lose (the
+        plane's adoption window after a rebuild closed without an agent saying it runs them). Returns how many."""
+        self._enter()
+        moved = 0
+        for name in pods:
+            p = self.pods.get(name)
+            if p is not None and p.phase is Phase.PENDING and p.placement is None:
+                p.epoch += 1
+                moved += 1
+                self._emit(EventKind.MODIFIED, p)
         return moved
 
     @_locked

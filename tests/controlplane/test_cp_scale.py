@@ -174,6 +174,7 @@ def test_the_pace_holds_ingest_within_its_budget_and_freshness_follows() -> None
         assert agents / interval <= REPORT_BUDGET_PER_S + 1e-9
         assert pace.fresh_for(agents) >= 3 * interval
     assert pace.interval_s(10_000) == 10_000 / REPORT_BUDGET_PER_S
+    assert len({pace.interval_s(n) for n in range(10_001)}) <= 12, "a fleet joining one by one moves the pace a few times"
 
 
 def test_the_running_trend_is_the_least_squares_slope_over_the_window() -> None:

@@ -197,3 +197,46 @@ def test_a_leader_that_lost_its_lease_never_names_itself(tmp_path: Path) -> None
         assert not shown.is_leader and shown.leader == ""
 
     asyncio.run(run())
+
+
+def test_a_rebuilt_twin_adopts_what_agents_run_and_refences_the_rest(tmp_path: Path) -> None:
+    """Restart after a submit: the twin comes back with every pod pending; pods agents say they run at the twin's epoch
+    are bound where they run (the same epoch: no second copy, nothing stopped); once every expected agent answered,
+    the pods nobody runs get a new epoch, so a claim or copy at the old one loses at the fence."""
+    from controlplane.adopting import ADOPT_S
+
+    clock = Clock()
+    first = plane(tmp_path / "cp.db", clock)
+    for seq, node in enumerate(NODES, 1):
+        first.report(report(node, seq))
+    first.tick(clock.now)
+    first.submit(Workload("web", 6, Template(100, 64), Policy()), dry_run=False)
+    twin = first.backends.twins()["c0"]
+    for i, node in enumerate(("c0-n0", "c0-n0", "c0-n1", "c0-n1")):
+        assert twin.bind_pod(f"web-{i}", node, 1).ok
+    first.close()
+    clock.now += 5.0
+    second = plane(tmp_path / "cp.db", clock)
+    rebuilt = second.backends.twins()["c0"]
+    assert {(s.name, s.epoch, s.node) for s in rebuilt.list_pods()} == {(f"web-{i}", 1, "") for i in range(6)}
+    assert second.adopting.wanted("c0", "c0-n0")
+    assert second.adopt("c0", "c0-n0", [("web-0", 1), ("web-1", 1), ("web-4", 0)]) == ["web-0", "web-1"]  # web-4: an older epoch
+    assert not second.adopting.wanted("c0", "c0-n0")  # answered: its acks stop asking
+    second.tick(clock.now)
+    assert second.adopting.open, "still waiting for c0-n1 and c0-n2"
+    assert second.adopt("c0", "c0-n1", [("web-2", 1), ("web-3", 1), ("web-0", 1)]) == ["web-2", "web-3"]  # web-0 is n0's
+    second.adopt("c0", "c0-n2", [])
+    second.tick(clock.now)
+    assert not second.adopting.open
+    pods = {s.name: (s.epoch, s.node) for s in rebuilt.list_pods()}
+    assert pods == {"web-0": (1, "c0-n0"), "web-1": (1, "c0-n0"), "web-2": (1, "c0-n1"), "web-3": (1, "c0-n1"),
+                    "web-4": (2, ""), "web-5": (2, "")}
+    assert rebuilt.safety.duplicate_binds == rebuilt.safety.stale_binds == 0
+    assert any(d.kind == "adoption-closed" for d in second.registry.decisions(10))
+    # a window nobody answers closes on time
+    second.close()
+    third = plane(tmp_path / "cp.db", clock)
+    assert third.adopting.open
+    clock.now += ADOPT_S
+    third.tick(clock.now)
+    assert not third.adopting.open and all(s.epoch == 2 for s in third.backends.twins()["c0"].list_pods())
