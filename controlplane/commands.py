@@ -167,6 +167,9 @@ def controlplane() -> None:
 @click.option("--admin-credentials", default="fedplane-admin.cred", show_default=True, type=click.Path(dir_okay=False),
               envvar="FEDPLANE_ADMIN_CREDENTIALS", show_envvar=True,
               help="Admin credential file: written (0600) on first start, kept while this plane knows its token.")
+@click.option("--models", "models_dir", default="", type=click.Path(file_okay=False),
+              help="Models directory: the plane signs the models it promotes or canaries (its key created here on first start) "
+                   "and agents fetch them over their link; empty: the plane ships no models.")
 @click.option("--insecure", is_flag=True, help="Check no credentials (anyone who reaches the port is admin): loopback only.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Log lines on stderr: text (UTC times) or one JSON object per line; every decision is one line.")
@@ -174,7 +177,7 @@ def controlplane() -> None:
 def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, ui_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
-    scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, insecure: bool,
+    scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, models_dir: str, insecure: bool,
     log_format: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics.
@@ -185,6 +188,7 @@ def serve(
     --admin-credentials.
     """
     from controlplane import auth, campaigning, logs, server
+    from controlplane.modelshelf import ModelShelf
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec, Placer
     from controlplane.runtime import Backends, ControlPlane
@@ -235,6 +239,7 @@ def serve(
             for spec in specs:
                 plane.register_cluster(spec)
         gate: auth.Authenticator | auth.Insecure = auth.INSECURE if insecure else checker
+        shelf = ModelShelf(Path(models_dir)) if models_dir else None
         if insecure:
             reporting.stderr.print("warning: --insecure: no credentials are checked, anyone who reaches this port is admin")
     except (ValueError, OSError, errors.BackendError, StoreError) as exc:
@@ -242,7 +247,7 @@ def serve(
 
     async def main() -> None:
         running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, link_port=agent_port, leadership=leadership,
-                                     auth=gate)
+                                     auth=gate, shelf=shelf)
         if isinstance(gate, auth.Authenticator):
             try:
                 _admin_credential(gate, admin_credentials, advertise or f"{host}:{running.port}")
@@ -421,6 +426,9 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @click.option("--maintenance-window", default="", metavar="HH:MM-HH:MM", help="Daily UTC window for --failback maintenance.")
 @click.option("--group", default="", help="Workloads of one group fail back together.")
 @click.option("--stateful", is_flag=True, help="Its replicas write a volume: migrations hand the state over (fence, checkpoint, restore).")
+@click.option("--qos", default="online", show_default=True, type=click.Choice(["online", "batch"]),
+              help="online: latency-sensitive, never on reclaimed capacity; batch: best-effort, runs on what online pods "
+                   "reserve but do not use, suppressed or preempted (lowest bid first) when online needs it back.")
 @click.option("--dry-run", is_flag=True, help="Say where it would go and why, without acting.")
 @click.option("--request-id", default="", help="Idempotency key: a retried submit with the same id returns the first answer (default: a fresh one).")
 @client_options
@@ -428,14 +436,14 @@ def submit(
     name: str, replicas: int, cpu_milli: int, memory_mib: int, gpus: int, gpu_model: str, archs: Sequence[str], spread: str,
     only_clusters: Sequence[str], only_regions: Sequence[str], avoid: Sequence[str], tolerations: Sequence[str], pinned: bool,
     max_per_cluster: int, home_region: str, failback: str, failback_window: float, maintenance_window: str, group: str,
-    stateful: bool, dry_run: bool, request_id: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None,
+    stateful: bool, qos: str, dry_run: bool, request_id: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None,
     tls_ca: str | None,
 ) -> None:
     """Submit a workload with its placement policy (or --dry-run: explain the placement only)."""
     spec = cp.WorkloadSpec(
         name=name, replicas=replicas,
         pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=memory_mib, gpus=gpus, gpu_model=gpu_model, archs=archs,
-                           tolerations=[_toleration(t) for t in tolerations]),
+                           tolerations=[_toleration(t) for t in tolerations], qos=qos),
         policy=cp.PlacementPolicy(spread=SPREADS[spread], clusters=only_clusters, regions=only_regions, avoid_clusters=avoid,
                                   movable=not pinned, max_per_cluster=max_per_cluster, home_region=home_region, failback=failback,
                                   failback_window_s=failback_window, maintenance_window=maintenance_window, group=group),
@@ -453,10 +461,10 @@ def submit(
 @click.option("--workload", default="", help="Only this workload.")
 @client_options
 def placements(workload: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
-    """Where every workload runs (cluster, replicas ready/desired, fencing epoch, state) and why."""
+    """Where every workload runs (class, cluster, replicas ready/desired, fencing epoch, state) and why."""
     found = call(target, tls_files(tls_cert, tls_key, tls_ca), "GetPlacements", cp.GetPlacementsRequest(workload=workload))
     emit(as_json, found, "placements", lambda d: [
-        {"workload": w["workload"], "cluster": p["cluster"], "ready": f"{p.get('ready', 0)}/{p.get('replicas', 0)}",
+        {"workload": w["workload"], "class": w.get("qos") or "online", "cluster": p["cluster"], "ready": f"{p.get('ready', 0)}/{p.get('replicas', 0)}",
          "epoch": p.get("epoch", 0), "state": p.get("state", ""), "why": "; ".join(r["message"] for r in w.get("reasons", []))[:120]}
         for w in d.get("workloads", []) for p in w.get("placements", [])
     ])

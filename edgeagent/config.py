@@ -99,6 +99,8 @@ class ModelsSection:
     dir: str = _opt("", "directory of policy artifacts, one per version (federated's format); empty = <data_dir>/models")
     poll_interval: float = _opt(5.0, "seconds between scans of the models directory")
     shipped: bool = _opt(True, "score with the model shipped in the package while the models directory holds none (false: the heuristic)")
+    fetch: bool = _opt(True, "twin back end: fetch the models the control plane's registry promotes or canaries over the twin link into the models directory (signed; only a version this agent lacks)")
+    signer: str = _opt("", "hex Ed25519 public key the plane signs models with (its models directory's signing.key); empty = pin the first key the plane shows")
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,6 +372,9 @@ def _check_ranges(config: AgentConfig) -> None:
                 split_addr(value)
             except ValueError as exc:
                 raise ConfigError(name, str(exc)) from None
+    signer = config.models.signer
+    if signer and (len(signer) != 64 or any(c not in "0123456789abcdefABCDEF" for c in signer)):
+        raise ConfigError("models.signer", "must be the plane's Ed25519 public key: 64 hex digits")
     if config.tls.enabled:
         for name in ("cert", "key", "ca"):
             if not getattr(config.tls, name):

@@ -18,7 +18,7 @@ import random
 import signal
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedapi import agentlink, credentials
 from fedcore.agentcmd import LOSS_ENV
@@ -44,6 +44,9 @@ from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring
 from gossip.members import MemberState
 from gossip.udp import Event, UdpGossip
+
+if TYPE_CHECKING:
+    from edgeagent.planeclient import PlaneClient
 
 log = logging.getLogger("edgeagent")
 
@@ -156,6 +159,10 @@ class Agent:
             self._spawn(self._report_loop(self.config.report_address))
         self._spawn(self._every(self.config.gossip.probe_interval, lambda: self._sample_awareness(loop.time())))
         self._spawn(self._every(self.config.models.poll_interval, lambda: self._swap_model(models)))
+        from edgeagent.planeclient import PlaneClient
+
+        if self.config.models.fetch and isinstance(self.cluster, PlaneClient):
+            self._spawn(self._fetch_models(self.cluster, node.name, models))
         if self.config.federation.enabled:
             self._spawn(federation.supervise(self.config.federation, self.data))
         if self.handle_signals:
@@ -261,6 +268,7 @@ class Agent:
                     continue
                 self.report_error = None
                 held = ack.get("send_held") is True
+                channel.members.learn(ack.get("members"))  # a replicated plane's other members, for when this one dies
                 self._take_context(ack.get("context"))
                 if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
                     self.backend_error = None  # the link answers again
@@ -355,6 +363,27 @@ class Agent:
             return (f"cut off from peers: sees {alive} of {total} agents alive (own health score "
                     f"{self.placer.awareness}); no quorum, not acting for dead peers")
         return None
+
+    async def _fetch_models(self, plane: PlaneClient, node: str, models: ModelWatcher) -> None:
+        """Keep the models directory holding what the plane offers this node (:mod:`edgeagent.modelfetching`); a model
+        that arrived is swapped in at once, not at the next scan."""
+        from edgeagent.modelfetching import ModelFetcher
+
+        timeout = self.config.backend.timeout
+        fetcher = ModelFetcher(lambda method, request: plane.channel.call(method, request, timeout), self.config.cluster, node,
+                               self.config.models_path, self.config.models.signer)
+        while True:
+            try:
+                if await fetcher.sync():
+                    self._swap_model(models)
+            except agentlink.LinkError as exc:
+                if exc.code == "UNIMPLEMENTED":
+                    log.info("the back end ships no models (%s): only the models directory's own", exc.details)
+                    return
+                log.debug("model fetch: %s", exc)
+            except OSError as exc:
+                log.warning("model fetch: cannot write %s: %s", self.config.models_path, exc)
+            await asyncio.sleep(self.config.models.poll_interval)
 
     def _swap_model(self, models: ModelWatcher) -> None:
         scorer = models.scan()

@@ -133,7 +133,9 @@ class _Served:
             why = self.gate.refusal(self.principal, f"/{_SERVICE.full_name}/{name}", request) if self.gate is not None else None
             if why is not None:
                 raise _Abort("PERMISSION_DENIED", why)
-            method = getattr(self.servicer, name)
+            method = getattr(self.servicer, name, None)
+            if method is None:  # a servicer of an older schema (a test harness): the client learns it, no traceback
+                raise _Abort("UNIMPLEMENTED", f"this server does not serve {name}")
             if streaming:
                 async for item in method(request, self._context):
                     self._send(Kind.ITEM, frame.call, encode(to_wire(item)))

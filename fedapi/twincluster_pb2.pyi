@@ -50,7 +50,7 @@ BIND_DUPLICATE: BindOutcome
 BIND_REJECTED: BindOutcome
 
 class PodSpec(_message.Message):
-    __slots__ = ("gpu_count", "gpu_milli_each", "gpu_model", "archs", "node_selector", "tolerations", "max_per_node", "priority")
+    __slots__ = ("gpu_count", "gpu_milli_each", "gpu_model", "archs", "node_selector", "tolerations", "max_per_node", "priority", "qos")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,7 @@ class PodSpec(_message.Message):
     TOLERATIONS_FIELD_NUMBER: _ClassVar[int]
     MAX_PER_NODE_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
     gpu_count: int
     gpu_milli_each: int
     gpu_model: str
@@ -74,7 +75,8 @@ class PodSpec(_message.Message):
     tolerations: _containers.RepeatedCompositeFieldContainer[_common_pb2.Toleration]
     max_per_node: int
     priority: int
-    def __init__(self, gpu_count: _Optional[int] = ..., gpu_milli_each: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., tolerations: _Optional[_Iterable[_Union[_common_pb2.Toleration, _Mapping]]] = ..., max_per_node: _Optional[int] = ..., priority: _Optional[int] = ...) -> None: ...
+    qos: str
+    def __init__(self, gpu_count: _Optional[int] = ..., gpu_milli_each: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., tolerations: _Optional[_Iterable[_Union[_common_pb2.Toleration, _Mapping]]] = ..., max_per_node: _Optional[int] = ..., priority: _Optional[int] = ..., qos: _Optional[str] = ...) -> None: ...
 
 class Pod(_message.Message):
     __slots__ = ("name", "workload", "epoch", "phase", "ready", "node", "requests", "spec")
@@ -242,3 +244,43 @@ class SafetyCounters(_message.Message):
     duplicate_binds: int
     stale_binds: int
     def __init__(self, duplicate_binds: _Optional[int] = ..., stale_binds: _Optional[int] = ...) -> None: ...
+
+class SignedModel(_message.Message):
+    __slots__ = ("version", "sha256", "size", "signature")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    sha256: str
+    size: int
+    signature: bytes
+    def __init__(self, version: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., signature: _Optional[bytes] = ...) -> None: ...
+
+class FetchModelRequest(_message.Message):
+    __slots__ = ("cluster", "node", "want", "offset")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    WANT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    node: str
+    want: str
+    offset: int
+    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., want: _Optional[str] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ModelOffer(_message.Message):
+    __slots__ = ("current", "canary", "canary_weight", "signer", "chunk", "offset")
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CANARY_FIELD_NUMBER: _ClassVar[int]
+    CANARY_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    SIGNER_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    current: SignedModel
+    canary: SignedModel
+    canary_weight: float
+    signer: bytes
+    chunk: bytes
+    offset: int
+    def __init__(self, current: _Optional[_Union[SignedModel, _Mapping]] = ..., canary: _Optional[_Union[SignedModel, _Mapping]] = ..., canary_weight: _Optional[float] = ..., signer: _Optional[bytes] = ..., chunk: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...

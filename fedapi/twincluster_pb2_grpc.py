@@ -76,6 +76,11 @@ class TwinClusterStub:
                 request_serializer=controlplane__pb2.AgentReport.SerializeToString,
                 response_deserializer=controlplane__pb2.AgentAck.FromString,
                 _registered_method=True)
+        self.FetchModel = channel.unary_unary(
+                '/fedplane.v1.TwinCluster/FetchModel',
+                request_serializer=twincluster__pb2.FetchModelRequest.SerializeToString,
+                response_deserializer=twincluster__pb2.ModelOffer.FromString,
+                _registered_method=True)
 
 
 class TwinClusterServicer:
@@ -133,6 +138,14 @@ class TwinClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def FetchModel(self, request, context):
+        """The models an agent's node should run (the current one, a canary on trial), each signed by the plane's registry;
+        with `want`, also a chunk of that model's bundle from `offset`: an agent downloads only a version it lacks.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TwinClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -175,6 +188,11 @@ def add_TwinClusterServicer_to_server(servicer, server):
                     servicer.ReportAgent,
                     request_deserializer=controlplane__pb2.AgentReport.FromString,
                     response_serializer=controlplane__pb2.AgentAck.SerializeToString,
+            ),
+            'FetchModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchModel,
+                    request_deserializer=twincluster__pb2.FetchModelRequest.FromString,
+                    response_serializer=twincluster__pb2.ModelOffer.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -393,6 +411,33 @@ class TwinCluster:
             '/fedplane.v1.TwinCluster/ReportAgent',
             controlplane__pb2.AgentReport.SerializeToString,
             controlplane__pb2.AgentAck.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedplane.v1.TwinCluster/FetchModel',
+            twincluster__pb2.FetchModelRequest.SerializeToString,
+            twincluster__pb2.ModelOffer.FromString,
             options,
             channel_credentials,
             insecure,

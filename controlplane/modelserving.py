@@ -1,0 +1,52 @@
+"""The agents' link with models on it: the TwinCluster servicer plus ``FetchModel`` from the plane's :mod:`modelshelf`.
+
+Why a call on the agents' link (and not a file server or the SuperLink): the link already reaches every agent that
+binds pods, through the same leader following, mTLS and credentials (an agent's credential fetches only for its own
+cluster and node), and it keeps gRPC and protobuf off the agent. A bundle travels in chunks well under the link's
+frame limit; an agent asks for one only when the offer names a version it lacks, so a fleet on its current model
+costs one small answer per agent per poll.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+
+from controlplane.campaigning import Leadership, Solo
+from controlplane.modelshelf import ModelShelf
+from controlplane.runtime import ControlPlane
+from controlplane.service import TwinClusterService
+from fedapi import twincluster_pb2 as tw
+from federated.runtime.modelbundles import Signed
+
+CHUNK = 512 * 1024
+"""Bundle bytes per answer (a link frame may carry 16 MiB; smaller chunks keep other calls on the connection moving)."""
+
+
+def _signed(model: Signed | None) -> tw.SignedModel:
+    if model is None:
+        return tw.SignedModel()
+    return tw.SignedModel(version=model.version, sha256=model.sha256, size=model.size, signature=model.signature)
+
+
+class ModelServingTwin(TwinClusterService):
+    """:class:`TwinClusterService` answering ``FetchModel`` from ``shelf`` (None: the plane ships no models)."""
+
+    def __init__(self, plane: ControlPlane, leadership: Leadership = Solo(), shelf: ModelShelf | None = None) -> None:
+        super().__init__(plane, leadership)
+        self.shelf = shelf
+
+    async def FetchModel(self, request: tw.FetchModelRequest, context: Any) -> tw.ModelOffer:
+        if self.shelf is None:
+            return tw.ModelOffer()
+        offer = self.shelf.offer(request.cluster, request.node)
+        chunk = b""
+        if request.want:
+            if request.want not in {m.version for m in (offer.current, offer.canary) if m is not None}:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"model {request.want[:40]!r} is not offered to this agent now")
+            if request.offset < 0:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"offset must be >= 0, not {request.offset}")
+            chunk = self.shelf.chunk(request.want, request.offset, CHUNK)
+        return tw.ModelOffer(current=_signed(offer.current), canary=_signed(offer.canary), canary_weight=offer.weight,
+                             signer=self.shelf.signer, chunk=chunk, offset=request.offset)
