@@ -39,12 +39,15 @@ from fedcore.loopback import free_ports
 STOP_GRACE_S = 3.0
 CONVERGE_TIMEOUT_S = 60.0
 AGENT_SETTINGS: dict[str, Any] = {
-    "log_level": "warning",
-    "gossip": {"probe_interval": 0.5, "reap_after": 30.0},
-    "backend": {"timeout": 2.0, "status_interval": 10.0},
+    "log_level": "info",
+    "gossip": {},
+    "backend": {},
     "probe": {"kind": "twin"},
 }
-"""What every agent's YAML carries beyond its identity, addresses and data directory."""
+"""What every agent's YAML carries beyond its identity, addresses and data directory: no timing of its own, so
+drills run the shipped gossip, back-end and placement timings (the twin probe stands in for the machine's)."""
+TIMINGS = "defaults"
+"""What the drills' JSON says of the agents' timings."""
 EVIDENCE = "real fedplane agent processes (one per twin node), each reporting itself with its gossip views"
 
 
@@ -67,6 +70,10 @@ class Hosts(Protocol):
         """Cut these nodes' hosts off from the control plane (their agents keep gossiping)."""
         ...
 
+    def isolate(self, nodes: Sequence[str]) -> None:
+        """Cut every link of these nodes' hosts: control plane, agent link and gossip mesh (a whole-host cut)."""
+        ...
+
     def heal(self, nodes: Sequence[str]) -> None: ...
 
 
@@ -84,6 +91,9 @@ class Loopback:
 
     def cut_off(self, nodes: Sequence[str]) -> None:
         pass
+
+    def isolate(self, nodes: Sequence[str]) -> None:
+        raise NotImplementedError("a whole-host cut needs hosts of their own (network namespaces)")
 
     def heal(self, nodes: Sequence[str]) -> None:
         pass
@@ -198,10 +208,34 @@ class AgentFleet:
 
     def kill_agents(self, cluster: str) -> None:
         for agent in self._of(cluster):
-            if agent.process is not None and agent.alive:
-                os.killpg(agent.process.pid, signal.SIGKILL)
-                agent.process.wait()
-            agent.killed = True
+            self.kill_agent(agent.node)
+
+    def kill_agent(self, node: str) -> None:
+        """SIGKILL the node's agent (its process group); :meth:`restart_agent` or :meth:`heal` starts it again."""
+        agent = self._agent(node)
+        if agent.process is not None and agent.alive:
+            os.killpg(agent.process.pid, signal.SIGKILL)
+            agent.process.wait()
+        agent.killed = True
+
+    def restart_agent(self, node: str) -> None:
+        """Start a killed agent again on its data directory (journal replay, as after a reboot)."""
+        agent = self._agent(node)
+        if agent.killed:
+            agent.killed = False
+            self._spawn(agent)
+
+    def isolate(self, nodes: Sequence[str]) -> None:
+        """Whole-host cut of ``nodes`` (every link; see :meth:`Hosts.isolate`)."""
+        self.hosts.isolate(nodes)
+
+    def heal_hosts(self, nodes: Sequence[str]) -> None:
+        self.hosts.heal(nodes)
+
+    def endpoint(self, node: str) -> tuple[str, int]:
+        """Where the node's agent serves HTTP (/pods, /healthz, /metrics)."""
+        agent = self._agent(node)
+        return agent.host, agent.http_port
 
     def cut_off(self, cluster: str) -> None:
         self.hosts.cut_off(self.nodes[cluster])
@@ -244,6 +278,9 @@ class AgentFleet:
 
     def _of(self, cluster: str) -> list[_Agent]:
         return [a for a in self.agents if a.cluster == cluster]
+
+    def _agent(self, node: str) -> _Agent:
+        return next(a for a in self.agents if a.node == node)
 
     def _spawn(self, agent: _Agent) -> None:
         if agent.log is None:

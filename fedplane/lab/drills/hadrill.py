@@ -236,7 +236,7 @@ def _until(check: Callable[[], bool], timeout_s: float) -> bool:
     return False
 
 
-def _stale_writes(etcd: EtcdClient, first: int, tokens: list[int]) -> int:
+def stale_writes(etcd: EtcdClient, first: int, tokens: list[int]) -> int:
     """Revisions after ``first`` written under a token older than the newest election before them."""
     key = base64.b64encode((PREFIX + WRITER_KEY).encode()).decode()
     last = int(etcd.post("/kv/range", {"key": key})["header"]["revision"])
@@ -352,7 +352,7 @@ def _one_run(i: int, fleet: Fleet, etcd: EtcdClient | None, config: HaDrillConfi
     for mid in started:
         if migrations[mid].state not in (cp.MIGRATION_DONE, cp.MIGRATION_FAILED, cp.MIGRATION_CANCELLED):
             notes.append(f"migration {mid} still {cp.MigrationState.Name(migrations[mid].state)}")
-    stale = 0 if etcd is None else _stale_writes(etcd, first_rev, tokens)
+    stale = 0 if etcd is None else stale_writes(etcd, first_rev, tokens)
     for n in accepted:  # the next run starts from the steady fleet again
         fleet.write("DeleteWorkload", cp.DeleteWorkloadRequest(workload=n))
     return HaRun(mode, takeover, float(new_info.take_over_s), len(started), done, rolled, moving, config.burst, in_flight, len(accepted), lost, duplicated, half,

@@ -11,7 +11,8 @@ Two bridges live in a switch namespace of their own:
 
 ``cut_off`` sets the switch side of the nodes' control links down: a real partition (packets
 vanish, connections stall, connects time out) between them and the control plane, while they
-keep gossiping over the mesh; ``heal`` sets them up again. Every address exists only inside
+keep gossiping over the mesh; ``isolate`` cuts every link of the hosts (control, agent link and
+mesh: a whole-host cut); ``heal`` sets them all up again. Every address exists only inside
 namespaces this object creates, and :meth:`Fabric.close` deletes them all (the root namespace
 gets nothing). Loss, delay and duplication cannot come from the kernel here (no netem, no
 iptables): see :mod:`gossip.lossy` for the user-space wrapper.
@@ -31,7 +32,7 @@ CLONE_NEWNET = 0x40000000
 CONTROL_NET, MESH_NET = "10.231", "10.232"
 CONTROL_PLANE_ADDRESS = f"{CONTROL_NET}.0.1"
 DESCRIPTION = ("netns: the control plane and each agent in its own network namespace; control network and agent mesh on "
-               "two bridges; a region partition sets the region's control links down")
+               "two bridges; a region partition sets the region's control links down, a host partition every link of the host")
 
 
 class NetnsError(RuntimeError):
@@ -106,9 +107,15 @@ class Fabric:
         for node in nodes:
             _ip("-n", self.switch, "link", "set", f"c{self.hosts[node][1]}", "down")
 
+    def isolate(self, nodes: Sequence[str]) -> None:
+        for node in nodes:
+            for link in ("c", "m"):
+                _ip("-n", self.switch, "link", "set", f"{link}{self.hosts[node][1]}", "down")
+
     def heal(self, nodes: Sequence[str]) -> None:
         for node in nodes:
-            _ip("-n", self.switch, "link", "set", f"c{self.hosts[node][1]}", "up")
+            for link in ("c", "m"):
+                _ip("-n", self.switch, "link", "set", f"{link}{self.hosts[node][1]}", "up")
 
     # -- building and tearing down ------------------------------------------------------------------
     def __enter__(self) -> Fabric:
