@@ -6,13 +6,15 @@ path, plus one thread that waits for the bench's fault file (:data:`FAULT_ENV`).
 it names has an outage (:meth:`fedcore.backends.twin.TwinCluster.outage`, as the failover drill's
 ``cluster-outage`` does: API unreachable, every pod stops), and the time it happened (``time.monotonic``, the same
 clock in every process on the host) is written beside it (``<fault file>.done``). With :data:`PROFILE_ENV` set, every
-tick runs under ``cProfile`` and the stats are written to that file when the process exits (where a tick's time goes).
+tick runs under ``cProfile`` and the stats are written to that file when the process exits (where a tick's time goes),
+the event loop's thread (ingest, binds, watches) to ``<that file>.loop``.
 """
 
 from __future__ import annotations
 
 import atexit
 import cProfile
+import functools
 import json
 import os
 import sys
@@ -66,13 +68,21 @@ def _profile_ticks(out: str) -> None:
 def main() -> None:
     from controlplane.commands import controlplane
 
-    if os.environ.get(PROFILE_ENV):
-        _profile_ticks(os.environ[PROFILE_ENV])
     fault = os.environ.get(FAULT_ENV)
     if fault:
         threading.Thread(target=_switch, args=(Path(fault),), daemon=True, name="fault-switch").start()
     runtime.Backends = _RecordingBackends  # type: ignore[misc]
-    controlplane.main(args=["serve", *sys.argv[1:]], prog_name="fedplane controlplane")
+    serve = functools.partial(controlplane.main, args=["serve", *sys.argv[1:]], prog_name="fedplane controlplane")
+    out = os.environ.get(PROFILE_ENV)
+    if not out:
+        serve()
+        return
+    _profile_ticks(out)
+    loop = cProfile.Profile()  # the event loop's thread: ingest, binds, watches
+    try:
+        loop.runcall(serve)
+    finally:
+        loop.dump_stats(out + ".loop")
 
 
 if __name__ == "__main__":
