@@ -24,6 +24,7 @@ from controlplane.store import StoreError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+ROSTER_EVERY_S = 2.0
 
 
 class Leadership(Protocol):
@@ -47,6 +48,11 @@ class Leadership(Protocol):
     @property
     def took_over_s(self) -> float: ...
 
+    @property
+    def members(self) -> tuple[str, ...]:
+        """Every member's agents' link address, the leader's first (agents learn them from their acks); () alone."""
+        ...
+
 
 class Solo:
     """The embedded single-node mode: this process always leads; SQLite's file lock keeps it alone."""
@@ -55,6 +61,7 @@ class Solo:
     member = ""
     refused = 0
     took_over_s = 0.0
+    members: tuple[str, ...] = ()
 
     def leader(self) -> Leader | None:
         return None
@@ -73,6 +80,9 @@ class Campaign:
         """Writes the API refused while we did not lead (the store counts its own)."""
         plane.metrics.writes_refused.set_function(lambda: float(self.refused))
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="election")
+        self.links: tuple[str, ...] = ()
+        """Every joined member's agents' link, as etcd listed them at most :data:`ROSTER_EVERY_S` ago."""
+        self._roster_at = float("-inf")
 
     @property
     def is_leader(self) -> bool:
@@ -92,6 +102,22 @@ class Campaign:
     def leader(self) -> Leader | None:
         return self.known
 
+    @property
+    def members(self) -> tuple[str, ...]:
+        first = self.known.link if self.known is not None else ""
+        return (first, *(link for link in self.links if link != first)) if first else self.links
+
+    async def _roster(self) -> None:
+        """Every ``ROSTER_EVERY_S``: say where we listen and read where every member does (etcd down: next time)."""
+        if time.monotonic() - self._roster_at < ROSTER_EVERY_S:
+            return
+        self._roster_at = time.monotonic()
+        try:
+            await self._etcd(self.election.join)
+            self.links = tuple(await self._etcd(self.election.links))
+        except StoreError as exc:
+            log.debug("member roster not refreshed: %s", exc)
+
     async def _etcd(self, call: Callable[[], T]) -> T:
         """Election calls on their own thread: a burst of requests filling the default executor must not delay a lease refresh."""
         return await asyncio.get_running_loop().run_in_executor(self._thread, call)
@@ -99,6 +125,7 @@ class Campaign:
     async def run(self) -> None:
         while True:
             try:
+                await self._roster()
                 if self.leading:
                     await self._hold()
                 else:
@@ -117,6 +144,10 @@ class Campaign:
             self.leading, self.known = False, None
             await asyncio.to_thread(self.plane.step_down)
         await self._etcd(self.election.resign)
+        try:
+            await self._etcd(self.election.leave)
+        except StoreError:
+            pass  # a stale entry only costs agents one failed connection
 
     async def _watch(self) -> None:
         held = await self._etcd(self.election.holder)

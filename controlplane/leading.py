@@ -22,7 +22,10 @@ import json
 from dataclasses import dataclass
 
 from controlplane.etcdstore import ELECTION_KEY, EtcdStore, Fence, b64, unb64
-from controlplane.store import StoreError
+from controlplane.store import StoreError, prefix_end
+
+MEMBERS_KEY = "members/"
+"""Under the store's prefix: one key per member, its API and agents' link addresses (agents learn every member)."""
 
 TTL_S = 5
 CONFIRM_SLACK_S = 2
@@ -46,6 +49,22 @@ class Election:
         self.key = store.prefix + ELECTION_KEY
         self.lease = 0
         self.fence: Fence | None = None
+
+    def join(self) -> None:
+        """Say where this member's API and agents' link listen, for agents told of one member only."""
+        value = b64(json.dumps({"member": self.member, "address": self.address, "link": self.link}))
+        self.store.client.post("/kv/put", {"key": b64(self.store.prefix + MEMBERS_KEY + self.member), "value": value})
+
+    def leave(self) -> None:
+        """A graceful stop: agents need not try this member any more."""
+        self.store.client.post("/kv/deleterange", {"key": b64(self.store.prefix + MEMBERS_KEY + self.member)})
+
+    def links(self) -> list[str]:
+        """Every joined member's agents' link address."""
+        prefix = self.store.prefix + MEMBERS_KEY
+        found = self.store.client.post("/kv/range", {"key": b64(prefix), "range_end": b64(prefix_end(prefix))})
+        links = (json.loads(unb64(kv["value"])).get("link", "") for kv in found.get("kvs", []))
+        return sorted(link for link in links if link)
 
     def holder(self) -> tuple[Leader, int] | None:
         """Who holds the election key now, and under which lease (None: nobody, a campaign can start)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -61,9 +61,10 @@ async def _run(ctx: grpc.aio.ServicerContext, fn: Callable[..., T], *args: Any) 
         await _abort(ctx, exc)
 
 
-async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: Any) -> cp.AgentAck:
+async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: Any, members: Sequence[str] = ()) -> cp.AgentAck:
     """One agent's report into the evidence book, over gRPC or the twin link; the ack carries its cluster's workload context
-    and, while a rebuilt twin waits for its agents, asks for the pods the agent runs, which are adopted (controlplane.adopting)."""
+    and, while a rebuilt twin waits for its agents, asks for the pods the agent runs, which are adopted (controlplane.adopting);
+    ``members``: every member's agents' link, the leader's first (an agent told of one member learns the others)."""
     try:
         report = convert.agent_report(request)
     except ValueError as exc:
@@ -76,7 +77,7 @@ async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: An
         report_interval_ms=round(plane.report_interval_s() * 1000),
         reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
         context=convert.workload_context(plane.contexts.get(report.cluster)),
-        send_held=plane.adopting.wanted(report.cluster, report.node),
+        send_held=plane.adopting.wanted(report.cluster, report.node), members=members,
     )
 
 
@@ -116,7 +117,7 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
 
     async def ReportAgent(self, request: cp.AgentReport, context: grpc.aio.ServicerContext) -> cp.AgentAck:
         await self._lead(context)
-        return await report_agent(self.plane, request, context)
+        return await report_agent(self.plane, request, context, self.leadership.members)
 
     async def SubmitWorkload(self, request: cp.SubmitWorkloadRequest, context: grpc.aio.ServicerContext) -> cp.PlacementDecision:
         await self._lead(context)
@@ -285,7 +286,7 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
         twin = self.plane.backends.twins().get(request.cluster)
         if twin is not None and not twin.reachable:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"cluster {request.cluster} is cut off from the control plane")
-        return await report_agent(self.plane, request, context)
+        return await report_agent(self.plane, request, context, self.leadership.members)
 
     async def GetSafety(self, request: tw.GetSafetyRequest, context: grpc.aio.ServicerContext) -> tw.SafetyCounters:
         twin = await _run(context, self._twin, request.cluster)

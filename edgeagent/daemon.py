@@ -269,6 +269,7 @@ class Agent:
                 self.report_error = None
                 held = ack.get("send_held") is True
                 channel.members.learn(ack.get("members"))  # a replicated plane's other members, for when this one dies
+                channel.members.learn(ack.get("members"))  # a replicated plane's other members, for when this one dies
                 self._take_context(ack.get("context"))
                 if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
                     self.backend_error = None  # the link answers again

@@ -252,20 +252,22 @@ class PodTypes(_message.Message):
     def __init__(self, cpu: _Optional[_Iterable[int]] = ..., milli: _Optional[_Iterable[int]] = ..., count: _Optional[_Iterable[int]] = ..., weight: _Optional[_Iterable[float]] = ..., slots: _Optional[_Iterable[int]] = ..., pinned: _Optional[float] = ...) -> None: ...
 
 class AgentAck(_message.Message):
-    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context", "send_held")
+    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context", "send_held", "members")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     REPORT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     SEND_HELD_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     server_time_ms: int
     report_interval_ms: int
     reason: str
     context: WorkloadContext
     send_held: bool
-    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., send_held: _Optional[bool] = ...) -> None: ...
+    members: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., send_held: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PodTemplate(_message.Message):
     __slots__ = ("cpu_milli", "memory_mib", "gpus", "gpu_model", "archs", "tolerations", "node_selector", "priority", "image")

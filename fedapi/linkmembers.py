@@ -5,7 +5,8 @@ clusters; a standby answers every call with ``not the leader: <the leader's link
 and no leader is elected now``). An agent configured with one address or several (``a:7070,b:7070``) starts at the
 first; a member that cannot be reached, that names no leader, or that holds no twin of the agent's cluster (an older
 standby's NOT_FOUND) passes it to the next; a member that names the leader sends it there, and a leader named so is
-remembered as a member. Sans-IO: the channel (:class:`fedapi.agentlink.LinkChannel`) asks, this answers.
+remembered as a member, as is every member a report's ack lists (``AgentAck.members``): an agent told of one member
+finds the others when that one dies. Sans-IO: the channel (:class:`fedapi.agentlink.LinkChannel`) asks, this answers.
 """
 
 from __future__ import annotations
@@ -60,6 +61,18 @@ class Members:
     def next(self) -> None:
         """The current member cannot serve us: try the next one (round robin)."""
         self.at = (self.at + 1) % len(self.addresses)
+
+    def learn(self, addresses: object) -> None:
+        """Every member the plane says it has (a report's ack): unknown ones join the list, malformed ones are ignored."""
+        if not isinstance(addresses, list):
+            return
+        for a in addresses:
+            if isinstance(a, str) and a not in self.addresses:
+                try:
+                    split(a)
+                except ValueError:
+                    continue
+                self.addresses.append(a)
 
     def follow(self, code: str, details: str) -> str | None:
         """Move on after an error answer: to the leader it names (returned), or to the next member when it names none

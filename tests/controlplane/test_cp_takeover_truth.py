@@ -152,6 +152,13 @@ class Election:
     def step_down(self) -> None:
         pass
 
+    def join(self) -> None:
+        self._etcd()
+
+    def links(self) -> list[str]:
+        self._etcd()
+        return ["h0:2", "h1:2"]
+
 
 def test_a_standby_names_only_a_confirmed_leader_counts_refusals_and_knows_nothing_without_etcd(tmp_path: Path) -> None:
     clock = Clock()
@@ -163,6 +170,8 @@ def test_a_standby_names_only_a_confirmed_leader_counts_refusals_and_knows_nothi
     async def run() -> None:
         await campaign._watch()
         assert campaign.leader() == Leader("m0", "h0:1", 3, "h0:2")
+        await campaign._roster()
+        assert campaign.members == ("h0:2", "h1:2")  # the leader's link first: agents learn every member from acks
         with pytest.raises(RuntimeError, match="send writes to h0:1"):
             await service.SubmitWorkload(cp.SubmitWorkloadRequest(), Context())  # type: ignore[arg-type]
         assert campaign.refused == 1

@@ -61,6 +61,10 @@ def test_a_standby_refusal_names_the_leader() -> None:
     assert members.follow("NOT_FOUND", "no embedded twin cluster of this name") == "" and members.current == "b:2"
     with pytest.raises(ValueError, match="host:port"):
         Members("a:1,nonsense")
+    members.learn(["c:3", "d:4", "nonsense", 7])  # an ack's member list: the new ones join, the malformed are ignored
+    assert members.addresses == ["a:1", "b:2", "c:3", "d:4"]
+    members.learn(None)
+    assert len(members.addresses) == 4
 
 
 def test_agent_config_takes_every_member() -> None:
