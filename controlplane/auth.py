@@ -79,12 +79,13 @@ NEEDS: dict[str, tuple[str, ...]] = {
     _TW + "CompletePod": ("agent",),
     _TW + "ReportAgent": ("agent",),
     _TW + "FetchModel": ("agent",),
+    _TW + "ShipExperience": ("agent",),
     "/grpc.health.v1.Health/Check": PUBLIC,
     "/grpc.health.v1.Health/Watch": PUBLIC,
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": PUBLIC,
 }
 """Every method the server answers -> the roles that may call it (any one suffices; ``PUBLIC``: no credential)."""
-NODE_SCOPED = frozenset({_CP + "ReportAgent", _TW + "ReportAgent", _TW + "BindPod", _TW + "ReportNodeStatus", _TW + "FetchModel"})
+NODE_SCOPED = frozenset({_CP + "ReportAgent", _TW + "ReportAgent", _TW + "BindPod", _TW + "ReportNodeStatus", _TW + "FetchModel", _TW + "ShipExperience"})
 """An agent whose credential names a node reports as and binds to that node only; it may still report a peer's
 node *not* ready (the back end's half of re-placing a dead peer's pods)."""
 

@@ -170,6 +170,10 @@ def controlplane() -> None:
 @click.option("--models", "models_dir", default="", type=click.Path(file_okay=False),
               help="Models directory: the plane signs the models it promotes or canaries (its key created here on first start) "
                    "and agents fetch them over their link; empty: the plane ships no models.")
+@click.option("--experience", "experience_dir", default="", type=click.Path(file_okay=False),
+              help="Experience directory: agents ship their experience rows here over their link, held per agent for their "
+                   "region's trainer (bounded: --experience-max-mib per agent, twice); empty: agents keep their rows.")
+@click.option("--experience-max-mib", default=64, show_default=True, type=click.IntRange(1, 65536))
 @click.option("--insecure", is_flag=True, help="Check no credentials (anyone who reaches the port is admin): loopback only.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Log lines on stderr: text (UTC times) or one JSON object per line; every decision is one line.")
@@ -177,7 +181,8 @@ def controlplane() -> None:
 def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, ui_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
-    scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, models_dir: str, insecure: bool,
+    scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, models_dir: str, experience_dir: str,
+    experience_max_mib: int, insecure: bool,
     log_format: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics.
@@ -188,6 +193,7 @@ def serve(
     --admin-credentials.
     """
     from controlplane import auth, campaigning, logs, server
+    from controlplane.experienceinbox import ExperienceInbox
     from controlplane.modelshelf import ModelShelf
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec, Placer
@@ -240,6 +246,7 @@ def serve(
                 plane.register_cluster(spec)
         gate: auth.Authenticator | auth.Insecure = auth.INSECURE if insecure else checker
         shelf = ModelShelf(Path(models_dir)) if models_dir else None
+        inbox = ExperienceInbox(Path(experience_dir), experience_max_mib << 20) if experience_dir else None
         if insecure:
             reporting.stderr.print("warning: --insecure: no credentials are checked, anyone who reaches this port is admin")
     except (ValueError, OSError, errors.BackendError, StoreError) as exc:
@@ -247,7 +254,7 @@ def serve(
 
     async def main() -> None:
         running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, link_port=agent_port, leadership=leadership,
-                                     auth=gate, shelf=shelf)
+                                     auth=gate, shelf=shelf, inbox=inbox)
         if isinstance(gate, auth.Authenticator):
             try:
                 _admin_credential(gate, admin_credentials, advertise or f"{host}:{running.port}")
@@ -275,6 +282,8 @@ def serve(
         if ui:
             await ui.stop()
         await running.stop()
+        if inbox is not None:
+            inbox.close()
         plane.close()
 
     try:

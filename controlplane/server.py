@@ -33,7 +33,8 @@ from controlplane.auth import Authenticator, Gate, Insecure, loopback
 from controlplane.campaigning import Campaign, Leadership, Solo
 from controlplane.migrations import SimulatedCrash
 from controlplane.runtime import ControlPlane
-from controlplane.modelserving import ModelServingTwin
+from controlplane.experienceinbox import ExperienceInbox
+from controlplane.learninglink import LearningTwin
 from controlplane.modelshelf import ModelShelf
 from controlplane.service import ControlPlaneService, DrillRunner
 from controlplane.store import Fenced
@@ -138,11 +139,12 @@ async def start(
     plane: ControlPlane, host: str = "127.0.0.1", port: int = 0, tls: TlsFiles | None = None,
     metrics_port: int | None = None, drills: DrillRunner = _no_drills, link_port: int = 0, leadership: Leadership = Solo(),
     *, auth: Authenticator | Insecure, shelf: ModelShelf | None = None,
+    inbox: ExperienceInbox | None = None,
 ) -> Running:
     """Serve ``plane`` on host:port and the agents' twin link on host:link_port (0 = any free port).
 
     ``auth`` checks every caller's credential; :class:`~controlplane.auth.Insecure` turns that off and is refused
-    on any host but loopback (ValueError). ``shelf``: the models agents fetch over their link (None: none). With a :class:`~controlplane.campaigning.Campaign` the process
+    on any host but loopback (ValueError). ``shelf``: the models agents fetch over their link (None: none); ``inbox``: where their experience goes (None: kept on the agents). With a :class:`~controlplane.campaigning.Campaign` the process
     campaigns for leadership and acts only while it leads. Returns the bound ports and a stop handle.
     """
     if isinstance(auth, Insecure) and not loopback(host):
@@ -152,7 +154,7 @@ async def start(
     # port and clients would alternate between two databases. One port, one process.
     server = grpc.aio.server(maximum_concurrent_rpcs=512, interceptors=[Gate(gate)] if gate else None,
                              options=[("grpc.so_reuseport", 0), ("grpc.max_receive_message_length", limits.MAX_MESSAGE_BYTES)])
-    twin = ModelServingTwin(plane, leadership, shelf)
+    twin = LearningTwin(plane, leadership, shelf, inbox)
     controlplane_pb2_grpc.add_ControlPlaneServicer_to_server(ControlPlaneService(plane, drills, leadership, gate), server)  # type: ignore[no-untyped-call]
     twincluster_pb2_grpc.add_TwinClusterServicer_to_server(twin, server)  # type: ignore[no-untyped-call]
     autoscale_pb2_grpc.add_AutoscalerServicer_to_server(AutoscalerService(plane), server)  # type: ignore[no-untyped-call]

@@ -146,6 +146,7 @@ class AgentConfig:
     data_dir: str = _opt("/var/lib/fedplane-agent", "the only directory the agent writes: journal, experience, models")
     log_level: Literal["debug", "info", "warning", "error"] = _opt("info", "logging threshold")
     experience_max_mib: int = _opt(64, "experience log size before it rotates (one older file is kept)")
+    experience_ship: float = _opt(5.0, "twin back end: seconds between shipments of the experience log to the control plane over the twin link, resumed without duplicates (0: keep it on this node)")
     journal_max_mib: float = _opt(4.0, "claims journal size before it is rewritten as one snapshot of the ledger")
     gossip: GossipSection = field(default_factory=GossipSection)
     backend: BackendSection = field(default_factory=BackendSection)
@@ -372,6 +373,8 @@ def _check_ranges(config: AgentConfig) -> None:
                 split_addr(value)
             except ValueError as exc:
                 raise ConfigError(name, str(exc)) from None
+    if config.experience_ship < 0:
+        raise ConfigError("experience_ship", f"must be >= 0 (0: never), got {config.experience_ship!r}")
     signer = config.models.signer
     if signer and (len(signer) != 64 or any(c not in "0123456789abcdefABCDEF" for c in signer)):
         raise ConfigError("models.signer", "must be the plane's Ed25519 public key: 64 hex digits")

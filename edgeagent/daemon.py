@@ -163,6 +163,8 @@ class Agent:
 
         if self.config.models.fetch and isinstance(self.cluster, PlaneClient):
             self._spawn(self._fetch_models(self.cluster, node.name, models))
+        if self.config.experience_ship > 0 and isinstance(self.cluster, PlaneClient):
+            self._spawn(self._ship_experience(self.cluster, node.name))
         if self.config.federation.enabled:
             self._spawn(federation.supervise(self.config.federation, self.data))
         if self.handle_signals:
@@ -268,7 +270,6 @@ class Agent:
                     continue
                 self.report_error = None
                 held = ack.get("send_held") is True
-                channel.members.learn(ack.get("members"))  # a replicated plane's other members, for when this one dies
                 channel.members.learn(ack.get("members"))  # a replicated plane's other members, for when this one dies
                 self._take_context(ack.get("context"))
                 if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
@@ -385,6 +386,26 @@ class Agent:
             except OSError as exc:
                 log.warning("model fetch: cannot write %s: %s", self.config.models_path, exc)
             await asyncio.sleep(self.config.models.poll_interval)
+
+    async def _ship_experience(self, plane: PlaneClient, node: str) -> None:
+        """Ship the experience log to the plane (:mod:`edgeagent.experienceshipping`): it waits on disk, bounded by its
+        rotation, while the plane is away."""
+        from edgeagent.experienceshipping import ExperienceShipper
+
+        timeout = self.config.backend.timeout
+        shipper = ExperienceShipper(lambda method, request: plane.channel.call(method, request, timeout), self.config.cluster, node,
+                                    self.data)
+        while True:
+            await asyncio.sleep(self.config.experience_ship)
+            try:
+                await shipper.ship()
+            except agentlink.LinkError as exc:
+                if exc.code == "UNIMPLEMENTED":
+                    log.info("the back end takes no experience (%s): it stays in %s", exc.details, self.data)
+                    return
+                log.debug("experience shipping: %s", exc)
+            except OSError as exc:
+                log.warning("experience shipping: %s", exc)
 
     def _swap_model(self, models: ModelWatcher) -> None:
         scorer = models.scan()

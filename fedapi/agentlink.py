@@ -45,7 +45,7 @@ CONNECT_TIMEOUT = 3.0
 MAX_FRAME = 16 * 1024 * 1024
 """The largest frame either side accepts (the gRPC channel's receive limit)."""
 
-METHODS: tuple[str, ...] = ("WatchPods", "BindPod", "ReportNodeStatus", "CompletePod", "ListNodes", "DescribeNode", "GetSafety", "ReportAgent", "FetchModel")
+METHODS: tuple[str, ...] = ("WatchPods", "BindPod", "ReportNodeStatus", "CompletePod", "ListNodes", "DescribeNode", "GetSafety", "ReportAgent", "FetchModel", "ShipExperience")
 """Method numbers on the wire are positions in the service's declaration (append-only in the proto; a test checks)."""
 WATCHES = frozenset({"WatchPods"})
 """The server-streaming methods."""

@@ -284,3 +284,23 @@ class ModelOffer(_message.Message):
     chunk: bytes
     offset: int
     def __init__(self, current: _Optional[_Union[SignedModel, _Mapping]] = ..., canary: _Optional[_Union[SignedModel, _Mapping]] = ..., canary_weight: _Optional[float] = ..., signer: _Optional[bytes] = ..., chunk: _Optional[bytes] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ExperienceBatch(_message.Message):
+    __slots__ = ("cluster", "node", "first_seq", "frames", "body")
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    cluster: str
+    node: str
+    first_seq: int
+    frames: int
+    body: bytes
+    def __init__(self, cluster: _Optional[str] = ..., node: _Optional[str] = ..., first_seq: _Optional[int] = ..., frames: _Optional[int] = ..., body: _Optional[bytes] = ...) -> None: ...
+
+class ExperienceAck(_message.Message):
+    __slots__ = ("next_seq",)
+    NEXT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    next_seq: int
+    def __init__(self, next_seq: _Optional[int] = ...) -> None: ...

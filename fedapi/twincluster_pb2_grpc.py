@@ -81,6 +81,11 @@ class TwinClusterStub:
                 request_serializer=twincluster__pb2.FetchModelRequest.SerializeToString,
                 response_deserializer=twincluster__pb2.ModelOffer.FromString,
                 _registered_method=True)
+        self.ShipExperience = channel.unary_unary(
+                '/fedplane.v1.TwinCluster/ShipExperience',
+                request_serializer=twincluster__pb2.ExperienceBatch.SerializeToString,
+                response_deserializer=twincluster__pb2.ExperienceAck.FromString,
+                _registered_method=True)
 
 
 class TwinClusterServicer:
@@ -146,6 +151,14 @@ class TwinClusterServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ShipExperience(self, request, context):
+        """An agent's experience rows, in its log's frames, numbered: the answer names the next frame the plane expects,
+        so frames sent again after a restart on either side are counted once.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TwinClusterServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +206,11 @@ def add_TwinClusterServicer_to_server(servicer, server):
                     servicer.FetchModel,
                     request_deserializer=twincluster__pb2.FetchModelRequest.FromString,
                     response_serializer=twincluster__pb2.ModelOffer.SerializeToString,
+            ),
+            'ShipExperience': grpc.unary_unary_rpc_method_handler(
+                    servicer.ShipExperience,
+                    request_deserializer=twincluster__pb2.ExperienceBatch.FromString,
+                    response_serializer=twincluster__pb2.ExperienceAck.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -438,6 +456,33 @@ class TwinCluster:
             '/fedplane.v1.TwinCluster/FetchModel',
             twincluster__pb2.FetchModelRequest.SerializeToString,
             twincluster__pb2.ModelOffer.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ShipExperience(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fedplane.v1.TwinCluster/ShipExperience',
+            twincluster__pb2.ExperienceBatch.SerializeToString,
+            twincluster__pb2.ExperienceAck.FromString,
             options,
             channel_credentials,
             insecure,

@@ -4,8 +4,8 @@
 hundred gossip peers, which made it most of the control plane's cost per report. The constructor (upb, in C) builds
 the same message some 25 times faster but is more lenient (a bool where an int belongs, bytes for a string). So a
 map whose every value already has its field's Python type (str, bool, int, float, nested maps and lists of them) is
-built by the constructor, and anything else — another type, an unknown field, bytes, maps, oneofs, well-known
-types, a value out of range — goes to ``ParseDict``, which accepts or refuses it exactly as before.
+built by the constructor (bytes fields: msgpack's bin), and anything else — another type, an unknown field, maps, oneofs, well-known
+types, a value out of range, text for bytes (base64) — goes to ``ParseDict``, which accepts or refuses it exactly as before.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _compile(descriptor: Descriptor) -> Check:
     scalars: dict[str, frozenset[type]] = {}
     nested: dict[str, Check] = {}
     for f in descriptor.fields:
-        if f.message_type is not None and f.message_type.GetOptions().map_entry or f.type == FieldDescriptor.TYPE_BYTES:
+        if f.message_type is not None and f.message_type.GetOptions().map_entry or f.type == FieldDescriptor.TYPE_BYTES and f.is_repeated:
             nested[f.name] = _never
         elif f.is_repeated:
             nested[f.name] = _repeated(f)
@@ -86,6 +86,8 @@ def _repeated(f: FieldDescriptor) -> Check:
 
 def _types(f: FieldDescriptor) -> frozenset[type]:
     """The Python types of a scalar field's values that both builders read the same way."""
+    if f.type == FieldDescriptor.TYPE_BYTES:
+        return frozenset({bytes})  # msgpack's bin: the bytes themselves (ParseDict would read text as base64)
     if f.cpp_type == FieldDescriptor.CPPTYPE_STRING:
         return frozenset({str})
     if f.cpp_type == FieldDescriptor.CPPTYPE_BOOL:

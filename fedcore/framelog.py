@@ -112,14 +112,42 @@ def read_frames(path: Path) -> Iterator[Any]:
     yield from _frames(data)
 
 
+def frames_from(path: Path, offset: int, max_bytes: int) -> tuple[list[Any], int]:
+    """The intact frames of ``path`` from byte ``offset`` (a frame boundary), until about ``max_bytes`` are read, and
+    the offset after the last one: read-only, frame by frame, for a shipper following a writer (a torn tail ends it)."""
+    frames: list[Any] = []
+    end = offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        while end - offset < max_bytes:
+            header = f.read(_HEADER)
+            size = _size(header)
+            body = f.read(size) if size >= 0 else b""
+            if not _intact(header, size, body):
+                break
+            frames.append(msgpack.unpackb(body, raw=False, strict_map_key=False))
+            end += _HEADER + size
+    return frames, end
+
+
+def _size(header: bytes) -> int:
+    """A frame's body length from its header; -1 when the header is short or the length impossible."""
+    size = int.from_bytes(header[:4], "big") if len(header) == _HEADER else -1
+    return size if size <= MAX_FRAME else -1
+
+
+def _intact(header: bytes, size: int, body: bytes) -> bool:
+    return size >= 0 and len(body) == size and zlib.crc32(body).to_bytes(4, "big") == header[4:]
+
+
 def _frames(data: bytes) -> Generator[Any, None, int]:
     """Decode intact frames from the start of ``data``; returns the offset where they stop."""
     offset = 0
     while offset < len(data):
         header = data[offset:offset + _HEADER]
-        size = int.from_bytes(header[:4], "big") if len(header) == _HEADER else -1
-        body = data[offset + _HEADER:offset + _HEADER + size] if 0 <= size <= MAX_FRAME else b""
-        if size < 0 or len(body) != size or zlib.crc32(body).to_bytes(4, "big") != header[4:]:
+        size = _size(header)
+        body = data[offset + _HEADER:offset + _HEADER + size] if size >= 0 else b""
+        if not _intact(header, size, body):
             return offset
         yield msgpack.unpackb(body, raw=False, strict_map_key=False)
         offset += _HEADER + size

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from controlplane.auth import Authenticator
-from controlplane.modelserving import ModelServingTwin
+from controlplane.learninglink import LearningTwin
 from controlplane.modelshelf import ModelShelf
 from controlplane.sqlitestore import SqliteStore
 from edgeagent.modelfetching import ModelFetcher
@@ -59,7 +59,7 @@ class Link:
     """A plane's link serving ``shelf`` and a channel to it, for one test."""
 
     def __init__(self, shelf: ModelShelf, gate: Any = None, token: str = "") -> None:
-        self.server = LinkServer(ModelServingTwin(None, shelf=shelf), gate=gate)  # type: ignore[arg-type]
+        self.server = LinkServer(LearningTwin(None, shelf=shelf), gate=gate)  # type: ignore[arg-type]
         self.token = token
 
     async def __aenter__(self) -> LinkChannel:

@@ -1,19 +1,22 @@
-"""The agents' link with models on it: the TwinCluster servicer plus ``FetchModel`` from the plane's :mod:`modelshelf`.
+"""The agents' link carrying the learning loop: the TwinCluster servicer plus ``FetchModel`` (models from the plane's
+:mod:`modelshelf` to agents) and ``ShipExperience`` (agents' experience rows into its :mod:`experienceinbox`).
 
-Why a call on the agents' link (and not a file server or the SuperLink): the link already reaches every agent that
-binds pods, through the same leader following, mTLS and credentials (an agent's credential fetches only for its own
-cluster and node), and it keeps gRPC and protobuf off the agent. A bundle travels in chunks well under the link's
+Why calls on the agents' link (and not a file server or the SuperLink): the link already reaches every agent that
+binds pods, through the same leader following, mTLS and credentials (an agent's credential fetches and ships only
+for its own cluster and node), and it keeps gRPC and protobuf off the agent. A bundle travels in chunks well under the link's
 frame limit; an agent asks for one only when the offer names a version it lacks, so a fleet on its current model
 costs one small answer per agent per poll.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
 
 from controlplane.campaigning import Leadership, Solo
+from controlplane.experienceinbox import ExperienceInbox
 from controlplane.modelshelf import ModelShelf
 from controlplane.runtime import ControlPlane
 from controlplane.service import TwinClusterService
@@ -30,12 +33,14 @@ def _signed(model: Signed | None) -> tw.SignedModel:
     return tw.SignedModel(version=model.version, sha256=model.sha256, size=model.size, signature=model.signature)
 
 
-class ModelServingTwin(TwinClusterService):
-    """:class:`TwinClusterService` answering ``FetchModel`` from ``shelf`` (None: the plane ships no models)."""
+class LearningTwin(TwinClusterService):
+    """:class:`TwinClusterService` answering ``FetchModel`` from ``shelf`` (None: the plane ships no models) and
+    ``ShipExperience`` into ``inbox`` (None: UNIMPLEMENTED, the agent keeps its rows)."""
 
-    def __init__(self, plane: ControlPlane, leadership: Leadership = Solo(), shelf: ModelShelf | None = None) -> None:
+    def __init__(self, plane: ControlPlane, leadership: Leadership = Solo(), shelf: ModelShelf | None = None,
+                 inbox: ExperienceInbox | None = None) -> None:
         super().__init__(plane, leadership)
-        self.shelf = shelf
+        self.shelf, self.inbox = shelf, inbox
 
     async def FetchModel(self, request: tw.FetchModelRequest, context: Any) -> tw.ModelOffer:
         if self.shelf is None:
@@ -50,3 +55,13 @@ class ModelServingTwin(TwinClusterService):
             chunk = self.shelf.chunk(request.want, request.offset, CHUNK)
         return tw.ModelOffer(current=_signed(offer.current), canary=_signed(offer.canary), canary_weight=offer.weight,
                              signer=self.shelf.signer, chunk=chunk, offset=request.offset)
+
+    async def ShipExperience(self, request: tw.ExperienceBatch, context: Any) -> tw.ExperienceAck:
+        if self.inbox is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this plane holds no experience (serve --experience DIR)")
+        try:
+            expected = await asyncio.to_thread(self.inbox.take, request.cluster, request.node, request.first_seq, request.frames,
+                                               request.body)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc)[:500])
+        return tw.ExperienceAck(next_seq=expected)
