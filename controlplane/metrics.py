@@ -31,7 +31,7 @@ class Metrics:
         self.evictions_blocked = Counter("fedplane_evictions_blocked", "Eviction attempts a PodDisruptionBudget refused (retried next tick)", ["cluster"], registry=r)
         self.leader = Gauge("fedplane_leader", "1 while this control plane leads (always 1 on SQLite)", registry=r)
         self.takeovers = Counter("fedplane_takeovers", "Times this control plane took over as leader", registry=r)
-        self.writes_refused = Gauge("fedplane_writes_refused", "Writes the store refused this member because it did not lead (fencing)", registry=r)
+        self.writes_refused = Gauge("fedplane_writes_refused", "Writes refused because this member did not lead: by its API (a standby names the leader) or by the store (fencing)", registry=r)
         self.cpu_pressure = Gauge("fedplane_cluster_workload_cpu_pressure", "The workload context sent to the cluster's agents: "
                                   "its workload's CPU per requested GPU over its GPU nodes' CPU per GPU", ["cluster"], registry=r)
         self.profile_shapes = Gauge("fedplane_cluster_workload_profile_shapes", "Typical pod shapes of the workload profile sent "
