@@ -6,7 +6,9 @@ agents, agents need not know where trainers run, and a trainer killed mid-round 
 out) loses nothing: the rows wait here, bounded, until a trainer reads them (:meth:`ExperienceInbox.rows`).
 
 Per agent (``<directory>/<cluster>/<node>/``) a frame log (:mod:`fedcore.framelog`) holds one frame per frame the
-agent shipped, ``{"seq": n, "rows": [...]}``, rotating at ``max_bytes`` keeping one older file. The next number
+agent shipped, ``{"seq": n, "rows": [...]}``, rotating at ``max_bytes`` keeping one older file, under the agent's
+own log's names: :func:`federated.runtime.experience.read` reads such a directory as it reads an agent's, so a
+region's trainer is pointed at its agents' directories here (its node config ``agents``) and runs unchanged. The next number
 expected is the last frame's plus one, read back from the log itself on first use: a frame and its number are
 committed by one append (fsynced before the answer), so neither a restart nor a lost answer counts a row twice.
 """
@@ -21,10 +23,8 @@ from pathlib import Path
 import msgpack
 
 from fedcore.framelog import FrameLog, read_frames
-from federated.runtime.experience import Row
-
-CURRENT = "inbox.log"
-OLDER = "inbox.1.log"
+from federated.runtime import experience
+from federated.runtime.experience import CURRENT, OLDER, Row
 MAX_BATCH = 16 * 1024 * 1024
 """The most a shipment may inflate to."""
 
@@ -65,12 +65,7 @@ class ExperienceInbox:
 
     def rows(self, cluster: str, node: str) -> Iterator[Row]:
         """The rows held for one agent, oldest first."""
-        where = self.directory / cluster / node
-        for name in (OLDER, CURRENT):
-            if (where / name).is_file():
-                for frame in read_frames(where / name):
-                    for raw in frame["rows"]:
-                        yield Row.decode(raw, f"{where / name} frame {frame['seq']}")
+        return experience.read(self.directory / cluster / node)
 
     def agents(self) -> list[tuple[str, str]]:
         """(cluster, node) of every agent with rows held."""

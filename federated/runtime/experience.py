@@ -126,13 +126,16 @@ class ExperienceLog:
 
 def read(directory: Path) -> Iterator[Row]:
     """Every row an agent kept in ``directory``, oldest first, without writing to its files (the agent may be
-    appending: a frame it is still writing ends the read). Raises :class:`ExperienceFormatError`."""
+    appending: a frame it is still writing ends the read); or, the same way, the rows the control plane holds for
+    one agent (``controlplane.experienceinbox``: frames ``{"seq": n, "rows": [...]}``), so a regional trainer on
+    another host reads what agents shipped as it reads a local agent's log. Raises :class:`ExperienceFormatError`."""
     for name in (OLDER, CURRENT):
         path = directory / name
         if not path.is_file():
             continue
         try:
-            for n, batch in enumerate(read_frames(path)):
+            for n, frame in enumerate(read_frames(path)):
+                batch = frame.get("rows") if isinstance(frame, dict) else frame  # {seq, rows}: as the plane holds shipped rows
                 if not isinstance(batch, list):
                     raise ExperienceFormatError(f"{path}: frame {n} is not a batch of experience rows")
                 for raw in batch:

@@ -14,6 +14,7 @@ from controlplane.learninglink import LearningTwin
 from edgeagent.experienceshipping import ExperienceShipper
 from fedapi.agentlink import LinkChannel, LinkError, Wire
 from fedapi.linkserver import LinkServer
+from federated.runtime import experience
 from federated.runtime.experience import ExperienceLog, Row
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES
 
@@ -80,6 +81,7 @@ def test_rows_arrive_once_across_restarts_of_either_side_and_lost_answers(tmp_pa
             assert await ExperienceShipper(plane.call, "c0", "n0", agent).ship() == 1
             assert held(plane.inbox) == [f"p{i}" for i in range(100)]
         assert per_row < 300, f"{per_row:.0f} compressed bytes a row"
+        assert [r.pod for r in experience.newest([tmp_path / "plane" / "c0" / "n0"], 30)] == [f"p{i}" for i in range(70, 100)]  # as a trainer reads
 
     asyncio.run(scenario())
 
