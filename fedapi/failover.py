@@ -6,7 +6,8 @@ once, a cut one never answers) or whose call runs out of time passes the call to
 it to the leader it names, unless that member already failed us in this round: a member names the leader only while
 it sees the leader's lease refreshed, but a leader can die between that and our call. While the members answer
 that no leader is elected (a take-over in progress, ~5 s after a leader's death), the round is tried again, for up
-to :data:`ELECTION_WAIT_S`. Every other error is the answer.
+to :data:`ELECTION_WAIT_S`, without the members that did not answer in an earlier round (unless none is left). Every
+other error is the answer.
 """
 
 from __future__ import annotations
@@ -50,10 +51,13 @@ def call(targets: Sequence[str], method: str, request: Any, timeout: float, tls:
     """``method``'s answer from the leader among ``targets``; raises :class:`Refused` or :class:`NoLeader`."""
     deadline = clock() + ELECTION_WAIT_S
     tried: list[str] = []
+    members = list(dict.fromkeys(targets))
+    gone: set[str] = set()
+    """Members that did not answer: later rounds ask the others (a cut one would cost its connect deadline each round)."""
     while True:
         electing = False
         failed: set[str] = set()
-        queue = list(dict.fromkeys(targets))
+        queue = [m for m in members if m not in gone] or members
         while queue:
             here = queue.pop(0)
             try:
@@ -73,6 +77,7 @@ def call(targets: Sequence[str], method: str, request: Any, timeout: float, tls:
                     queue = [leader, *(q for q in queue if q != leader)]
         if not electing or clock() >= deadline:
             raise NoLeader(tried)
+        gone |= failed
         sleep(RETRY_S)
 
 

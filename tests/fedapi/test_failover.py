@@ -93,6 +93,12 @@ def test_an_election_in_progress_is_waited_out(serve) -> None:  # type: ignore[n
     assert member == "a" and electing.calls == 4 and took >= 3 * failover.RETRY_S
 
 
+def test_a_cut_member_is_asked_once_while_the_others_elect(serve, cut: str) -> None:  # type: ignore[no-untyped-def]
+    electing = Member("b", leads=False, leads_after=3)
+    member, took = ask([cut, serve(electing)])
+    assert member == "b" and took < failover.CONNECT_S + 3 * failover.RETRY_S + 1.5  # not one connect deadline per round
+
+
 def test_other_errors_decide_the_call(serve) -> None:  # type: ignore[no-untyped-def]
     class Refusing(Member):
         def GetLeader(self, request: cp.GetLeaderRequest, context: grpc.ServicerContext) -> cp.LeaderInfo:
