@@ -75,15 +75,16 @@ class Members:
                 self.addresses.append(a)
 
     def follow(self, code: str, details: str) -> str | None:
-        """Move on after an error answer: to the leader it names (returned), or to the next member when it names none
-        or holds no twin of ours (``""`` returned). None: the answer says nothing about leadership; stay."""
+        """Move on after an error answer: to the leader it names (returned), or to the next member when it names none,
+        holds no twin of ours or did not answer in time (a cut host; ``""`` returned). None: stay."""
         leader = named_leader(code, details)
         if leader:
             if leader not in self.addresses:
                 self.addresses.append(leader)
             self.at = self.addresses.index(leader)
             return leader
-        if leader == "" or (code == "NOT_FOUND" and NO_TWIN in details and len(self.addresses) > 1):
+        others = len(self.addresses) > 1
+        if leader == "" or (others and (code == "DEADLINE_EXCEEDED" or (code == "NOT_FOUND" and NO_TWIN in details))):
             self.next()
             return ""
         return None

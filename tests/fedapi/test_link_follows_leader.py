@@ -59,6 +59,8 @@ def test_a_standby_refusal_names_the_leader() -> None:
     assert members.follow("FAILED_PRECONDITION", "not the leader: c:3") == "c:3" and members.current == "c:3"
     assert members.follow("FAILED_PRECONDITION", "not the leader, and no leader is elected now") == "" and members.current == "a:1"
     assert members.follow("NOT_FOUND", "no embedded twin cluster of this name") == "" and members.current == "b:2"
+    assert members.follow("DEADLINE_EXCEEDED", "BindPod: no answer in 5s") == "" and members.current == "c:3"
+    assert Members("a:1").follow("DEADLINE_EXCEEDED", "no answer") is None  # nowhere else to go
     with pytest.raises(ValueError, match="host:port"):
         Members("a:1,nonsense")
     members.learn(["c:3", "d:4", "nonsense", 7])  # an ack's member list: the new ones join, the malformed are ignored
@@ -116,5 +118,28 @@ def test_a_standby_that_knows_no_leader_says_so_and_the_channel_moves_on() -> No
             await channel.close()
             await standby.stop()
             await leader.stop()
+
+    asyncio.run(run())
+
+
+def test_a_member_that_stops_answering_passes_the_channel_on() -> None:
+    """A cut leader keeps the TCP connection but never answers: after one deadline the channel tries the next member."""
+    import socket
+
+    async def run() -> None:
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        leader, at_leader = await _serve(Twin())
+        channel = LinkChannel(f"127.0.0.1:{silent.getsockname()[1]},{at_leader}")
+        request = {"cluster": "c0", "pod": "p0", "node": "n0", "epoch": 1, "gpus": []}
+        try:
+            with pytest.raises(LinkError, match="DEADLINE_EXCEEDED"):
+                await channel.call("BindPod", request, 0.3)
+            assert (await channel.call("BindPod", request, 2.0))["outcome"] == pb.BIND_BOUND
+        finally:
+            await channel.close()
+            await leader.stop()
+            silent.close()
 
     asyncio.run(run())
