@@ -237,6 +237,11 @@ class EvidenceBook:
         with self.lock:
             return [e.report for e in self._by_cluster.get(cluster, {}).values()]
 
+    def listing(self, cluster: str) -> tuple[NodeState, ...]:
+        """The cluster's nodes as its API last listed them, as kept (the same tuple while the listing is the same)."""
+        with self.lock:
+            return self.probes.get(cluster, _Probe()).nodes
+
     def nodes(self, cluster: str) -> list[NodeState]:
         """The cluster's nodes as its API last listed them (empty until a probe answered)."""
         with self.lock:

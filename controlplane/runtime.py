@@ -462,8 +462,7 @@ class ControlPlane:
         used = self._used() if used is None else used
         views = []
         for spec in specs or self.registry.clusters():
-            ev = self.evidence.about(spec.name, self.clock())
-            pools, skipped, _ready = self.capacities.of(spec.name, ev.nodes)
+            pools, skipped, _ready = self.capacities.of(spec.name, self.evidence.listing(spec.name))
             self._note_skipped(spec.name, skipped)
             verdict = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
             views.append(placing.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints))
