@@ -23,6 +23,7 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 
 from controlplane import printing, quantities
+from controlplane.modelcommands import models
 from fedapi import client, common_pb2, credentials, failover
 from fedapi import controlplane_pb2 as cp
 from fedapi.tls import TlsFiles
@@ -596,3 +597,6 @@ def credentials_(
     else:
         reporting.stderr.print(f"{role} credential written to {out} (mode 0600)" + (f" for cluster {cluster}" if cluster else "")
                                + (f", node {node}" if node else ""))
+
+
+controlplane.add_command(models)

@@ -8,7 +8,9 @@ run (:meth:`offer`, a few hundred bytes) and download a bundle (:meth:`chunk`) o
 
 On disk, in the plane's models directory: ``signing.key`` (the Ed25519 seed, 0600, created on first start: its
 public key is what agents pin), ``bundles/<version>.bundle`` with ``<version>.json`` (its signature), and
-``shelf.json`` (the assignment), each written by rename, so a restarted plane offers what it offered before.
+``shelf.json`` (the assignment), each written by rename, so a restarted plane offers what it offered before. The
+plane re-reads ``shelf.json`` when it changes: the process that runs the rounds, or an operator
+(``fedplane controlplane models``), decides on the same host through the same directory.
 A replicated plane's members each keep their own directory: a promotion reaches the agents of the member that
 made it (the agents' link follows the leader).
 """
@@ -64,7 +66,8 @@ class ModelShelf:
         self.signer = modelbundles.public_key(self._seed)
         self._lock = threading.Lock()
         self._signed: dict[str, Signed] = {}
-        self.assignment = _read_assignment(directory / STATE)
+        self._stamp = _stamp(directory / STATE)
+        self._assignment = _read_assignment(directory / STATE)
 
     def publish(self, artifact: Path) -> Signed:
         """Pack and sign the artifact directory ``artifact`` as version ``artifact.name`` (once; raises ValueError for a
@@ -101,6 +104,18 @@ class ModelShelf:
         """The trial ends (rolled back or promoted): every agent back to its current model alone."""
         self._assign(Assignment(current=self.assignment.current))
 
+    @property
+    def assignment(self) -> Assignment:
+        """The current assignment, re-read when another process changed it (one stat a call)."""
+        stamp = _stamp(self.directory / STATE)
+        if stamp != self._stamp:
+            try:
+                self._assignment = _read_assignment(self.directory / STATE)
+            except ValueError:
+                return self._assignment  # half-written by hand: keep offering the last good one
+            self._stamp = stamp
+        return self._assignment
+
     def offer(self, cluster: str, node: str) -> Offer:
         """What the agent on ``node`` of ``cluster`` should run."""
         a = self.assignment
@@ -132,7 +147,7 @@ class ModelShelf:
 
     def _assign(self, assignment: Assignment) -> None:
         _write(self.directory / STATE, json.dumps(asdict(assignment)).encode())
-        self.assignment = assignment
+        self._assignment, self._stamp = assignment, _stamp(self.directory / STATE)
 
     def _bundle(self, version: str) -> Path:
         return self.directory / BUNDLES / f"{version}.bundle"
@@ -144,12 +159,27 @@ def _seed(path: Path) -> bytes:
         seed = path.read_bytes()
     except FileNotFoundError:
         seed = os.urandom(SEED_BYTES)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(seed)
+        try:
+            os.link(tmp, path)  # never replaces a key another process created meanwhile: that one wins
+        except FileExistsError:
+            seed = path.read_bytes()
+        finally:
+            tmp.unlink()
     if len(seed) != SEED_BYTES:
         raise ValueError(f"{path}: a signing key is {SEED_BYTES} bytes, this file holds {len(seed)}")
     return seed
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        found = path.stat()
+    except OSError:
+        return (0, 0)
+    return found.st_mtime_ns, found.st_ino
 
 
 def _read_assignment(path: Path) -> Assignment:

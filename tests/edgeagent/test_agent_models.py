@@ -166,3 +166,26 @@ def test_the_plane_keeps_its_key_and_assignment_across_restarts(tmp_path: Path) 
     assert (tmp_path / "plane" / "signing.key").stat().st_mode & 0o077 == 0
     with pytest.raises(ValueError, match="weight"):
         again.start_canary(tmp_path / "registry" / "v000001", 1.5)
+
+
+def test_a_decision_taken_beside_the_plane_reaches_its_offers(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from fedplane.cli import main
+
+    plane = ModelShelf(tmp_path / "plane")  # the running plane's
+    v1, v2 = version(tmp_path / "registry", "v000001"), version(tmp_path / "registry", "v000002")
+    models = ["--models", str(tmp_path / "plane")]
+    done = CliRunner().invoke(main, ["controlplane", "models", "promote", str(v1), *models, "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["current"] == "v000001" and json.loads(done.output)["signer"] == plane.signer.hex()
+    assert plane.offer("c0", "n0").current == plane.signed("v000001")
+    done = CliRunner().invoke(main, ["controlplane", "models", "canary", str(v2), *models, "--weight", "0.3", "--node", "c0/n1"])
+    assert done.exit_code == 0, done.output
+    assert plane.offer("c0", "n0").canary is None and plane.offer("c0", "n1").weight == 0.3
+    assert CliRunner().invoke(main, ["controlplane", "models", "end-canary", *models]).exit_code == 0
+    assert plane.offer("c0", "n1").canary is None
+    broken = version(tmp_path / "registry", "v000003")
+    (broken / "model.int8.onnx").write_bytes(b"broken")
+    refused = CliRunner().invoke(main, ["controlplane", "models", "promote", str(broken), *models])
+    assert refused.exit_code == 2 and "cannot promote" in refused.output and "Traceback" not in refused.output
