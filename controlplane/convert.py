@@ -9,6 +9,7 @@ from __future__ import annotations
 from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
 from fedapi.workloadcontext import LEARNED, NONE, WorkloadContext
 from controlplane import limits
+from fedcore.pods import class_of
 from controlplane.evidence import AgentReport, AgentRow, NodeSummary, PeerState
 from controlplane.journal import Migration, MigrationState
 from controlplane.registry import BackendKind, ClusterSpec, Placement, Placer
@@ -140,7 +141,7 @@ def workload(m: cp.WorkloadSpec) -> Workload:
     template = Template(
         int(t.cpu_milli), int(t.memory_mib), t.gpus, t.gpu_model, tuple(t.archs),
         tuple((x.key, x.value, x.effect) for x in t.tolerations), dict(t.node_selector), t.priority,
-        t.image or PAUSE_IMAGE,
+        t.image or PAUSE_IMAGE, t.qos or "online",
     )
     policy = Policy(SPREAD[p.spread], tuple(p.clusters), tuple(p.regions), tuple(p.avoid_clusters), dict(p.cluster_labels),
                     p.movable, p.max_per_cluster, p.home_region)
@@ -154,16 +155,16 @@ def to_workload(w: Workload) -> cp.WorkloadSpec:
         name=w.name, replicas=w.replicas,
         pod=cp.PodTemplate(cpu_milli=t.cpu_milli, memory_mib=t.memory_mib, gpus=t.gpus, gpu_model=t.gpu_model, archs=list(t.archs),
                            tolerations=[common_pb2.Toleration(key=k, value=v, effect=e) for k, v, e in t.tolerations],
-                           node_selector=t.node_selector, priority=t.priority, image=t.image),
+                           node_selector=t.node_selector, priority=t.priority, image=t.image, qos=t.qos),
         policy=cp.PlacementPolicy(spread=SPREAD_NUMBER[p.spread], clusters=p.clusters, regions=p.regions, avoid_clusters=p.avoid_clusters,
                                   cluster_labels=p.cluster_labels, movable=p.movable, max_per_cluster=p.max_per_cluster,
                                   home_region=p.home_region),
     )
 
 
-def placements(name: str, rows: list[Placement], ready: dict[str, int], why: tuple[str, ...] = ()) -> cp.PlacementDecision:
+def placements(name: str, rows: list[Placement], ready: dict[str, int], why: tuple[str, ...] = (), qos: str = "") -> cp.PlacementDecision:
     return cp.PlacementDecision(
-        workload=name, accepted=True,
+        workload=name, accepted=True, qos=qos,
         placements=[cp.ClusterPlacement(cluster=p.cluster, replicas=p.replicas, epoch=p.epoch, ready=ready.get(p.cluster, 0), state=p.state.value) for p in rows],
         reasons=reasons(why),
     )
@@ -182,7 +183,7 @@ def pod(p: PodState) -> tw.Pod:
         s = p.spec
         out.spec.CopyFrom(tw.PodSpec(
             gpu_count=s.gpu.count, gpu_milli_each=s.gpu.milli_each, gpu_model=s.gpu_model, archs=sorted(a.value for a in s.archs),
-            node_selector=s.node_selector, max_per_node=s.max_per_node, priority=s.priority,
+            node_selector=s.node_selector, max_per_node=s.max_per_node, priority=s.priority, qos=class_of(s.qos),
             tolerations=[common_pb2.Toleration(key=t.key, value=t.value or "", effect=t.effect.value if t.effect else "") for t in s.tolerations],
         ))
     return out

@@ -158,7 +158,8 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
                 except errors.BackendError:
                     ready[p.cluster] = 0
             why = next((d.reasons for d in decisions if d.workload == n), ())
-            out.append(convert.placements(n, rows, ready, standby + why))
+            w = reg.workload(n)
+            out.append(convert.placements(n, rows, ready, standby + why, w.template.qos if w else ""))
         return cp.GetPlacementsResponse(workloads=out)
 
     async def StartMigration(self, request: cp.StartMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:

@@ -14,7 +14,7 @@ from controlplane import limits
 from controlplane.failbacks import Failback
 from fedcore.backends.model import PAUSE_IMAGE, WorkloadSpec, check_name
 from fedcore.nodes import Arch, TaintEffect
-from fedcore.pods import Pod, Toleration
+from fedcore.pods import Pod, Toleration, qos_of
 from fedcore.resources import GpuRequest
 
 
@@ -35,10 +35,13 @@ class Template:
     node_selector: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     priority: int = 0
     image: str = PAUSE_IMAGE
+    qos: str = "online"
+    """``online`` (latency-sensitive: never on reclaimed capacity) or ``batch`` (best-effort: may be suppressed, preempted)."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.gpus) < 0:
             raise ValueError("pod requests must be non-negative")
+        qos_of(self.qos)
         limits.count("pod cpu_milli", self.cpu_milli, 0, limits.MAX_CPU_MILLI)
         limits.count("pod memory_mib", self.memory_mib, 0, limits.MAX_MEMORY_MIB)
         limits.count("pod gpus", self.gpus, 0, limits.MAX_GPUS)
@@ -109,7 +112,7 @@ class Workload:
         )
         return Pod(
             f"{self.name}-{index}", t.cpu_milli, t.memory_mib, gpu=GpuRequest(t.gpus, 1000 if t.gpus else 0),
-            gpu_model=t.gpu_model, priority=t.priority, tolerations=tolerations,
+            gpu_model=t.gpu_model, priority=t.priority, qos=qos_of(t.qos), tolerations=tolerations,
             node_selector=dict(self.policy.cluster_labels), archs=frozenset(Arch(a) for a in t.archs),
             workload=self.name, max_per_node=self.policy.max_per_cluster or -1,
         )
@@ -125,7 +128,7 @@ class Workload:
         return WorkloadSpec(
             self.name, replicas, t.cpu_milli, t.memory_mib, t.gpus, epoch, t.image, scheduler_name, node_selector=dict(t.node_selector),
             gpu_model=t.gpu_model, archs=t.archs, tolerations=t.tolerations,
-            priority=t.priority,
+            priority=t.priority, qos=t.qos,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from edgeagent.clusters import (
 )
 from fedapi.agentlink import Wire
 from fedcore.nodes import Arch, Node, Taint, TaintEffect
-from fedcore.pods import Pod, Toleration
+from fedcore.pods import Pod, Toleration, qos_of
 from fedcore.resources import GpuRequest
 
 PHASES = {1: Phase.PENDING, 2: Phase.RUNNING, 3: Phase.SUCCEEDED, 4: Phase.FAILED}
@@ -44,7 +44,7 @@ def update_from_wire(event: Wire) -> PodUpdate:
             disk_mib=_int(requests["disk_mib"]), gpu=GpuRequest(_int(spec["gpu_count"]), _int(spec["gpu_milli_each"])),
             gpu_model=spec["gpu_model"], priority=_int(spec["priority"]), archs=frozenset(Arch(a) for a in spec["archs"]),
             node_selector=dict(spec["node_selector"]), tolerations=tuple(_toleration(t) for t in spec["tolerations"]),
-            workload=p["workload"], max_per_node=_int(spec["max_per_node"]),
+            workload=p["workload"], max_per_node=_int(spec["max_per_node"]), qos=qos_of(spec.get("qos") or "online"),
         )
         phase = Phase.DELETED if event["type"] == EVENT_DELETED else PHASES[p["phase"]]
         epoch, node = p["epoch"], p["node"]

@@ -43,6 +43,7 @@ from fedcore.scheduling.filters import default_filters
 from crdt.claims import BOUND, Status, StatusCode
 from crdt.errors import InvalidDelta
 from edgeagent import records
+from edgeagent.classfit import Reclaimed
 from edgeagent.clusters import BindResult, PodUpdate
 from edgeagent.config import PlacementSection
 from edgeagent.effects import Effect, Publish
@@ -76,6 +77,8 @@ class Placer:
         self._filters = default_filters()
         self._withdraw: dict[str, float] = {}
         self._compact_at = now + COMPACT_EVERY
+        self.reclaimed = Reclaimed()
+        """Reclaimed CPU the plane offers our batch pods (online pods never use it): :mod:`edgeagent.classfit`."""
 
     @property
     def settings(self) -> PlacementSection:
@@ -188,6 +191,7 @@ class Placer:
 
     def tick(self, now: float) -> list[Effect]:
         """Run what is due: claims, binds, node-state publication, compaction, record withdrawal."""
+        self.reclaimed.keep(self.holdings.placements)
         for uid, p in in_queue_order(list(self.pending.items()), self.scorer.queue, self.table, now):
             if p.binding or p.due > now:
                 continue
@@ -266,7 +270,8 @@ class Placer:
         closed = p.first_claim is not None and now >= p.first_claim + self.settings.claim_window
         if winner is not None and winner.epoch == epoch and winner.node != self.node.name and closed and now < fallback:
             return  # the race is over and its winner is binding: a claim now would only be refused at the fence
-        if not p.pod.request.fits_in(replica.free()) or not self._fits(p.pod):  # the cheap test first
+        pod = self.reclaimed.fitted(p.pod, replica.free())  # batch may borrow reclaimed CPU; the cheap test first
+        if pod is None or not self._fits(pod):
             p.waiting_for_room = True
             self._unmislead(p.pod, now)
             return
@@ -276,21 +281,22 @@ class Placer:
             if len(ahead) >= self.settings.candidates > 0:
                 p.due, p.deferred, p.ahead = fallback, True, ahead
                 return
-        request = p.pod.request
-        assessment = self.scorer.assess(p.pod, self.table)
+        request = pod.request
+        assessment = self.scorer.assess(pod, self.table)
         score = assessment.score
         if not np.isfinite(score):
             log.warning("scorer %s gave %r for %s: skipping the pod", self.scorer.version, score, uid)
             return
-        placement = self.table.allocate(p.pod, 0, self.scorer.devices(p.pod, self.table))
+        placement = self.table.allocate(pod, 0, self.scorer.devices(pod, self.table))
         out = self.ledger.claim(uid, epoch, score, request)
         if isinstance(out, Status):
-            self.table.release(p.pod, placement)
+            self.table.release(pod, placement)
             if out.code is StatusCode.ALREADY_CLAIMED and uid in self.holdings.placements:  # ours from before (restart)
                 p.claimed_at, p.claim_epoch, p.due = now, replica.epoch(uid), now + self.settings.claim_window
             return
         self.counters.claims += 1
-        self.holdings.placements[uid] = (p.pod, placement)
+        self.holdings.placements[uid] = (pod, placement)
+        self.reclaimed.take(uid, p.pod.cpu_milli - pod.cpu_milli)
         p.claimed_at, p.claim_epoch, p.score, p.assessment, p.model = now, epoch, score, assessment, self.scorer.version
         gpus = int(self.table.gpu_count[0]) * MILLI
         p.gpu_alloc_after = 1.0 - float(self.table.gpu_free_total()[0]) / gpus if gpus else 0.0

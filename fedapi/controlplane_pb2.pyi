@@ -270,7 +270,7 @@ class AgentAck(_message.Message):
     def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., send_held: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PodTemplate(_message.Message):
-    __slots__ = ("cpu_milli", "memory_mib", "gpus", "gpu_model", "archs", "tolerations", "node_selector", "priority", "image")
+    __slots__ = ("cpu_milli", "memory_mib", "gpus", "gpu_model", "archs", "tolerations", "node_selector", "priority", "image", "qos")
     class NodeSelectorEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -287,6 +287,7 @@ class PodTemplate(_message.Message):
     NODE_SELECTOR_FIELD_NUMBER: _ClassVar[int]
     PRIORITY_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
     cpu_milli: int
     memory_mib: int
     gpus: int
@@ -296,7 +297,8 @@ class PodTemplate(_message.Message):
     node_selector: _containers.ScalarMap[str, str]
     priority: int
     image: str
-    def __init__(self, cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., tolerations: _Optional[_Iterable[_Union[_common_pb2.Toleration, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ...) -> None: ...
+    qos: str
+    def __init__(self, cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., tolerations: _Optional[_Iterable[_Union[_common_pb2.Toleration, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., qos: _Optional[str] = ...) -> None: ...
 
 class PlacementPolicy(_message.Message):
     __slots__ = ("spread", "clusters", "regions", "avoid_clusters", "cluster_labels", "movable", "max_per_cluster", "home_region")
@@ -362,18 +364,20 @@ class ClusterPlacement(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., replicas: _Optional[int] = ..., epoch: _Optional[int] = ..., ready: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
 
 class PlacementDecision(_message.Message):
-    __slots__ = ("workload", "accepted", "dry_run", "placements", "reasons")
+    __slots__ = ("workload", "accepted", "dry_run", "placements", "reasons", "qos")
     WORKLOAD_FIELD_NUMBER: _ClassVar[int]
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     PLACEMENTS_FIELD_NUMBER: _ClassVar[int]
     REASONS_FIELD_NUMBER: _ClassVar[int]
+    QOS_FIELD_NUMBER: _ClassVar[int]
     workload: str
     accepted: bool
     dry_run: bool
     placements: _containers.RepeatedCompositeFieldContainer[ClusterPlacement]
     reasons: _containers.RepeatedCompositeFieldContainer[_common_pb2.Reason]
-    def __init__(self, workload: _Optional[str] = ..., accepted: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., placements: _Optional[_Iterable[_Union[ClusterPlacement, _Mapping]]] = ..., reasons: _Optional[_Iterable[_Union[_common_pb2.Reason, _Mapping]]] = ...) -> None: ...
+    qos: str
+    def __init__(self, workload: _Optional[str] = ..., accepted: _Optional[bool] = ..., dry_run: _Optional[bool] = ..., placements: _Optional[_Iterable[_Union[ClusterPlacement, _Mapping]]] = ..., reasons: _Optional[_Iterable[_Union[_common_pb2.Reason, _Mapping]]] = ..., qos: _Optional[str] = ...) -> None: ...
 
 class GetPlacementsRequest(_message.Message):
     __slots__ = ("workload",)

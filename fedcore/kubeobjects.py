@@ -28,7 +28,7 @@ from decimal import Decimal, DecimalException
 from typing import Any
 
 from fedcore.nodes import Arch, Node, Taint, TaintEffect
-from fedcore.pods import Pod, Toleration
+from fedcore.pods import Pod, QoS, Toleration, qos_of
 from fedcore.resources import MILLI, GpuRequest, Resources
 
 EPOCH_ANNOTATION = "fedplane.io/epoch"
@@ -38,6 +38,11 @@ PRIORITY_ANNOTATION = "fedplane.io/priority"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 """The GPU model of a node (NVIDIA's GPU feature discovery sets it); a pod that needs a model selects it."""
 WORKLOAD_LABEL = "fedplane.io/workload"
+QOS_LABEL = "fedplane.io/qos"
+"""A fedplane pod's class (online, batch), Koordinator's ``koordinator.sh/qosClass`` in spirit."""
+BATCH_PRIORITY_CLASS = "fedplane-batch"
+"""The PriorityClass batch pods name (deploy/k8s/priorityclasses.yaml; Koordinator's koord-batch): below every unclassed pod,
+never preempting. Online pods name none, so their ``spec.priority`` stays the workload's own (``fedplane.io/priority``)."""
 SCHEDULER_NAME = "fedplane"
 """``spec.schedulerName`` of the pods edge agents place (kube-scheduler leaves them alone)."""
 ARCH_LABEL = "kubernetes.io/arch"
@@ -275,6 +280,8 @@ class KubePod:
     """``metadata.uid``: which incarnation of the name this is."""
     gpu_model: str = ""
     """The GPU model it selects (:data:`GPU_PRODUCT_LABEL`), "" for any."""
+    qos: QoS = QoS.LATENCY_SENSITIVE
+    """From :data:`QOS_LABEL` (online when absent: a pod nobody classed is never put on reclaimed capacity)."""
 
     @property
     def key(self) -> str:
@@ -285,7 +292,7 @@ class KubePod:
         return Pod(uid or self.key, self.requests.cpu_milli, self.requests.memory_mib,
                    gpu=GpuRequest(self.requests.gpus, MILLI if self.requests.gpus else 0),
                    node_selector=dict(self.node_selector), archs=self.archs, tolerations=self.tolerations,
-                   priority=self.priority, workload=self.workload, gpu_model=self.gpu_model)
+                   priority=self.priority, workload=self.workload, gpu_model=self.gpu_model, qos=self.qos)
 
 
 INCARNATION = "~"
@@ -353,8 +360,18 @@ def _read_pod(obj: Mapping[str, Any], namespace: str, name: str, where: str) -> 
         namespace, name, (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""), epoch_of(meta, where), phase,
         spec.get("nodeName") or "", spec.get("schedulerName") or "default-scheduler", _condition(status, "Ready"),
         bool(meta.get("deletionTimestamp")), effective_requests(spec, where), pod_archs(spec, where), selector,
-        tolerations(spec, where), priority, str(meta.get("uid") or ""), gpu_model,
+        tolerations(spec, where), priority, str(meta.get("uid") or ""), gpu_model, qos_of(qos_class(meta, where)),
     )
+
+
+def qos_class(meta: Mapping[str, Any], where: str) -> str:
+    """The :data:`QOS_LABEL` class name (``online`` when absent); an unknown class is an error naming the object."""
+    value = (meta.get("labels") or {}).get(QOS_LABEL) or "online"
+    try:
+        qos_of(value)
+    except ValueError as exc:
+        raise KubeObjectError(f"{where}: label {QOS_LABEL}: {exc}") from None
+    return str(value)
 
 
 def annotated_priority(meta: Mapping[str, Any]) -> int:

@@ -18,6 +18,24 @@ class QoS(enum.Enum):
     LATENCY_SENSITIVE = "LS"
 
 
+QOS_CLASSES = {"online": QoS.LATENCY_SENSITIVE, "batch": QoS.BEST_EFFORT}
+"""A workload's class as users name it: ``online`` (latency-sensitive; never placed on reclaimed capacity) or
+``batch`` (best-effort; may run on what online pods reserve but do not use, suppressed or preempted first)."""
+
+
+def qos_of(name: str) -> QoS:
+    """The scheduling QoS of a class name; an unknown name is a clear error, not a default."""
+    try:
+        return QOS_CLASSES[name]
+    except KeyError:
+        raise ValueError(f"unknown QoS class {name!r}; choose from {', '.join(QOS_CLASSES)}") from None
+
+
+def class_of(qos: QoS) -> str:
+    """The class name of a QoS: best-effort is ``batch``, everything else is served as ``online``."""
+    return "batch" if qos is QoS.BEST_EFFORT else "online"
+
+
 @dataclass(frozen=True, slots=True)
 class Toleration:
     """Tolerates a taint with this key (any value when ``value`` is None) and effect (any when None)."""

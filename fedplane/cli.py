@@ -48,6 +48,7 @@ BENCHES = {
     "loop": "fedplane.lab.loop.loopcmd:bench_loop",
     "scale": "fedplane.lab.benches.scalebench:bench_scale",
     "console": "fedplane.lab.benches.consolebench:bench_console",
+    "colocation": "fedplane.lab.benches.colocationbench:bench_colocation",
 }
 
 COMMANDS = {

@@ -23,7 +23,7 @@ from fedcore import kubeobjects
 from fedcore.backends.kubernetes import KubernetesCluster
 from fedcore.backends.twin import TwinCluster
 from fedcore.nodes import Arch, Node, TaintEffect
-from fedcore.pods import Pod
+from fedcore.pods import Pod, qos_of
 
 label = st.from_regex(r"[a-z]([a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True)
 words = st.dictionaries(label, label, max_size=3)
@@ -35,6 +35,7 @@ templates = st.builds(
     tolerations=st.lists(st.tuples(label, st.one_of(st.just(""), label), st.sampled_from(["", *(e.value for e in TaintEffect)])),
                          max_size=2).map(tuple),
     node_selector=words, priority=st.integers(-1000, 1_000_000), image=st.sampled_from(["registry.k8s.io/pause:3.9", "example/app:1"]),
+    qos=st.sampled_from(["online", "batch"]),
 )
 policies = st.builds(
     Policy, spread=st.sampled_from(list(Spread)), clusters=st.lists(label, max_size=2).map(tuple),
@@ -54,6 +55,7 @@ def same(a: Workload, b: Workload) -> None:
 
 def assert_agent_sees(pod: Pod, t: Template) -> None:
     assert (pod.cpu_milli, pod.memory_mib, pod.gpu.count, pod.gpu_model, pod.priority) == (t.cpu_milli, t.memory_mib, t.gpus, t.gpu_model, t.priority)
+    assert pod.qos is qos_of(t.qos)
     assert pod.archs == frozenset(Arch(a) for a in t.archs)
     assert pod.node_selector == t.node_selector
     assert sorted((x.key, x.value or "", x.effect.value if x.effect else "") for x in pod.tolerations) == sorted(t.tolerations)

@@ -198,6 +198,8 @@ class KubernetesCluster:
         pod_spec: dict[str, Any] = {"containers": [{"name": "main", "image": spec.image, "resources": {"requests": requests}}]}
         if spec.scheduler_name:
             pod_spec["schedulerName"] = spec.scheduler_name
+        if spec.qos == "batch":
+            pod_spec["priorityClassName"] = kubeobjects.BATCH_PRIORITY_CLASS
         selector = {**spec.node_selector, **({kubeobjects.GPU_PRODUCT_LABEL: spec.gpu_model} if spec.gpu_model else {})}
         if selector:
             pod_spec["nodeSelector"] = selector
@@ -216,7 +218,7 @@ class KubernetesCluster:
             "spec": {
                 "replicas": spec.replicas,
                 "selector": {"matchLabels": labels},
-                "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": pod_spec},
+                "template": {"metadata": {"labels": {**labels, kubeobjects.QOS_LABEL: spec.qos}, "annotations": annotations}, "spec": pod_spec},
             },
         }
 
@@ -228,6 +230,7 @@ class KubernetesCluster:
         try:
             requests = kubeobjects.effective_requests(template, where)
             epoch = kubeobjects.epoch_of(meta, where)
+            qos = kubeobjects.qos_class(spec.get("template", {}).get("metadata", {}), where)
             archs = tuple(sorted(a.value for a in kubeobjects.pod_archs(template, where)))
             tolerations = tuple((x.key, x.value or "", x.effect.value if x.effect else "") for x in kubeobjects.tolerations(template, where))
         except KubeObjectError as exc:
@@ -237,7 +240,7 @@ class KubernetesCluster:
         ws = WorkloadSpec(
             meta["name"], int(spec.get("replicas", 0)), requests.cpu_milli, requests.memory_mib, requests.gpus, epoch,
             ((template.get("containers") or [{}])[0]).get("image", ""), template.get("schedulerName", ""), selector,
-            gpu_model=gpu_model, archs=archs, tolerations=tolerations, priority=kubeobjects.annotated_priority(meta),
+            gpu_model=gpu_model, archs=archs, tolerations=tolerations, priority=kubeobjects.annotated_priority(meta), qos=qos,
         )
         return Workload(ws, int((d.get("status") or {}).get("readyReplicas") or 0))
 

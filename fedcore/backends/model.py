@@ -11,7 +11,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
-from fedcore.pods import Pod
+from fedcore.pods import Pod, qos_of
 from fedcore.resources import Resources
 
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
@@ -44,9 +44,11 @@ class WorkloadSpec:
     tolerations: tuple[tuple[str, str, str], ...] = ()  # (key, value, effect); "" = any
     max_per_node: int = -1
     priority: int = 0  # the pods' scheduling priority (higher first); agents read it from every pod
+    qos: str = "online"  # online (latency-sensitive) or batch (best-effort, may run on reclaimed capacity)
 
     def __post_init__(self) -> None:
         check_name("workload", self.name)
+        qos_of(self.qos)
         if self.replicas < 0:
             raise ValueError(f"workload {self.name}: replicas must be >= 0")
         if min(self.cpu_milli, self.memory_mib, self.gpus) < 0:

@@ -25,7 +25,7 @@ from fedcore.backends.model import (
 )
 from fedcore.nodes import Arch, Node, TaintEffect
 from fedcore.nodetable import NodeTable, OvercommitError, Placement
-from fedcore.pods import Pod, Toleration
+from fedcore.pods import Pod, Toleration, qos_of
 from fedcore.resources import GpuRequest
 from fedcore.scheduling import profiles
 from fedcore.scheduling.framework import Scheduler
@@ -383,7 +383,7 @@ class TwinCluster:
             pod_name = f"{name}-{n}"
             pod = Pod(
                 pod_name, spec.cpu_milli, spec.memory_mib, gpu=GpuRequest(spec.gpus, 1000 if spec.gpus else 0),
-                gpu_model=spec.gpu_model, priority=spec.priority, workload=name, node_selector=dict(spec.node_selector),
+                gpu_model=spec.gpu_model, priority=spec.priority, qos=qos_of(spec.qos), workload=name, node_selector=dict(spec.node_selector),
                 archs=frozenset(Arch(a) for a in spec.archs), max_per_node=spec.max_per_node,
                 tolerations=tuple(Toleration(k, v or None, TaintEffect(e) if e else None) for k, v, e in spec.tolerations),
             )

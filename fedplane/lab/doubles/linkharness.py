@@ -26,6 +26,7 @@ from fedapi import controlplane_pb2 as cp
 from fedapi import twincluster_pb2 as pb
 from fedapi.linkserver import Context, LinkServer
 from fedcore.nodes import Node
+from fedcore.pods import class_of
 from fedplane.lab.doubles.memcluster import InMemoryCluster
 
 REPORT_INTERVAL_MS = 5000
@@ -46,7 +47,7 @@ def update_to_pb(update: PodUpdate, workload: str = "") -> pb.PodEvent:
     spec = pb.PodSpec(
         gpu_count=pod.gpu.count, gpu_milli_each=pod.gpu.milli_each, gpu_model=pod.gpu_model,
         archs=sorted(a.value for a in pod.archs), node_selector=pod.node_selector, max_per_node=pod.max_per_node,
-        priority=pod.priority,
+        priority=pod.priority, qos=class_of(pod.qos),
         tolerations=[common_pb2.Toleration(key=t.key, value=t.value or "", effect=t.effect.value if t.effect else "")
                      for t in pod.tolerations],
     )
