@@ -10,6 +10,8 @@ from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
 from fedapi.workloadcontext import LEARNED, NONE, WorkloadContext
 from controlplane import limits
 from fedcore.pods import class_of
+from controlplane import returning
+from controlplane.failbacks import DEFAULT_WINDOW_S, Failback, mode_of
 from controlplane.evidence import AgentReport, AgentRow, NodeSummary, PeerState
 from controlplane.journal import Migration, MigrationState
 from controlplane.registry import BackendKind, ClusterSpec, Placement, Placer
@@ -143,9 +145,10 @@ def workload(m: cp.WorkloadSpec) -> Workload:
         tuple((x.key, x.value, x.effect) for x in t.tolerations), dict(t.node_selector), t.priority,
         t.image or PAUSE_IMAGE, t.qos or "online",
     )
+    failback = Failback(mode_of(p.failback), p.failback_window_s or DEFAULT_WINDOW_S, p.maintenance_window)
     policy = Policy(SPREAD[p.spread], tuple(p.clusters), tuple(p.regions), tuple(p.avoid_clusters), dict(p.cluster_labels),
-                    p.movable, p.max_per_cluster, p.home_region)
-    return Workload(m.name, m.replicas, template, policy)
+                    p.movable, p.max_per_cluster, p.home_region, failback, p.group)
+    return Workload(m.name, m.replicas, template, policy, m.stateful)
 
 
 def to_workload(w: Workload) -> cp.WorkloadSpec:
@@ -158,7 +161,9 @@ def to_workload(w: Workload) -> cp.WorkloadSpec:
                            node_selector=t.node_selector, priority=t.priority, image=t.image, qos=t.qos),
         policy=cp.PlacementPolicy(spread=SPREAD_NUMBER[p.spread], clusters=p.clusters, regions=p.regions, avoid_clusters=p.avoid_clusters,
                                   cluster_labels=p.cluster_labels, movable=p.movable, max_per_cluster=p.max_per_cluster,
-                                  home_region=p.home_region),
+                                  home_region=p.home_region, failback=p.failback.mode.value, failback_window_s=p.failback.window_s,
+                                  maintenance_window=p.failback.maintenance, group=p.group),
+        stateful=w.stateful,
     )
 
 
@@ -175,6 +180,18 @@ def migration(m: Migration) -> cp.Migration:
         id=m.id, workload=m.workload, source=m.source, target=m.target, replicas=m.replicas, epoch=m.epoch,
         state=MIGRATION_STATE[m.state], kind=m.kind.value, reasons=reasons(m.reasons), error=m.error, attempts=m.attempts,
     )
+
+
+def failback_preview(pending: list[returning.Pending]) -> list[cp.Migration]:
+    """The dry run of failback: each home's return as it would start now (``error`` empty), or why it waits."""
+    out = []
+    for p in pending:
+        h = p.home
+        for m in p.moves or (None,):
+            why = m.reasons if m is not None else p.reasons
+            out.append(cp.Migration(workload=h.workload, source=h.away, target=h.home, replicas=m.replicas if m else h.replicas,
+                                    kind="return", reasons=reasons(why), error="" if m else "waits: " + "; ".join(p.reasons)))
+    return out
 
 
 def pod(p: PodState) -> tw.Pod:

@@ -26,6 +26,8 @@ FLAP_MEMORY_S = 600.0
 MAX_STRETCH = 4
 """A flapping home waits at most this many windows (falls 1, 2, >=3 -> 1x, 2x, 4x)."""
 WINDOW_MAX_S = 86_400.0
+DEFAULT_WINDOW_S = 60.0
+"""The stabilization window when a policy names none (a minute: longer than a node reboot's flap)."""
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 
 
@@ -41,7 +43,7 @@ class Failback:
     """A workload's failback policy; bad values raise ``ValueError`` with what is allowed."""
 
     mode: FailbackMode = FailbackMode.DEFAULT
-    window_s: float = 60.0
+    window_s: float = DEFAULT_WINDOW_S
     """The stabilization window: seconds the home must have stayed HEALTHY (stretched by recent falls)."""
     maintenance: str = ""
     """``HH:MM-HH:MM`` in UTC, daily; may wrap midnight (``22:00-02:00``). Required by ``maintenance`` only."""
@@ -62,7 +64,7 @@ class Failback:
         """The stored form; ``None`` (a workload stored before failback policies) is the default."""
         if not d:
             return cls()
-        return cls(mode_of(str(d.get("mode", ""))), float(d.get("window_s", 60.0)), str(d.get("maintenance", "")))  # type: ignore[arg-type]
+        return cls(mode_of(str(d.get("mode", ""))), float(d.get("window_s", DEFAULT_WINDOW_S)), str(d.get("maintenance", "")))  # type: ignore[arg-type]
 
 
 def mode_of(text: str) -> FailbackMode:

@@ -17,6 +17,9 @@ from controlplane.store import Store, next_seq, seq_key
 
 class MigrationState(enum.Enum):
     PLANNED = "planned"
+    SOURCE_FENCED = "source-fenced"  # stateful hand-off (controlplane.handoffs): the source's writers are fenced off
+    CHECKPOINTED = "checkpointed"    # ... its volume is copied; the reference is in ``Migration.checkpoint``
+    RESTORED = "restored"            # ... the copy is the target's volume, fenced at the migration's epoch
     TARGET_CREATED = "target-created"
     TARGET_READY = "target-ready"
     DONE = "done"
@@ -52,6 +55,8 @@ class Migration:
     reasons: tuple[str, ...] = ()
     created: float = 0.0
     updated: float = 0.0
+    checkpoint: str = ""
+    """A stateful hand-off's state as JSON: the source's fence before it, then the checkpoint's reference."""
 
     def moved(self, **changes: object) -> Migration:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -86,6 +91,7 @@ class Journal:
                 "workload": m.workload, "source": m.source, "target": m.target, "replicas": m.replicas, "target_total": m.target_total,
                 "epoch": m.epoch, "kind": m.kind.value, "state": m.state.value, "attempts": m.attempts, "next_at": m.next_at,
                 "error": m.error, "reasons": list(m.reasons), "created": m.created, "updated": m.updated,
+                "checkpoint": m.checkpoint,
             })
 
     def log(self, migration: str, step: str, phase: str, at: float, detail: str = "") -> None:
@@ -118,4 +124,4 @@ class Journal:
 def _migration(mid: str, d: dict[str, Any]) -> Migration:
     return Migration(mid, d["workload"], d["source"], d["target"], int(d["replicas"]), int(d["target_total"]), int(d["epoch"]),
                      Kind(d["kind"]), MigrationState(d["state"]), int(d["attempts"]), float(d["next_at"]), d["error"],
-                     tuple(d["reasons"]), float(d["created"]), float(d["updated"]))
+                     tuple(d["reasons"]), float(d["created"]), float(d["updated"]), str(d.get("checkpoint", "")))

@@ -8,7 +8,8 @@ Steps (each journaled as intent before it acts and done after):
 3. ``remove-source``: scale the source down by the moved replicas or delete it (404 = done). If the
    source is unreachable, its placement is left ``stale`` (holding any replicas not moved) for cleanup
    once it answers -> DONE; the planner fails over what a stale placement on a failed cluster still holds.
-Temporary errors retry with exponential backoff; a permanent error or too many attempts fails the
+A stateful workload's migration first hands its volume over (``fence-source``, ``checkpoint``, ``restore-target``:
+:mod:`controlplane.handoffs`), so its replicas never have two writers. Temporary errors retry with exponential backoff; a permanent error or too many attempts fails the
 migration, rolls back what it created in the target, and leaves the source untouched.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from controlplane.handoffs import HANDOFF, UNFENCE, Handoff, Volumes
 from controlplane.journal import Journal, Kind, Migration, MigrationState
 from controlplane.registry import Home, Placement, PlacementState, Registry
 from fedcore.backends import errors
@@ -48,10 +50,12 @@ def no_crash(step: str, when: str) -> None:
 class Executor:
     def __init__(
         self, journal: Journal, registry: Registry, backends: Backends, retry: RetryPolicy = RetryPolicy(),
-        crash: CrashHook = no_crash, observe: Callable[[Migration], None] = lambda m: None,
+        crash: CrashHook = no_crash, observe: Callable[[Migration], None] = lambda m: None, volumes: Volumes | None = None,
     ) -> None:
         self.journal, self.registry, self.backends = journal, registry, backends
         self.retry, self.crash, self.observe = retry, crash, observe
+        self.handoff = Handoff(volumes, self._intent_now, self._save_now)
+        self._now = 0.0
 
     def start(self, m: Migration, now: float) -> Migration:
         m = m.moved(created=now, updated=now, state=MigrationState.PLANNED)
@@ -66,8 +70,8 @@ class Executor:
             raise KeyError(f"no migration {mid!r}")
         if m.state.terminal:
             return m
-        if m.state not in (MigrationState.PLANNED, MigrationState.TARGET_CREATED):
-            raise ValueError(f"migration {mid} is {m.state.value}: the target already serves, too late to cancel")
+        if m.state not in (MigrationState.PLANNED, *UNFENCE, MigrationState.TARGET_CREATED) or (m.state is MigrationState.TARGET_CREATED and self._stateful(m)):
+            raise ValueError(f"migration {mid} is {m.state.value}: the target already serves (or holds the state), too late to cancel")
         note = self._rollback(m, now)
         return self._save(m.moved(state=MigrationState.CANCELLED, error=f"cancelled; {note}"), now, "cancel")
 
@@ -94,7 +98,10 @@ class Executor:
 
     # -- steps -----------------------------------------------------------------------------
     def _step(self, m: Migration, now: float) -> Migration | None:
-        if m.state is MigrationState.PLANNED:
+        self._now = now
+        if (m.state is MigrationState.PLANNED and self._stateful(m)) or m.state in HANDOFF[:2]:
+            return self.handoff.step(m)
+        if m.state in (MigrationState.PLANNED, MigrationState.RESTORED):
             return self._create_target(m, now)
         if m.state is MigrationState.TARGET_CREATED:
             return self._await_ready(m, now)
@@ -121,8 +128,10 @@ class Executor:
         except errors.NotFound:
             found = None
         if found is None or found.spec.replicas < m.target_total:
-            # the target lost what create-target made (an embedded twin rebuilt after a restart): make it again
-            return self._save(m.moved(state=MigrationState.PLANNED), now, "target-lost")
+            # the target lost what create-target made (an embedded twin rebuilt after a restart): make it again (a
+            # stateful one on the volume restored there: its replicas may have written since)
+            again = MigrationState.RESTORED if self._stateful(m) else MigrationState.PLANNED
+            return self._save(m.moved(state=again), now, "target-lost")
         ready = found.ready_replicas
         if ready < m.target_total:
             if now - m.updated > self.retry.ready_timeout_s:
@@ -157,6 +166,8 @@ class Executor:
                     self.registry.add_home(Home(m.workload, m.source, m.target, m.replicas))
                 return self._save(m.moved(state=MigrationState.DONE, error=f"source left stale until it answers: {exc}"), now, "remove-source")
         self.crash("remove-source", "after")
+        if self._stateful(m):
+            self.handoff.finish(m)
         with self.registry.store.tx():
             if remaining and current is not None:
                 self.registry.set_placement(Placement(m.workload, m.source, remaining, current.epoch))
@@ -167,6 +178,17 @@ class Executor:
             return self._save(m.moved(state=MigrationState.DONE), now, "remove-source")
 
     # -- bookkeeping -----------------------------------------------------------------------------
+    def _stateful(self, m: Migration) -> bool:
+        w = self.registry.workload(m.workload)
+        return w is not None and w.stateful
+
+    def _intent_now(self, m: Migration, step: str) -> None:
+        self._intent(m, step, self._now)
+
+    def _save_now(self, m: Migration, step: str) -> Migration:
+        self.crash(step, "after")  # acted, not yet journaled: a crash here re-runs the (idempotent) step
+        return self._save(m, self._now, step)
+
     def _intent(self, m: Migration, step: str, now: float) -> None:
         self.journal.log(m.id, step, "intent", now)
         self.crash(step, "before")
@@ -193,9 +215,14 @@ class Executor:
         return self._save(m.moved(state=MigrationState.FAILED, error=f"{error}; {note}"), now, "fail")
 
     def _rollback(self, m: Migration, now: float) -> str:
-        """Undo what the migration put in the target (best effort); the source was never touched."""
+        """Undo what the migration put in the target (best effort); the source was never touched but for a hand-off's
+        fence, lifted while the state has not reached the target."""
+        if m.state in UNFENCE[1:]:
+            return self.handoff.unfence(m)
+        if self._stateful(m) and m.state is not MigrationState.PLANNED:
+            return f"target {m.target} kept: it holds the state (the source stays fenced)"
         if m.state not in (MigrationState.PLANNED, MigrationState.TARGET_CREATED):
-            return "target kept (it already serves)"
+            return "target kept (it already serves or holds the state)"
         before = m.target_total - m.replicas
         self.journal.log(m.id, "rollback", "intent", now)
         try:

@@ -24,6 +24,7 @@ from controlplane.adopting import Adopting
 from controlplane.evidence import AgentReport, AgentRow, EvidenceBook
 from controlplane.expecting import ExpectedAgents
 from controlplane.forecast import LoadForecast
+from controlplane.handoffs import Volumes
 from controlplane.journal import Journal, Kind, Migration, MigrationState, new_id
 from controlplane.metrics import Metrics
 from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
@@ -101,7 +102,9 @@ class ControlPlane:
         self, store: str | Path | Store, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
         planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = no_crash,
         metrics: Metrics | None = None, traces: Path | None = None, lead: bool = True, scorer_selection: bool = True,
+        volumes: Volumes | None = None,
     ) -> None:
+        """``volumes``: where stateful workloads' volumes live, for their migrations' hand-off (None: none can move)."""
         self.store: Store = SqliteStore(store) if isinstance(store, (str, Path)) else store
         self.registry, self.journal = Registry(self.store), Journal(self.store)
         self.backends, self.clock, self.timings = backends, clock, timings
@@ -126,7 +129,7 @@ class ControlPlane:
         """No context is computed before this (a leader's start plus ``fresh_s``): its evidence starts empty, and a
         fleet read from the first agents to report would send a value the rest of the fleet moves again."""
         self.planner = Planner(Topology(), planner)
-        self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration)
+        self.executor = Executor(self.journal, self.registry, backends, retry, crash, self.metrics.migration, volumes)
         self.lock = threading.RLock()
         self.wall: Callable[[], float] = time.time
         """Wall-clock time for failback maintenance windows (``clock`` may be monotonic)."""

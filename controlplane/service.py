@@ -184,6 +184,8 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         return convert.migration(m)
 
     async def ListMigrations(self, request: cp.ListMigrationsRequest, context: grpc.aio.ServicerContext) -> cp.ListMigrationsResponse:
+        if request.failback_dry_run:
+            return cp.ListMigrationsResponse(migrations=convert.failback_preview(self.plane.failback_preview(self.plane.clock())))
         found = self.plane.journal.active() if request.active_only else self.plane.journal.all()
         return cp.ListMigrationsResponse(migrations=[convert.migration(m) for m in found])
 

@@ -48,6 +48,9 @@ class MigrationState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     MIGRATION_DONE: _ClassVar[MigrationState]
     MIGRATION_FAILED: _ClassVar[MigrationState]
     MIGRATION_CANCELLED: _ClassVar[MigrationState]
+    MIGRATION_SOURCE_FENCED: _ClassVar[MigrationState]
+    MIGRATION_CHECKPOINTED: _ClassVar[MigrationState]
+    MIGRATION_RESTORED: _ClassVar[MigrationState]
 BACKEND_UNSPECIFIED: Backend
 BACKEND_TWIN: Backend
 BACKEND_KUBERNETES: Backend
@@ -73,6 +76,9 @@ MIGRATION_TARGET_READY: MigrationState
 MIGRATION_DONE: MigrationState
 MIGRATION_FAILED: MigrationState
 MIGRATION_CANCELLED: MigrationState
+MIGRATION_SOURCE_FENCED: MigrationState
+MIGRATION_CHECKPOINTED: MigrationState
+MIGRATION_RESTORED: MigrationState
 
 class ClusterSpec(_message.Message):
     __slots__ = ("name", "region", "backend", "kube_context", "kubeconfig", "labels", "twin_nodes", "twin_node_capacity", "placer")
@@ -301,7 +307,7 @@ class PodTemplate(_message.Message):
     def __init__(self, cpu_milli: _Optional[int] = ..., memory_mib: _Optional[int] = ..., gpus: _Optional[int] = ..., gpu_model: _Optional[str] = ..., archs: _Optional[_Iterable[str]] = ..., tolerations: _Optional[_Iterable[_Union[_common_pb2.Toleration, _Mapping]]] = ..., node_selector: _Optional[_Mapping[str, str]] = ..., priority: _Optional[int] = ..., image: _Optional[str] = ..., qos: _Optional[str] = ...) -> None: ...
 
 class PlacementPolicy(_message.Message):
-    __slots__ = ("spread", "clusters", "regions", "avoid_clusters", "cluster_labels", "movable", "max_per_cluster", "home_region")
+    __slots__ = ("spread", "clusters", "regions", "avoid_clusters", "cluster_labels", "movable", "max_per_cluster", "home_region", "failback", "failback_window_s", "maintenance_window", "group")
     class ClusterLabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -317,6 +323,10 @@ class PlacementPolicy(_message.Message):
     MOVABLE_FIELD_NUMBER: _ClassVar[int]
     MAX_PER_CLUSTER_FIELD_NUMBER: _ClassVar[int]
     HOME_REGION_FIELD_NUMBER: _ClassVar[int]
+    FAILBACK_FIELD_NUMBER: _ClassVar[int]
+    FAILBACK_WINDOW_S_FIELD_NUMBER: _ClassVar[int]
+    MAINTENANCE_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    GROUP_FIELD_NUMBER: _ClassVar[int]
     spread: Spread
     clusters: _containers.RepeatedScalarFieldContainer[str]
     regions: _containers.RepeatedScalarFieldContainer[str]
@@ -325,19 +335,25 @@ class PlacementPolicy(_message.Message):
     movable: bool
     max_per_cluster: int
     home_region: str
-    def __init__(self, spread: _Optional[_Union[Spread, str]] = ..., clusters: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., avoid_clusters: _Optional[_Iterable[str]] = ..., cluster_labels: _Optional[_Mapping[str, str]] = ..., movable: _Optional[bool] = ..., max_per_cluster: _Optional[int] = ..., home_region: _Optional[str] = ...) -> None: ...
+    failback: str
+    failback_window_s: float
+    maintenance_window: str
+    group: str
+    def __init__(self, spread: _Optional[_Union[Spread, str]] = ..., clusters: _Optional[_Iterable[str]] = ..., regions: _Optional[_Iterable[str]] = ..., avoid_clusters: _Optional[_Iterable[str]] = ..., cluster_labels: _Optional[_Mapping[str, str]] = ..., movable: _Optional[bool] = ..., max_per_cluster: _Optional[int] = ..., home_region: _Optional[str] = ..., failback: _Optional[str] = ..., failback_window_s: _Optional[float] = ..., maintenance_window: _Optional[str] = ..., group: _Optional[str] = ...) -> None: ...
 
 class WorkloadSpec(_message.Message):
-    __slots__ = ("name", "replicas", "pod", "policy")
+    __slots__ = ("name", "replicas", "pod", "policy", "stateful")
     NAME_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     POD_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
+    STATEFUL_FIELD_NUMBER: _ClassVar[int]
     name: str
     replicas: int
     pod: PodTemplate
     policy: PlacementPolicy
-    def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., pod: _Optional[_Union[PodTemplate, _Mapping]] = ..., policy: _Optional[_Union[PlacementPolicy, _Mapping]] = ...) -> None: ...
+    stateful: bool
+    def __init__(self, name: _Optional[str] = ..., replicas: _Optional[int] = ..., pod: _Optional[_Union[PodTemplate, _Mapping]] = ..., policy: _Optional[_Union[PlacementPolicy, _Mapping]] = ..., stateful: _Optional[bool] = ...) -> None: ...
 
 class SubmitWorkloadRequest(_message.Message):
     __slots__ = ("workload", "dry_run", "request_id")
@@ -436,10 +452,12 @@ class CancelMigrationRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class ListMigrationsRequest(_message.Message):
-    __slots__ = ("active_only",)
+    __slots__ = ("active_only", "failback_dry_run")
     ACTIVE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    FAILBACK_DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     active_only: bool
-    def __init__(self, active_only: _Optional[bool] = ...) -> None: ...
+    failback_dry_run: bool
+    def __init__(self, active_only: _Optional[bool] = ..., failback_dry_run: _Optional[bool] = ...) -> None: ...
 
 class ListMigrationsResponse(_message.Message):
     __slots__ = ("migrations",)

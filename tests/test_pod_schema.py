@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controlplane import convert
+from controlplane.failbacks import Failback, FailbackMode
 from controlplane.workloads import Policy, Spread, Template, Workload
 from edgeagent import linkcodec
 from fedapi import twincluster_pb2 as tw
@@ -41,8 +42,12 @@ policies = st.builds(
     Policy, spread=st.sampled_from(list(Spread)), clusters=st.lists(label, max_size=2).map(tuple),
     regions=st.lists(label, max_size=2).map(tuple), avoid_clusters=st.lists(label, max_size=2).map(tuple),
     cluster_labels=words, movable=st.booleans(), max_per_cluster=st.integers(0, 5), home_region=st.one_of(st.just(""), label),
+    failback=st.builds(Failback, mode=st.sampled_from([m for m in FailbackMode if m is not FailbackMode.MAINTENANCE]),
+                       window_s=st.floats(1.0, 86_400.0)) | st.builds(Failback, mode=st.just(FailbackMode.MAINTENANCE),
+                                                                         maintenance=st.sampled_from(["02:00-04:00", "23:30-00:30"])),
+    group=st.one_of(st.just(""), label),
 )
-workloads = st.builds(Workload, name=label, replicas=st.integers(1, 3), template=templates, policy=policies)
+workloads = st.builds(Workload, name=label, replicas=st.integers(1, 3), template=templates, policy=policies, stateful=st.booleans())
 quick = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

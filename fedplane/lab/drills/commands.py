@@ -40,7 +40,8 @@ def drill() -> None:
 
 @drill.command()
 @click.option("--scenario", required=True, type=click.Choice(["cluster-outage", "region-partition", "agent-crash", "control-plane-crash",
-                                                              "host-partition", "leader-crash", "leader-partition"]))
+                                                              "host-partition", "leader-crash", "leader-partition", "flapping", "stateful"]),
+              help="flapping: a cluster down and up every 20 s (failback hysteresis); stateful: a key-value service's state handed over mid-write.")
 @click.option("--runs", default=5, show_default=True, type=click.IntRange(1, 1000))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--plot", default=None, type=click.Path(dir_okay=False), help="PNG timeline (default: drill-<scenario>.png).")
@@ -90,6 +91,9 @@ def failover(scenario: str, runs: int, seed: int, plot: str | None, ha_members: 
     config = failoverdrill.DrillConfig()
     fleet = functools.partial(agentfleet.AgentFleet, loss=loss)
     kwargs: dict[str, Any] = {"source": fleet, "evidence": agentfleet.EVIDENCE}
+    if scenario in ("flapping", "stateful"):
+        _failback(scenario, runs, seed, fleet, as_json)
+        return
 
     def run(config: failoverdrill.DrillConfig) -> tuple[dict[str, Any], list[failoverdrill.RunResult]]:
         with reporting.progress() as bar:
@@ -142,6 +146,21 @@ def _ha_failover(scenario: str, runs: int, members: int, as_json: bool) -> None:
         reporting.emit_json(summary)
     else:
         reporting.table(f"fedplane drill failover --scenario {scenario} --ha {members}",
+                        [{"metric": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in summary.items()])
+
+
+def _failback(scenario: str, runs: int, seed: int, fleet: Any, as_json: bool) -> None:
+    """``drill failover --scenario flapping|stateful``: failback without flapping, state carried across clusters."""
+    from fedplane.lab.drills import flappingdrill, statefuldrill
+
+    drills: dict[str, Any] = {"flapping": flappingdrill.run_flapping, "stateful": statefuldrill.run_stateful}
+    with reporting.progress() as bar:
+        task = bar.add_task(f"drill {scenario}", total=runs)
+        summary, _ = run_stoppable(drills[scenario](runs, seed, source=fleet, on_run=lambda i, r: bar.advance(task)))
+    if as_json:
+        reporting.emit_json(summary)
+    else:
+        reporting.table(f"fedplane drill failover --scenario {scenario}",
                         [{"metric": k, "value": json.dumps(v) if isinstance(v, (dict, list)) else v} for k, v in summary.items()])
 
 

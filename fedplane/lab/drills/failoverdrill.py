@@ -42,6 +42,8 @@ from controlplane import server
 from controlplane.auth import Authenticator
 from controlplane.metrics import Metrics
 from controlplane.migrations import RetryPolicy, SimulatedCrash
+from controlplane.handoffs import Volumes
+from controlplane.planner import PlannerConfig
 from controlplane.runtime import Backends, ControlPlane
 from controlplane.sqlitestore import SqliteStore
 from controlplane.verdicts import Timings
@@ -104,6 +106,7 @@ class DrillConfig:
     node_memory_mib: int = 32768
     ready_timeout_s: float = 10.0  # workloads must be ready this long after submission, before the fault
     host: str = "127.0.0.1"  # where the control plane serves (gRPC and the twin link); agents reach it there
+    planner: PlannerConfig = PlannerConfig()
 
 
 @dataclass(slots=True)
@@ -155,12 +158,15 @@ class Drill:
     on the object for reports: submission latencies, pods per cluster over time, the decisions.
     """
 
+    scenarios: tuple[str, ...] = SCENARIOS
+    """What this class runs (the failback drills subclass it: :mod:`fedplane.lab.drills.flappingdrill`)."""
+
     def __init__(
         self, scenario: str, seed: int, config: DrillConfig, workdir: Path, source: SourceFactory, metrics: Metrics,
         workloads: Sequence[cp.WorkloadSpec] = (), on_ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        if scenario not in SCENARIOS:
-            raise ValueError(f"unknown scenario {scenario!r}; choose from {', '.join(SCENARIOS)}")
+        if scenario not in self.scenarios:
+            raise ValueError(f"unknown scenario {scenario!r}; choose from {', '.join(self.scenarios)}")
         self.scenario, self.config, self.workdir, self.metrics = scenario, config, workdir, metrics
         self.rng = random.Random(seed)
         self.clock = time.monotonic
@@ -189,6 +195,8 @@ class Drill:
         self.source = source({c: [n.name for n in t.table.nodes] for c, t in self.twins.items()}, self.clock, credentials=agents)
         self.port = self.link_port = 0
         self.running: server.Running | None = None
+        self.volumes: Volumes | None = None
+        """Stateful workloads' volume host (the stateful drill's), handed to every control plane it starts."""
 
     def _credentials(self, seed: int) -> tuple[str, dict[str, Path]]:
         """The drill's admin token and, per cluster, its agents' credential file: issued into the plane's store before
@@ -208,7 +216,7 @@ class Drill:
         backends = Backends(self.clock, self.config.ready_delay_s)
         backends.by_name.update(self.twins)
         plane = ControlPlane(self.db, backends, self.clock, self.config.timings, retry=RetryPolicy(base_s=0.05, ready_timeout_s=10.0),
-                             crash=self.crash, metrics=self.metrics)
+                             planner=self.config.planner, crash=self.crash, metrics=self.metrics, volumes=self.volumes)
         self.running = await server.start(plane, host=self.config.host, port=self.port, link_port=self.link_port, auth=Authenticator(plane.store))
         self.port, self.link_port = self.running.port, self.running.link_port
 
