@@ -194,6 +194,7 @@ def serve(
     --admin-credentials.
     """
     from controlplane import auth, campaigning, logs, server
+    from controlplane import learninglink
     from controlplane.experienceinbox import ExperienceInbox
     from controlplane.modelshelf import ModelShelf
     from controlplane.planner import PlannerConfig
@@ -246,7 +247,7 @@ def serve(
             for spec in specs:
                 plane.register_cluster(spec)
         gate: auth.Authenticator | auth.Insecure = auth.INSECURE if insecure else checker
-        shelf = ModelShelf(Path(models_dir)) if models_dir else None
+        shelf = ModelShelf(Path(models_dir), learninglink.recorder(plane)) if models_dir else None
         inbox = ExperienceInbox(Path(experience_dir), experience_max_mib << 20) if experience_dir else None
         if insecure:
             reporting.stderr.print("warning: --insecure: no credentials are checked, anyone who reaches this port is admin")

@@ -17,7 +17,8 @@ import grpc
 
 from controlplane.campaigning import Leadership, Solo
 from controlplane.experienceinbox import ExperienceInbox
-from controlplane.modelshelf import ModelShelf
+from controlplane.modelshelf import Assignment, Change, ModelShelf, changes
+from controlplane.registry import DecisionRecord
 from controlplane.runtime import ControlPlane
 from controlplane.service import TwinClusterService
 from fedapi import twincluster_pb2 as tw
@@ -25,6 +26,16 @@ from federated.runtime.modelbundles import Signed
 
 CHUNK = 512 * 1024
 """Bundle bytes per answer (a link frame may carry 16 MiB; smaller chunks keep other calls on the connection moving)."""
+
+
+def recorder(plane: ControlPlane) -> Change:
+    """The shelf's changes as the plane's decisions (one log line each and ``controlplane decisions``)."""
+
+    def record(old: Assignment, new: Assignment) -> None:
+        for kind, version, why in changes(old, new):
+            plane._record(DecisionRecord(plane.clock(), kind, "", "", version, (why,)))
+
+    return record
 
 
 def _signed(model: Signed | None) -> tw.SignedModel:

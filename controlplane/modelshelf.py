@@ -18,15 +18,18 @@ made it (the agents' link follows the leader).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from federated.runtime import modelbundles
 from federated.runtime.modelbundles import Signed
+
+log = logging.getLogger(__name__)
 
 KEY = "signing.key"
 STATE = "shelf.json"
@@ -52,15 +55,34 @@ class Offer:
     weight: float
 
 
+Change = Callable[["Assignment", "Assignment"], None]
+"""Told (old, new) once per change of the assignment the plane sees, whichever process made it (the plane's decisions
+log); changes another process makes between two of the plane's looks are seen as one."""
+
+
 def node_key(cluster: str, node: str) -> str:
     return f"{cluster}/{node}"
+
+
+def changes(old: Assignment, new: Assignment) -> list[tuple[str, str, str]]:
+    """(kind, version, why) of each decision between two assignments, as the decisions log words them."""
+    found: list[tuple[str, str, str]] = []
+    if new.current != old.current:
+        found.append(("model-promote", new.current, f"every agent runs {new.current} (was {old.current or 'none'})"))
+    if old.canary and new.canary != old.canary:
+        promoted = new.current == old.canary
+        found.append(("model-canary-end", old.canary, f"trial of {old.canary} ended: {'promoted' if promoted else 'rolled back'}"))
+    if new.canary and (new.canary, new.weight, new.nodes) != (old.canary, old.weight, old.nodes):
+        on = ", ".join(new.nodes) or "every agent"
+        found.append(("model-canary", new.canary, f"{new.canary} on trial for {new.weight:.0%} of the decisions of {on}"))
+    return found
 
 
 class ModelShelf:
     """See the module's docstring; safe to call from the link's event loop and the rounds' thread at once."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path, on_change: Change | None = None) -> None:
+        self.directory, self.on_change = directory, on_change
         (directory / BUNDLES).mkdir(parents=True, exist_ok=True)
         self._seed = _seed(directory / KEY)
         self.signer = modelbundles.public_key(self._seed)
@@ -110,10 +132,11 @@ class ModelShelf:
         stamp = _stamp(self.directory / STATE)
         if stamp != self._stamp:
             try:
-                self._assignment = _read_assignment(self.directory / STATE)
+                found = _read_assignment(self.directory / STATE)
             except ValueError:
                 return self._assignment  # half-written by hand: keep offering the last good one
             self._stamp = stamp
+            self._changed(found)
         return self._assignment
 
     def offer(self, cluster: str, node: str) -> Offer:
@@ -147,7 +170,16 @@ class ModelShelf:
 
     def _assign(self, assignment: Assignment) -> None:
         _write(self.directory / STATE, json.dumps(asdict(assignment)).encode())
-        self._assignment, self._stamp = assignment, _stamp(self.directory / STATE)
+        self._stamp = _stamp(self.directory / STATE)
+        self._changed(assignment)
+
+    def _changed(self, assignment: Assignment) -> None:
+        old, self._assignment = self._assignment, assignment
+        if self.on_change is not None and old != assignment:
+            try:
+                self.on_change(old, assignment)
+            except Exception:  # the log is told, never in the way: agents still get the new assignment
+                log.exception("model assignment changed, but recording it failed")
 
     def _bundle(self, version: str) -> Path:
         return self.directory / BUNDLES / f"{version}.bundle"

@@ -189,3 +189,34 @@ def test_a_decision_taken_beside_the_plane_reaches_its_offers(tmp_path: Path) ->
     (broken / "model.int8.onnx").write_bytes(b"broken")
     refused = CliRunner().invoke(main, ["controlplane", "models", "promote", str(broken), *models])
     assert refused.exit_code == 2 and "cannot promote" in refused.output and "Traceback" not in refused.output
+
+
+def test_every_change_of_what_agents_run_is_one_decision(tmp_path: Path) -> None:
+    from controlplane.learninglink import recorder
+    from controlplane.registry import DecisionRecord
+
+    class Plane:
+        recorded: list[DecisionRecord] = []
+
+        def clock(self) -> float:
+            return 1.0
+
+        def _record(self, d: DecisionRecord) -> None:
+            self.recorded.append(d)
+
+    plane = Plane()
+    shelf = ModelShelf(tmp_path / "plane", recorder(plane))  # type: ignore[arg-type]
+    companion = ModelShelf(tmp_path / "plane")  # the rounds, beside the plane
+    v1, v2, v3 = (version(tmp_path / "registry", f"v00000{i}") for i in (1, 2, 3))
+    shelf.promote(v1)
+    companion.start_canary(v2, 0.2, ["c0/n0"])
+    shelf.offer("c0", "n0")  # the plane notices the companion's decision when an agent asks
+    companion.promote(v2)
+    shelf.offer("c0", "n0")
+    companion.start_canary(v3, 0.2)
+    companion.end_canary()
+    shelf.offer("c0", "n0")
+    shelf.offer("c0", "n0")
+    assert [(d.kind, d.target) for d in plane.recorded] == [
+        ("model-promote", "v000001"), ("model-canary", "v000002"), ("model-promote", "v000002"), ("model-canary-end", "v000002")]
+    assert plane.recorded[-1].reasons == ("trial of v000002 ended: promoted",)
