@@ -3,15 +3,18 @@ together, the eviction budget, bad values, and what old stored workloads load as
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-from controlplane import placing, returning
+from controlplane import convert, placing, returning
 from controlplane.failbacks import MAX_STRETCH, Failback, FailbackMode, Falls, in_maintenance, minutes, required_s
 from controlplane.journal import Kind
+from controlplane.migrations import RetryPolicy
 from controlplane.planner import Planner, PlannerConfig
-from controlplane.registry import Home, Placement, PlacementState
+from controlplane.registry import ClusterSpec, Home, Placement, PlacementState
+from controlplane.runtime import Backends, ControlPlane
 from controlplane.verdicts import Health, Verdict
 from controlplane.workloads import Policy, Spread, Template, Workload
 from fedcore.resources import Resources
@@ -215,3 +218,45 @@ def test_stale_placements_on_the_home_are_not_counted_as_away() -> None:
     placed = [Placement("web", "b", 2, 2, PlacementState.STALE)]
     out = returning.plan([Home("web", "a", "b", 2)], {"web": wl("web")}, placed, set(), x, lambda cs: True)
     assert out[0].moves == ()
+
+
+def test_the_plane_previews_failback_and_the_api_says_why_it_waits(tmp_path: Path) -> None:
+    """``migrate --dry-run``'s answer: the return waits (and why) until the window passes, then would start; the preview
+    starts nothing."""
+    clock = Clock()
+    backends = Backends(clock, twin_ready_delay_s=0.5)
+    plane = ControlPlane(tmp_path / "cp.db", backends, clock, retry=RetryPolicy(base_s=0.1, ready_timeout_s=5.0))
+    plane.register_cluster(ClusterSpec("a", "r0"))
+    plane.register_cluster(ClusterSpec("b", "r1"))
+    plane.tick(0.0)
+    w = Workload("web", 2, Template(500, 512), Policy(clusters=("a", "b"), failback=Failback(FailbackMode.STABLE, 10.0)))
+    home = next(iter(plane.submit(w, dry_run=False).counts))
+    backends.twins()[home].outage()
+    tick_until(plane, clock, lambda: bool(plane.registry.homes()))
+    backends.twins()[home].heal()
+    tick_until(plane, clock, lambda: home in {c for c, (v, _) in plane.verdicts.items() if v.health is Health.HEALTHY})
+    waiting = convert.failback_preview(plane.failback_preview(clock.t))
+    assert [(m.workload, m.target, m.kind) for m in waiting] == [("web", home, "return")]
+    assert waiting[0].error.startswith("waits: ") and "of the 10s needed" in waiting[0].error
+    clock.t += 10.0
+    ready = convert.failback_preview(plane.failback_preview(clock.t))
+    assert ready[0].error == "" and any("returning 2 replica(s)" in r.message for r in ready[0].reasons)
+    assert not any(m.kind is Kind.RETURN for m in plane.journal.all()), "a preview starts nothing"
+    plane.close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def tick_until(plane: ControlPlane, clock: Clock, done: Callable[[], bool]) -> None:
+    for _ in range(200):
+        clock.t = round(clock.t + 0.2, 3)
+        plane.tick(clock.t)
+        if done():
+            return
+    raise AssertionError("did not happen in time")
