@@ -89,6 +89,8 @@ class Fleet:
         self.clients: dict[str, PlaneClient] = {}
         self.usage: dict[str, int] = {}
         """Node -> pods this fleet bound there (its summary's allocation)."""
+        self.views: dict[str, tuple[int, list[Wire]]] = {}
+        """Node -> its gossip view as last built (and how many clusters were silent then)."""
         self.pods: dict[str, dict[str, tuple[str, bool]]] = {}
         """Cluster (its watch up) -> pod -> (workload, ready), as the twin streams them."""
 
@@ -116,13 +118,24 @@ class Fleet:
             return PEER_STATES[MemberState.ALIVE]
         return PEER_STATES[MemberState.SUSPECT if now - since < self.spec.dead_after_s else MemberState.DEAD]
 
-    def _message(self, cluster: str, node: str, sequence: int, now: float) -> Wire:
-        """:func:`edgeagent.reporting.report`'s map for a simulated node."""
+    def _peers(self, cluster: str, node: str, now: float) -> list[Wire]:
+        """The node's gossip view now; built again only while some view is still changing (a worker's CPU is the
+        fleet's: rebuilding 100 peers for every report starved the reports themselves on a busy host)."""
+        settled = all(now - since >= self.spec.dead_after_s for since in self.silent_since.values())
+        held = self.views.get(node)
+        if held is not None and settled and held[0] == len(self.silent_since):
+            return held[1]
         peers = [{"node": peer, "cluster": cluster, "state": self._state(cluster, now), "incarnation": 0}
                  for peer in self.spec.clusters[cluster] if peer != node]
         for member in self.spec.wan.get(node, ()):
             peer_cluster, _, peer_node = member.partition("/")
             peers.append({"node": peer_node, "cluster": peer_cluster, "state": self._state(peer_cluster, now), "incarnation": 0})
+        self.views[node] = (len(self.silent_since), peers)
+        return peers
+
+    def _message(self, cluster: str, node: str, sequence: int, now: float) -> Wire:
+        """:func:`edgeagent.reporting.report`'s map for a simulated node."""
+        peers = self._peers(cluster, node, now)
         pods = self.usage.get(node, 0)
         capacity = {"cpu_milli": self.spec.cpu_milli, "memory_mib": self.spec.memory_mib, "disk_mib": 0, "gpu_milli": 0}
         allocated = {"cpu_milli": 0, "memory_mib": 0, "disk_mib": 0, "gpu_milli": 0}
