@@ -12,6 +12,7 @@ does not evict here — the plane's auction does that, at its bounded rate.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 from fedcore.pods import Pod, QoS
@@ -45,7 +46,7 @@ class Reclaimed:
         if milli > 0:
             self.held[uid] = milli
 
-    def keep(self, uids: object) -> None:
-        """Forget the parts of pods no longer held here (``uids``: a container of the uids still held)."""
-        for uid in [u for u in self.held if u not in uids]:  # type: ignore[operator]
+    def keep(self, uids: Container[str]) -> None:
+        """Forget the parts of pods no longer held here (``uids``: the uids still held)."""
+        for uid in [u for u in self.held if u not in uids]:
             del self.held[uid]
