@@ -41,6 +41,7 @@ import grpc
 from fedapi import client
 from fedapi import controlplane_pb2 as cp
 from fedcore import stats
+from fedcore.agentcmd import dies_with_starter
 from fedcore.loopback import free_ports
 from fedplane.lab import credentialing
 from fedplane.lab.benches import scaleplane
@@ -117,7 +118,7 @@ class _Plane:
                 "--no-scorer-selection", "--admin-credentials", str(admin)]
         env = {**os.environ, scaleplane.FAULT_ENV: str(self.fault)}
         log = open(self.workdir / "plane.log", "wb")
-        process = self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
+        process = self.process = subprocess.Popen(dies_with_starter(argv), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.workdir)
         token = credentialing.admin_token(admin, 120, lambda: process.poll() is None)
         self.conn = client.connect(self.target, token=token)
         deadline = time.monotonic() + 120
@@ -199,7 +200,7 @@ class _Workers:
             spec = {"link": link, "clusters": {c: nodes[c] for c in mine}, "wan": wan, "tokens": {c: tokens[c] for c in mine},
                     "cpu_milli": NODE_CPU_MILLI, "memory_mib": NODE_MEMORY_MIB}
             log = open(workdir / f"fleet{w}.log", "wb")
-            proc = subprocess.Popen([sys.executable, "-m", "fedplane.lab.benches.scalefleet"], stdin=subprocess.PIPE,
+            proc = subprocess.Popen(dies_with_starter([sys.executable, "-m", "fedplane.lab.benches.scalefleet"]), stdin=subprocess.PIPE,
                                     stdout=subprocess.PIPE, stderr=log, cwd=workdir)
             assert proc.stdin is not None
             proc.stdin.write(json.dumps(spec).encode() + b"\n")
@@ -347,7 +348,7 @@ def _measure(cfg: ScaleConfig, plane: _Plane, workers: _Workers, workdir: Path) 
     except RuntimeError as exc:  # a host too busy to carry them all: go on with those that are, and say so
         _say(f"{exc}: {_answered(lambda: _reporting(plane), 0)} are; going on")
     _until("every cluster healthy", lambda: all(c.verdict.health == cp.HEALTH_HEALTHY for c in plane.clusters()), 300, 1.0)
-    reporting_at_start = _reporting(plane)
+    reporting_at_start = _answered(lambda: _reporting(plane), None)
     time.sleep(cfg.phase_s / 2)  # the pace settles (acks raise the interval as the fleet grows)
     agents0 = plane.sample()
     time.sleep(cfg.phase_s)
