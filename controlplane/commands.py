@@ -196,7 +196,7 @@ def serve(
     from controlplane import auth, campaigning, logs, server
     from controlplane import learninglink
     from controlplane.experienceinbox import ExperienceInbox
-    from controlplane.modelshelf import ModelShelf
+    from federated.flower.shelf import ModelShelf
     from controlplane.planner import PlannerConfig
     from controlplane.registry import BackendKind, ClusterSpec, Placer
     from controlplane.runtime import Backends, ControlPlane

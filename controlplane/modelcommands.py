@@ -1,6 +1,6 @@
 """``fedplane controlplane models``: what the plane hands its agents, decided on the plane's host.
 
-These act on the plane's ``--models`` directory (:mod:`controlplane.modelshelf`), which the running plane re-reads
+These act on the plane's ``--models`` directory (:mod:`federated.flower.shelf`), which the running plane re-reads
 when it changes: the agents fetch the decision over their link within their ``models.poll_interval``. They hold
 the signing key's directory, so they run where the plane runs (as the rounds do), never from an operator's laptop.
 """
@@ -16,7 +16,7 @@ from fedcore import reporting
 from fedcore.commands import fail
 
 if TYPE_CHECKING:
-    from controlplane.modelshelf import ModelShelf
+    from federated.flower.shelf import ModelShelf
 
 _DIR = click.option("--models", "models_dir", required=True, type=click.Path(file_okay=False),
                     help="The plane's models directory (controlplane serve --models).")
@@ -29,7 +29,7 @@ def models() -> None:
 
 
 def _shelf(models_dir: str) -> ModelShelf:
-    from controlplane.modelshelf import ModelShelf
+    from federated.flower.shelf import ModelShelf
 
     try:
         return ModelShelf(Path(models_dir))

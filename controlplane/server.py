@@ -35,7 +35,7 @@ from controlplane.migrations import SimulatedCrash
 from controlplane.runtime import ControlPlane
 from controlplane.experienceinbox import ExperienceInbox
 from controlplane.learninglink import LearningTwin
-from controlplane.modelshelf import ModelShelf
+from federated.flower.shelf import ModelShelf
 from controlplane.service import ControlPlaneService, DrillRunner
 from controlplane.store import Fenced
 from fedapi import autoscale_pb2, autoscale_pb2_grpc, controlplane_pb2, controlplane_pb2_grpc, twincluster_pb2, twincluster_pb2_grpc

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "fleet-file": "",
     "registry-dir": "",
     "report-file": "",
+    "shelf-dir": "",
 }
 
 
@@ -117,6 +118,8 @@ class LoopConfig:
     fleet: list[Agent]
     registry_dir: Path
     report_file: Path
+    shelf_dir: Path | None = None
+    """The plane's models directory: models reach agents signed, over their link (None: copied into their directories)."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, object]) -> LoopConfig:
@@ -144,6 +147,7 @@ class LoopConfig:
                 eval_seeds=as_int(values, "eval-seeds"), swap_timeout_s=as_float(values, "swap-timeout-s"),
                 traces=str(values["traces"]), fleet=read_fleet(Path(str(values["fleet-file"]))),
                 registry_dir=Path(str(values["registry-dir"])), report_file=Path(str(values["report-file"])),
+                shelf_dir=Path(str(values["shelf-dir"])) if str(values["shelf-dir"]) else None,
             )
         except ValueError as exc:
             raise ConfigError(f"bad run config: {exc}") from None

@@ -153,9 +153,8 @@ def run(grid: Grid, config: LoopConfig) -> None:
     fleet_by_round: dict[int, Path] = {0: current}
     drills: dict[int, tuple[Path, Path]] = {}
     registry.record(root, current.name, "promoted", round=0, metric=current_metric, run=config.tag)
-    for agent in config.fleet:
-        rollout.reset(agent)
-        rollout.install(agent, current)
+    deliver = rollout.make(config.shelf_dir)
+    deliver.start(config.fleet, current)
     seen = rollout.wait_for({a.name: current.name for a in config.fleet}, config.fleet, config.swap_timeout_s)
     report.write({"event": "start", "cold_start": learner.describe_cold_start(config.cold_start, config.seed),
                   "metric": fleetmetric.NAME, "higher_is_better": fleetmetric.HIGHER_IS_BETTER, "metric_detail": shown.describe(),
@@ -184,8 +183,7 @@ def run(grid: Grid, config: LoopConfig) -> None:
                 "examples": line["examples"], "drill": rnd == config.drill_round})
             registry.record(root, version.name, "canary", round=rnd, run=config.tag, weight=config.canary_weight)
             phases.mark("publish")
-            for agent in canary:
-                rollout.install_canary(agent, version, config.canary_weight)
+            deliver.canary(canary, version, config.canary_weight)
             if rnd == config.drill_round:
                 drills[rnd] = (current, version)
             mixed = held.mixed(current, version, len(canary) / len(config.fleet), config.canary_weight)
@@ -197,16 +195,12 @@ def run(grid: Grid, config: LoopConfig) -> None:
             line.update(candidate=version.name, canary_metric=mixed, candidate_metric=everywhere,
                         canary_agents_on_candidate=sum(v == both for v in on_canary.values()))
             if mixed >= current_metric * (1.0 - config.canary_tolerance) and everywhere >= current_metric * (1.0 - config.tolerance):
-                for agent in config.fleet:
-                    rollout.install(agent, version)
-                for agent in canary:
-                    rollout.drop_canary(agent)
+                deliver.promote(config.fleet, canary, version)
                 current, current_metric, weights = version, everywhere, candidate
                 registry.record(root, version.name, "promoted", round=rnd, metric=current_metric, canary_metric=mixed, run=config.tag)
                 line["canary"] = "promoted"
             else:
-                for agent in canary:
-                    rollout.drop_canary(agent)
+                deliver.roll_back(canary)
                 registry.record(root, version.name, "rolled_back", round=rnd, canary_metric=mixed, candidate_metric=everywhere,
                                 baseline=current_metric, run=config.tag)
                 line["canary"] = "rolled_back"

@@ -6,6 +6,8 @@ renames it in (the watcher never sees half a model); rolling back removes the ve
 watcher goes back to the newest remaining one — the previous model, which was never removed.
 A canary goes into the ``canary`` subdirectory with its weight (:mod:`federated.runtime.canary`,
 read by the agent's watcher): the agent then scores that share of its decisions with it and says so.
+:class:`Files` makes these moves for a whole fleet; :class:`Signed` makes the same decisions through the plane's
+models directory instead, which agents fetch over their link (no file copied onto a board).
 The truth is the agent's own ``/metrics`` (``fedplane_agent_model_info{artifact=...,canary=...}``):
 :func:`wait_for` polls it until every agent runs what it should. No torch, no flwr.
 """
@@ -66,6 +68,56 @@ def install_canary(agent: Agent, version: Path, weight: float) -> None:
 def drop_canary(agent: Agent) -> None:
     """End the agent's canary: every decision goes back to its current model."""
     remove(agent, canary.DIRECTORY)
+
+
+class Files:
+    """The loop's decisions as files in every agent's models directory (one machine: the loop reaches them all)."""
+
+    def start(self, fleet: Sequence[Agent], version: Path) -> None:
+        """A cold start: every agent's directory emptied, then ``version`` in it."""
+        for agent in fleet:
+            reset(agent)
+            install(agent, version)
+
+    def canary(self, agents: Sequence[Agent], version: Path, weight: float) -> None:
+        for agent in agents:
+            install_canary(agent, version, weight)
+
+    def promote(self, fleet: Sequence[Agent], canaries: Sequence[Agent], version: Path) -> None:
+        for agent in fleet:
+            install(agent, version)
+        self.roll_back(canaries)
+
+    def roll_back(self, canaries: Sequence[Agent]) -> None:
+        for agent in canaries:
+            drop_canary(agent)
+
+
+class Signed:
+    """The loop's decisions through the plane's models directory (:mod:`federated.flower.shelf`): signed, fetched by
+    the agents over their link (an agent is ``<region>/<name>`` there: its cluster and node)."""
+
+    def __init__(self, directory: Path) -> None:
+        from federated.flower.shelf import ModelShelf
+
+        self.shelf = ModelShelf(directory)
+
+    def start(self, fleet: Sequence[Agent], version: Path) -> None:
+        self.shelf.promote(version)
+
+    def canary(self, agents: Sequence[Agent], version: Path, weight: float) -> None:
+        self.shelf.start_canary(version, weight, [f"{a.region}/{a.name}" for a in agents])
+
+    def promote(self, fleet: Sequence[Agent], canaries: Sequence[Agent], version: Path) -> None:
+        self.shelf.promote(version)
+
+    def roll_back(self, canaries: Sequence[Agent]) -> None:
+        self.shelf.end_canary()
+
+
+def make(shelf: Path | None) -> Files | Signed:
+    """How the loop's decisions reach agents: the plane's models directory ``shelf``, else their own directories."""
+    return Signed(shelf) if shelf is not None else Files()
 
 
 def with_canary(current: str, candidate: str) -> str:

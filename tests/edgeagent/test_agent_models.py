@@ -12,7 +12,7 @@ import pytest
 
 from controlplane.auth import Authenticator
 from controlplane.learninglink import LearningTwin
-from controlplane.modelshelf import ModelShelf
+from federated.flower.shelf import ModelShelf
 from controlplane.sqlitestore import SqliteStore
 from edgeagent.modelfetching import ModelFetcher
 from edgeagent.policy import CanaryScorer, ModelWatcher
@@ -220,3 +220,22 @@ def test_every_change_of_what_agents_run_is_one_decision(tmp_path: Path) -> None
     assert [(d.kind, d.target) for d in plane.recorded] == [
         ("model-promote", "v000001"), ("model-canary", "v000002"), ("model-promote", "v000002"), ("model-canary-end", "v000002")]
     assert plane.recorded[-1].reasons == ("trial of v000002 ended: promoted",)
+
+
+def test_the_loop_decides_through_the_plane_shelf_as_through_agents_directories(tmp_path: Path) -> None:
+    from federated.flower import rollout
+    from federated.flower.loopconfig import Agent
+
+    fleet = [Agent(f"n{i}", "region-0", str(tmp_path / f"m{i}"), str(tmp_path / f"d{i}"), 0) for i in range(3)]
+    v1, v2 = version(tmp_path / "registry", "v000001"), version(tmp_path / "registry", "v000002")
+    deliver = rollout.make(tmp_path / "plane")
+    assert isinstance(deliver, rollout.Signed) and isinstance(rollout.make(None), rollout.Files)
+    plane = ModelShelf(tmp_path / "plane")  # the plane's, in another process
+    deliver.start(fleet, v1)
+    deliver.canary(fleet[:1], v2, 0.2)
+    assert plane.offer("region-0", "n0").canary is not None and plane.offer("region-0", "n1").canary is None
+    deliver.roll_back(fleet[:1])
+    assert plane.offer("region-0", "n0").canary is None and plane.assignment.current == "v000001"
+    deliver.canary(fleet[:1], v2, 0.2)
+    deliver.promote(fleet, fleet[:1], v2)
+    assert plane.assignment == type(plane.assignment)(current="v000002")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator
 
+from controlplane import learninglink
+from controlplane.experienceinbox import ExperienceInbox
 from edgeagent import linkcodec
 from edgeagent.clusters import (
     BindResult,
@@ -27,6 +29,7 @@ from fedapi import twincluster_pb2 as pb
 from fedapi.linkserver import Context, LinkServer
 from fedcore.nodes import Node
 from fedcore.pods import class_of
+from federated.flower.shelf import ModelShelf
 from fedplane.lab.doubles.memcluster import InMemoryCluster
 
 REPORT_INTERVAL_MS = 5000
@@ -79,10 +82,11 @@ def result_to_pb(result: BindResult) -> pb.BindPodResponse:
 
 
 class _Servicer:
-    def __init__(self, cluster: InMemoryCluster, name: str) -> None:
+    def __init__(self, cluster: InMemoryCluster, name: str, shelf: ModelShelf | None = None, inbox: ExperienceInbox | None = None) -> None:
         self.cluster = cluster
         self.name = name
         self.reports: dict[str, cp.AgentReport] = {}
+        self.shelf, self.inbox = shelf, inbox
 
     async def WatchPods(self, request: pb.WatchPodsRequest, context: Context) -> AsyncIterator[pb.PodEvent]:
         await self._check(request.cluster, context)
@@ -131,6 +135,15 @@ class _Servicer:
         self.reports[request.node] = request
         return cp.AgentAck(accepted=True, report_interval_ms=REPORT_INTERVAL_MS)
 
+    async def FetchModel(self, request: pb.FetchModelRequest, context: Context) -> pb.ModelOffer:
+        """As the plane answers (:mod:`controlplane.learninglink`): models from the loop's shelf over the link."""
+        await self._check(request.cluster, context)
+        return await learninglink.fetch_model(self.shelf, request, context)
+
+    async def ShipExperience(self, request: pb.ExperienceBatch, context: Context) -> pb.ExperienceAck:
+        await self._check(request.cluster, context)
+        return await learninglink.ship_experience(self.inbox, request, context)
+
     async def _check(self, cluster: str, context: Context) -> None:
         if cluster != self.name:
             await context.abort("NOT_FOUND", f"no cluster {cluster!r} here (this is {self.name!r})")
@@ -139,11 +152,14 @@ class _Servicer:
 class TwinHarness:
     """Serves one in-memory cluster to agent processes."""
 
-    def __init__(self, cluster: InMemoryCluster, name: str = "c0", bind: str = "127.0.0.1:0") -> None:
+    def __init__(self, cluster: InMemoryCluster, name: str = "c0", bind: str = "127.0.0.1:0", shelf: ModelShelf | None = None,
+                 inbox: ExperienceInbox | None = None) -> None:
+        """``shelf``, ``inbox``: models and experience over the link, as the plane's (None: agents get
+        UNIMPLEMENTED, as from a plane started without them)."""
         self.cluster = cluster
         self.name = name
         host, _, port = bind.rpartition(":")
-        self.servicer = _Servicer(cluster, name)
+        self.servicer = _Servicer(cluster, name, shelf, inbox)
         self._server = LinkServer(self.servicer, host, int(port))
 
     async def start(self) -> str:

@@ -40,7 +40,9 @@ from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.traces import locate, openb
 from federated import splits
+from controlplane.experienceinbox import ExperienceInbox
 from federated.flower import appdir, engine, loopconfig
+from federated.flower.shelf import ModelShelf
 from fedplane.lab.doubles.linkharness import TwinHarness
 from fedplane.lab.doubles.memcluster import InMemoryCluster
 
@@ -72,6 +74,10 @@ class LoopSettings:
     """Mean pod lifetime, seconds (exponential)."""
     seed: int = 0
     traces: str | None = None
+    transport: str = "files"
+    """``files``: the loop copies models into agents' directories and trainers read agents' logs in place (one machine);
+    ``network``: models reach agents signed over their link from the plane's models directory and agents ship their
+    experience over it to the plane's inbox, which the trainers read (:mod:`controlplane.learninglink`)."""
 
 
 def mix(pod: Pod) -> int:
@@ -99,6 +105,7 @@ class LoopFleet:
     harnesses: list[TwinHarness] = field(default_factory=list)
     agents: list[_Agent] = field(default_factory=list)
     killed: set[str] = field(default_factory=set)
+    inbox: ExperienceInbox | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
 
@@ -110,12 +117,15 @@ class LoopFleet:
         ports = free_ports(2 * n)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         configs: list[tuple[Path, loopconfig.Agent]] = []
+        network = s.transport == "network"
+        shelf = ModelShelf(self.shelf_dir) if network else None
+        self.inbox = ExperienceInbox(self.workdir / "plane" / "experience", 64 << 20) if network else None
         for r in range(s.regions):
             nodes = [Node(f"r{r}-edge-{i}", *NODE_SHAPE[:2], gpus=NODE_SHAPE[2], gpu_model=NODE_SHAPE[3],
                           cluster=f"region-{r}", region=f"region-{r}")
                      for i in range(s.agents_per_region)]
             cluster = InMemoryCluster(nodes)
-            harness = TwinHarness(cluster, name=f"region-{r}")
+            harness = TwinHarness(cluster, name=f"region-{r}", shelf=shelf, inbox=self.inbox)
             address = await harness.start()
             self.clusters.append(cluster)
             self.harnesses.append(harness)
@@ -124,8 +134,10 @@ class LoopFleet:
                 data = self.workdir / "agents" / node.name
                 (data / "models").mkdir(parents=True)
                 http = ports[n + r * s.agents_per_region + i]
-                info = loopconfig.Agent(node.name, f"region-{r}", str(data / "models"), str(data), http)
-                (data / "agent.yaml").write_text(json.dumps(_agent_config(info, gossip[i], gossip, address)))
+                # over the network the trainers read what the agent shipped, held by the plane
+                held = self.workdir / "plane" / "experience" / f"region-{r}" / node.name if network else data
+                info = loopconfig.Agent(node.name, f"region-{r}", str(data / "models"), str(held), http)
+                (data / "agent.yaml").write_text(json.dumps(_agent_config(info, data, gossip[i], gossip, address)))
                 configs.append((data / "agent.yaml", info))
         await asyncio.to_thread(precompile, configs[0][0], env)
         for path, info in configs:
@@ -137,6 +149,15 @@ class LoopFleet:
         for r, cluster in enumerate(self.clusters):
             self._follow_lifetimes(cluster, rng)
             self._tasks.append(asyncio.get_running_loop().create_task(self._traffic(cluster, traffic[r], rng)))
+
+    @property
+    def shelf_dir(self) -> Path:
+        """The plane's models directory (network transport)."""
+        return self.workdir / "plane" / "models"
+
+    def experience_kib(self) -> float:
+        """KiB of experience the plane received over the link (compressed; network transport)."""
+        return self.inbox.received_bytes / 1024 if self.inbox is not None else 0.0
 
     @property
     def infos(self) -> list[loopconfig.Agent]:
@@ -171,6 +192,8 @@ class LoopFleet:
                 agent.process.wait()
         for harness in self.harnesses:
             await harness.stop()
+        if self.inbox is not None:
+            self.inbox.close()
 
     async def _traffic(self, cluster: InMemoryCluster, pods: list[Pod], rng: random.Random) -> None:
         """Submit the region's pods (cycling, each copy a new uid) at ``rate`` while few are pending."""
@@ -200,9 +223,9 @@ class LoopFleet:
         cluster.finish(uid)
 
 
-def _agent_config(info: loopconfig.Agent, port: int, region_ports: list[int], address: str) -> dict[str, Any]:
+def _agent_config(info: loopconfig.Agent, data: Path, port: int, region_ports: list[int], address: str) -> dict[str, Any]:
     return {
-        "node": info.name, "cluster": info.region, "data_dir": info.data, "log_level": "warning",
+        "node": info.name, "cluster": info.region, "data_dir": str(data), "log_level": "warning", "experience_ship": 1.0,
         "gossip": {"bind": f"127.0.0.1:{port}", "seeds": [f"127.0.0.1:{p}" for p in region_ports if p != port]},
         "backend": {"kind": "twin", "address": address, "status_interval": 30.0},
         "probe": {"kind": "twin"},
@@ -227,7 +250,8 @@ async def run_federation(fleet: LoopFleet, tag: str, overrides: dict[str, str | 
         "canary-weight": s.canary_weight,
         "eval-nodes": s.eval_nodes, "eval-seeds": s.eval_seeds, "traces": s.traces or "",
         "fleet-file": str(loopconfig.write_fleet(fleet.workdir / "fleet.json", fleet.infos)),
-        "registry-dir": str(workdir / "registry"), "report-file": str(report), **overrides,
+        "registry-dir": str(workdir / "registry"), "report-file": str(report),
+        **({"shelf-dir": str(fleet.shelf_dir)} if s.transport == "network" else {}), **overrides,
     }
     eng = await asyncio.to_thread(engine.start, workdir, node_configs, {"tag": tag})
     if on_engine is not None:
@@ -363,9 +387,24 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
             "wall_s": round(time.monotonic() - started, 1),
         },
     }
+    if settings.transport == "network":
+        result.update(_network_figures(fleet, clean + poisoned))
     if png is not None:
         result["curve_png"] = str(plot(result, png))
     return result
+
+
+def _network_figures(fleet: LoopFleet, lines: list[Line]) -> dict[str, Any]:
+    """What the network transport cost: experience per agent per round (compressed, as the plane received it) and, for
+    each promotion, the seconds until every agent ran it (the loop's fleet confirmation, by the agents' /metrics)."""
+    rounds = [line for line in lines if "round" in line]
+    rollouts = sorted(line["phases_s"]["fleet_confirm"] for line in rounds if line.get("canary") == "promoted")
+    return {
+        "transport": "network", "authenticated": False,
+        "experience_kib_per_agent_round": round(fleet.experience_kib() / max(1, len(fleet.agents) * len(rounds)), 2),
+        "model_rollout_s_p99": rollouts[min(len(rollouts) - 1, int(0.99 * len(rollouts)))] if rollouts else None,
+        "promotions": len(rollouts),
+    }
 
 
 def _measure_later(eng: engine.Engine, into: list[float]) -> None:

@@ -54,11 +54,11 @@ def _run(coro: Any) -> Any:
 
 
 def _settings(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, traces: str | None,
-              canary_weight: float) -> Any:
+              canary_weight: float, transport: str) -> Any:
     from fedplane.lab.loop.learning import LoopSettings
 
     return LoopSettings(regions=regions, agents_per_region=agents_per_region, rounds=rounds, cold_start=cold_start,
-                        rate=rate, traces=traces, canary_weight=canary_weight)
+                        rate=rate, traces=traces, canary_weight=canary_weight, transport=transport)
 
 
 def _common(f: Any) -> Any:
@@ -72,6 +72,9 @@ def _common(f: Any) -> Any:
         click.option("--canary-weight", type=click.FloatRange(0.01, 1.0), default=0.2, show_default=True,
                      help="share of the canary agent's decisions (by pod uid) the candidate makes before promotion"),
         click.option("--traces", default=None, help="traces directory (default: $FEDPLANE_TRACES or ../shared/traces)"),
+        click.option("--transport", type=click.Choice(["files", "network"]), default="files", show_default=True,
+                     help="files: models copied into agents' directories, trainers read agents' logs in place; network: models "
+                          "signed and fetched over the agents' link, experience shipped over it to the plane's inbox the trainers read"),
         click.option("--workdir", type=click.Path(path_type=Path), help="keep agents' data, registry and logs here (default: a temporary directory)"),
         click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object (progress goes to stderr)"),
     ]):
@@ -94,7 +97,7 @@ def _workdir(explicit: Path | None) -> tuple[Path, bool]:
               help="pooled: sum the regions' normal equations (the fit on their pooled rows); or a rule on their weights")
 @click.option("--poison", default="", help="make the last region's trainer misbehave (e.g. scale:-10; see bench federated)")
 def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, canary_weight: float,
-         traces: str | None, workdir: Path | None, as_json: bool, strategy: str, poison: str) -> None:
+         traces: str | None, transport: str, workdir: Path | None, as_json: bool, strategy: str, poison: str) -> None:
     """Run the learning loop: agents' experience -> regional Flower training -> int8 ONNX -> canary -> rollout."""
     from federated.flower.faults import Fault
     from fedplane.lab.loop.learning import LoopFleet, event, rounds_of, run_federation
@@ -103,7 +106,7 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
         Fault.parse(poison)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--poison") from None
-    settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight)
+    settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight, transport)
     root, temporary = _workdir(workdir)
 
     async def go() -> list[dict[str, Any]]:
@@ -139,11 +142,11 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
 @click.option("--robust", type=click.Choice(["trimmed", "median", "krum"]), default="median", show_default=True)
 @click.option("--png", type=click.Path(path_type=Path), default=Path("loop-curve.png"), show_default=True, help="where the curve goes")
 def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, canary_weight: float,
-               traces: str | None, workdir: Path | None, as_json: bool, poison: str, robust: str, png: Path) -> None:
+               traces: str | None, transport: str, workdir: Path | None, as_json: bool, poison: str, robust: str, png: Path) -> None:
     """The loop's must-show: clean loop vs best heuristic vs central, rollback drill, poisoned region; one JSON object."""
     from fedplane.lab.loop.learning import bench
 
-    settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight)
+    settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight, transport)
     root, temporary = _workdir(workdir)
     try:
         result = _run(bench(settings, root, png.resolve(), poison, robust, lambda run, line: progress(run, line, as_json)))
