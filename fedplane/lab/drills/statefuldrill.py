@@ -43,8 +43,9 @@ FAULTS = ("plane", "source", "none")
 """Run i kills FAULTS[i % 3] mid-hand-off."""
 POINTS = (("fence-source", "after"), ("checkpoint", "before"), ("checkpoint", "after"), ("restore-target", "before"),
           ("restore-target", "after"))
-WRITE_BEFORE_S = 1.5
-WRITE_AFTER_S = 1.0
+WRITE_BEFORE_S = 3.0
+WRITE_AFTER_S = 3.0
+"""The client writes this long before the migration and after it: a few hundred fsynced writes a run on a busy host."""
 MIGRATION_DEADLINE_S = 40.0
 CONFIG = DrillConfig(clusters=2, regions=2, nodes_per_cluster=2, workloads=0)
 
