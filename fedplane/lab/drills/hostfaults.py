@@ -23,7 +23,8 @@ changes. Measured per run (summed or maxed over runs in the JSON):
 - ``recovery_s``: fault -> every desired replica ready on a node whose agent is up and reachable;
 - ``acknowledged_lost``: acknowledged submits whose workload the plane no longer has;
 - ``quorum_lost_s`` (agents that were never hit: seconds they read unhealthy) and
-  ``victim_unhealthy_s`` (heal or restart -> the victim's agent healthy again).
+  ``victim_unhealthy_s`` (heal or restart -> the victim's agent healthy again; None: not within the run);
+- ``silent_at_end``: agents whose ``/pods`` did not answer at the last poll (a restart that never came up).
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class HostRun:
     victim_unhealthy_s: float | None = None
     reported_not_ready: dict[str, int] = field(default_factory=dict)
     held_at_end: int = 0  # pods the agents list as theirs (/pods) at the end: every pod, once
+    silent_at_end: list[str] = field(default_factory=list)  # agents whose /pods did not answer at the end
 
 
 class Observer:
@@ -104,6 +106,8 @@ class Observer:
         self.unhealthy: dict[str, float] = dict.fromkeys(nodes, 0.0)
         self.healthy_at: dict[str, float] = {}
         self.copies: dict[str, dict[str, int]] = {}
+        self.silent: set[str] = set()
+        """Agents whose /pods did not answer at the last poll (their copies are the last they listed)."""
 
     async def poll(self, now: float, down: set[str]) -> list[PodState]:
         pods = self.twin.snapshot()
@@ -116,7 +120,9 @@ class Observer:
                 elif healthy:
                     self.healthy_at.setdefault(node, now)
             if pods_held is None:
+                self.silent.add(node)
                 continue
+            self.silent.discard(node)
             self.copies[node] = pods_held
             for uid, epoch in pods_held.items():
                 key = (node, uid)
@@ -282,7 +288,8 @@ class HostDrill:
             result.lost += max(0, want - sum(1 for p in running if p.ready))
             result.duplicated += max(0, len(running) - want)
         result.duplicated += observer.stale_copies()
-        result.held_at_end = sum(len(held) for held in observer.copies.values())
+        result.held_at_end = sum(len(held) for node, held in observer.copies.items() if node not in observer.silent)
+        result.silent_at_end = sorted(observer.silent)
         released = {n: k - before.get(n, 0) for n, k in self.twin.safety.released.items() if k - before.get(n, 0)}
         result.reported_not_ready = released
         result.healthy_evicted = sum(k for n, k in released.items() if n != victim)
@@ -336,11 +343,13 @@ def summarise(scenario: str, results: list[HostRun], config: HostDrillConfig) ->
         "acknowledged_lost": sum(r.acknowledged_lost for r in results),
         "quorum_lost_s_max": max((r.quorum_lost_s for r in results), default=0.0),
         "victim_unhealthy_s_max": max(back) if back else None,
+        "agents_silent_at_end": sum(len(r.silent_at_end) for r in results),
         "fault": {"host-partition": f"every link of one agent host cut for {config.cut_s:.0f} s, then healed",
                   "agent-crash": f"one agent SIGKILLed, started again on its data directory after {config.restart_after_s:.0f} s"}[scenario],
         "per_run": [{"victim": r.victim, "recovery_s": None if r.recovery_s is None else round(r.recovery_s, 2),
                      "freed_by_not_ready": r.reported_not_ready, "unfenced_copy_s": r.unfenced_copy_s,
-                     "quorum_lost_s": r.quorum_lost_s, "victim_unhealthy_s": r.victim_unhealthy_s, "held_at_end": r.held_at_end}
+                     "quorum_lost_s": r.quorum_lost_s, "victim_unhealthy_s": r.victim_unhealthy_s, "held_at_end": r.held_at_end,
+                     "silent_at_end": r.silent_at_end}
                     for r in results],
     }
 
