@@ -26,7 +26,7 @@ from edgeagent.clusters import (
 from fedapi import common_pb2
 from fedapi import controlplane_pb2 as cp
 from fedapi import twincluster_pb2 as pb
-from fedapi.linkserver import Context, LinkServer
+from fedapi.linkserver import Context, Gate, LinkServer
 from fedcore.nodes import Node
 from fedcore.pods import class_of
 from federated.flower.shelf import ModelShelf
@@ -153,14 +153,14 @@ class TwinHarness:
     """Serves one in-memory cluster to agent processes."""
 
     def __init__(self, cluster: InMemoryCluster, name: str = "c0", bind: str = "127.0.0.1:0", shelf: ModelShelf | None = None,
-                 inbox: ExperienceInbox | None = None) -> None:
+                 inbox: ExperienceInbox | None = None, gate: Gate | None = None) -> None:
         """``shelf``, ``inbox``: models and experience over the link, as the plane's (None: agents get
-        UNIMPLEMENTED, as from a plane started without them)."""
+        UNIMPLEMENTED, as from a plane started without them); ``gate``: the plane's credential check (None: none)."""
         self.cluster = cluster
         self.name = name
         host, _, port = bind.rpartition(":")
         self.servicer = _Servicer(cluster, name, shelf, inbox)
-        self._server = LinkServer(self.servicer, host, int(port))
+        self._server = LinkServer(self.servicer, host, int(port), gate=gate)
 
     async def start(self) -> str:
         """Listen; returns ``host:port``."""

@@ -40,7 +40,10 @@ from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.traces import locate, openb
 from federated import splits
+from controlplane.auth import Authenticator
 from controlplane.experienceinbox import ExperienceInbox
+from controlplane.sqlitestore import SqliteStore
+from fedapi import credentials
 from federated.flower import appdir, engine, loopconfig
 from federated.flower.shelf import ModelShelf
 from fedplane.lab.doubles.linkharness import TwinHarness
@@ -106,6 +109,8 @@ class LoopFleet:
     agents: list[_Agent] = field(default_factory=list)
     killed: set[str] = field(default_factory=set)
     inbox: ExperienceInbox | None = None
+    auth: Authenticator | None = None
+    """Network transport: the agents' credentials, checked on every call of their link as the plane checks them."""
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
 
@@ -120,12 +125,13 @@ class LoopFleet:
         network = s.transport == "network"
         shelf = ModelShelf(self.shelf_dir) if network else None
         self.inbox = ExperienceInbox(self.workdir / "plane" / "experience", 64 << 20) if network else None
+        self.auth = Authenticator(SqliteStore(self.workdir / "plane" / "credentials.db")) if network else None
         for r in range(s.regions):
             nodes = [Node(f"r{r}-edge-{i}", *NODE_SHAPE[:2], gpus=NODE_SHAPE[2], gpu_model=NODE_SHAPE[3],
                           cluster=f"region-{r}", region=f"region-{r}")
                      for i in range(s.agents_per_region)]
             cluster = InMemoryCluster(nodes)
-            harness = TwinHarness(cluster, name=f"region-{r}", shelf=shelf, inbox=self.inbox)
+            harness = TwinHarness(cluster, name=f"region-{r}", shelf=shelf, inbox=self.inbox, gate=self.auth)
             address = await harness.start()
             self.clusters.append(cluster)
             self.harnesses.append(harness)
@@ -137,7 +143,12 @@ class LoopFleet:
                 # over the network the trainers read what the agent shipped, held by the plane
                 held = self.workdir / "plane" / "experience" / f"region-{r}" / node.name if network else data
                 info = loopconfig.Agent(node.name, f"region-{r}", str(data / "models"), str(held), http)
-                (data / "agent.yaml").write_text(json.dumps(_agent_config(info, data, gossip[i], gossip, address)))
+                config = _agent_config(info, data, gossip[i], gossip, address)
+                if self.auth is not None:  # each agent acts for its own cluster and node only
+                    token = self.auth.issue("agent", info.region, node.name)
+                    credentials.write(data / "agent.cred", credentials.Credential(token, "agent", info.region, node.name, address))
+                    config["backend"]["credentials"] = str(data / "agent.cred")
+                (data / "agent.yaml").write_text(json.dumps(config))
                 configs.append((data / "agent.yaml", info))
         await asyncio.to_thread(precompile, configs[0][0], env)
         for path, info in configs:
@@ -194,6 +205,8 @@ class LoopFleet:
             await harness.stop()
         if self.inbox is not None:
             self.inbox.close()
+        if self.auth is not None:
+            self.auth.store.close()
 
     async def _traffic(self, cluster: InMemoryCluster, pods: list[Pod], rng: random.Random) -> None:
         """Submit the region's pods (cycling, each copy a new uid) at ``rate`` while few are pending."""
@@ -400,7 +413,7 @@ def _network_figures(fleet: LoopFleet, lines: list[Line]) -> dict[str, Any]:
     rounds = [line for line in lines if "round" in line]
     rollouts = sorted(line["phases_s"]["fleet_confirm"] for line in rounds if line.get("canary") == "promoted")
     return {
-        "transport": "network", "authenticated": False,
+        "transport": "network", "authenticated": fleet.auth is not None,
         "experience_kib_per_agent_round": round(fleet.experience_kib() / max(1, len(fleet.agents) * len(rounds)), 2),
         "model_rollout_s_p99": rollouts[min(len(rollouts) - 1, int(0.99 * len(rollouts)))] if rollouts else None,
         "promotions": len(rollouts),
