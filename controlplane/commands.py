@@ -430,10 +430,8 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @click.option("--max-per-cluster", default=0, show_default=True, type=click.IntRange(0, INT32_MAX))
 @click.option("--home-region", default="", help="Prefer clusters near this region.")
 @click.option("--failback", default="", type=click.Choice(["", "never", "stable", "maintenance"]),
-              help="When failed-over replicas return home: never, once it stayed healthy for --failback-window, or inside "
-                   "--maintenance-window too (default: the plane's --return-after).")
-@click.option("--failback-window", default=60.0, show_default=True, type=click.FloatRange(1, 86_400),
-              help="Seconds the home must stay healthy; a home that keeps falling needs up to 4x longer.")
+              help="Return home never, once healthy for --failback-window (stable), or also inside --maintenance-window (default: the plane's --return-after).")
+@click.option("--failback-window", default=60.0, show_default=True, type=click.FloatRange(1, 86_400), help="Seconds the home must stay healthy (up to 4x after falls).")
 @click.option("--maintenance-window", default="", metavar="HH:MM-HH:MM", help="Daily UTC window for --failback maintenance.")
 @click.option("--group", default="", help="Workloads of one group fail back together.")
 @click.option("--stateful", is_flag=True, help="Its replicas write a volume: migrations hand the state over (fence, checkpoint, restore).")
@@ -494,8 +492,7 @@ def migrate(
     workload: str | None, source: str | None, target_cluster: str, force: bool, cancel_id: str | None, list_all: bool, dry_run: bool,
     target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
-    """Start a make-before-break migration (within the workload's placement policy unless --force), cancel one, list them,
-    or (--dry-run) show what failback would move."""
+    """Start a make-before-break migration (within the policy unless --force), cancel or list them, or (--dry-run) preview failback."""
     tls = tls_files(tls_cert, tls_key, tls_ca)
 
     def rows(d: dict[str, Any]) -> list[dict[str, Any]]:
