@@ -3,12 +3,16 @@ together, the eviction budget, bad values, and what old stored workloads load as
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
-from controlplane import convert, placing, returning
+from controlplane import convert, placing, returning, server
+from controlplane.auth import INSECURE
 from controlplane.failbacks import MAX_STRETCH, Failback, FailbackMode, Falls, in_maintenance, minutes, required_s
 from controlplane.journal import Kind
 from controlplane.migrations import RetryPolicy
@@ -17,6 +21,8 @@ from controlplane.registry import ClusterSpec, Home, Placement, PlacementState
 from controlplane.runtime import Backends, ControlPlane
 from controlplane.verdicts import Health, Verdict
 from controlplane.workloads import Policy, Spread, Template, Workload
+from fedapi import client, controlplane_pb2_grpc
+from fedapi import controlplane_pb2 as cp
 from fedcore.resources import Resources
 from fedcore.topology import Cluster, Topology
 
@@ -260,3 +266,34 @@ def tick_until(plane: ControlPlane, clock: Clock, done: Callable[[], bool]) -> N
         if done():
             return
     raise AssertionError("did not happen in time")
+
+
+@pytest.mark.parametrize("policy, message", [
+    (cp.PlacementPolicy(failback="sometimes"), "unknown failback 'sometimes'"),
+    (cp.PlacementPolicy(failback="maintenance"), "needs a maintenance window"),
+    (cp.PlacementPolicy(failback="maintenance", maintenance_window="2am-4am"), "bad maintenance window '2am-4am'"),
+    (cp.PlacementPolicy(failback="stable", failback_window_s=-5), "failback window must be 1..86400 seconds"),
+    (cp.PlacementPolicy(group="Shop_1"), "group name 'Shop_1'"),
+])
+def test_the_api_refuses_bad_failback_policies_clearly_and_previews_through_list_migrations(
+    tmp_path: Path, policy: cp.PlacementPolicy, message: str,
+) -> None:
+    async def go() -> None:
+        backends = Backends(time.monotonic, twin_ready_delay_s=0.1)
+        plane = ControlPlane(tmp_path / "cp.db", backends, time.monotonic)
+        running = await server.start(plane, auth=INSECURE)
+        channel = client.connect_aio(f"127.0.0.1:{running.port}")
+        stub = controlplane_pb2_grpc.ControlPlaneStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            spec = cp.WorkloadSpec(name="web", replicas=1, pod=cp.PodTemplate(cpu_milli=100, memory_mib=64), policy=policy)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await stub.SubmitWorkload(cp.SubmitWorkloadRequest(workload=spec))
+            assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT and message in (refused.value.details() or "")
+            preview = await stub.ListMigrations(cp.ListMigrationsRequest(failback_dry_run=True))
+            assert list(preview.migrations) == []
+        finally:
+            await channel.close()
+            await running.stop(0)
+            plane.close()
+
+    asyncio.run(go())
