@@ -9,7 +9,7 @@ ready capacity are kept here under that tuple's identity until the listing chang
 
 from __future__ import annotations
 
-from controlplane import placing
+from controlplane import admission
 from fedcore.backends.model import NodeState, ready_capacity
 from fedcore.resources import Resources
 
@@ -25,7 +25,7 @@ class Capacities:
         """What ``nodes`` (the cluster's listing, as the evidence book keeps it) hold; pools are the caller's to keep."""
         held = self._held.get(cluster)
         if held is None or held[0] is not nodes:
-            pools, skipped = placing.pools_of(nodes)
+            pools, skipped = admission.pools_of(nodes)
             held = self._held[cluster] = (nodes, (pools, skipped, ready_capacity(list(nodes))))
         pools, skipped, ready = held[1]
         return dict(pools), skipped, ready

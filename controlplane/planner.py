@@ -1,7 +1,7 @@
 """The planner: from verdicts, loads and placements to migrations, each with its reasons (sans-IO).
 
 - Failover: every placement on a PARTITIONED or DOWN cluster is recreated elsewhere from the
-  workload's desired state (targets chosen by :mod:`controlplane.placing`, failed clusters
+  workload's desired state (targets chosen by :mod:`controlplane.admission`, failed clusters
   excluded); the runtime gives each a bumped fencing epoch. Not rate-limited: the source is lost.
   Replicas that found no room are planned again every round until they do.
 - Return (failback): replicas failed over from a cluster move back, make-before-break, by their workload's
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controlplane import placing, returning
+from controlplane import admission, returning
 from controlplane.failbacks import Falls
 from controlplane.journal import Kind, Migration
 from controlplane.registry import Home, Placement, PlacementState
@@ -68,14 +68,14 @@ class Planner:
     _evictions: dict[str, list[float]] = field(default_factory=dict)
     falls: Falls = field(default_factory=Falls)
     """When each cluster fell, for failback's hysteresis (observed every round)."""
-    learned_scores: placing.Scores = field(init=False, default=())
+    learned_scores: admission.Scores = field(init=False, default=())
     """The learned profile's score plugins, built once (a model loads and its options are read here, never per choice)."""
 
     def __post_init__(self) -> None:
-        self.learned_scores = placing.learned_scores(self.config.learned_profile)
+        self.learned_scores = admission.learned_scores(self.config.learned_profile)
 
     def plan(
-        self, now: float, verdicts: Mapping[str, Verdict], views: Sequence[placing.ClusterView],
+        self, now: float, verdicts: Mapping[str, Verdict], views: Sequence[admission.ClusterView],
         loads: Mapping[str, Load], workloads: Mapping[str, Workload], placements: Sequence[Placement],
         active: Sequence[Migration], homes: Sequence[Home] = (), healthy_since: Mapping[str, float] = {}, wall: float = 0.0,
     ) -> tuple[list[Plan], list[str]]:
@@ -115,13 +115,13 @@ class Planner:
         return plans, notes
 
     def _failover(
-        self, w: Workload, p: Placement, verdict: Verdict, views: Sequence[placing.ClusterView],
+        self, w: Workload, p: Placement, verdict: Verdict, views: Sequence[admission.ClusterView],
         placements: Sequence[Placement], failed: set[str], moving: set[str],
     ) -> tuple[list[Plan], list[str]]:
         """Targets for ``p``'s replicas: never a failed cluster, nor one where ``w`` has a migration in flight
         (a rebalance's remove-source there would scale away what this failover adds)."""
         already = {q.cluster: q.replicas for q in placements if q.workload == w.name and q.state is PlacementState.PLACED and q.cluster not in failed}
-        choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed | moving, learned=self.learned_scores, already=already)
+        choice = admission.choose(w, views, self.topology, p.replicas, exclude=failed | moving, learned=self.learned_scores, already=already)
         why = (f"{p.cluster} is {verdict.health.value}", *verdict.reasons)
         plans = [
             Plan(Kind.FAILOVER, w.name, p.cluster, target, k, already.get(target, 0) + k, why + choice.reasons)
@@ -131,7 +131,7 @@ class Planner:
         return plans, notes
 
     def _rebalance(
-        self, cluster: str, load: Load, views: Sequence[placing.ClusterView], loads: Mapping[str, Load],
+        self, cluster: str, load: Load, views: Sequence[admission.ClusterView], loads: Mapping[str, Load],
         workloads: Mapping[str, Workload], placements: Sequence[Placement], moving: set[str], failed: set[str],
     ) -> list[Plan]:
         """Move the biggest movable workload that fits elsewhere (one plan per target cluster)."""
@@ -144,7 +144,7 @@ class Planner:
         for p in candidates:
             w = workloads[p.workload]
             others = {q.cluster: q.replicas for q in placements if q.workload == w.name and q.cluster != cluster}
-            choice = placing.choose(w, views, self.topology, p.replicas, exclude=failed | cool | {cluster}, already=others,
+            choice = admission.choose(w, views, self.topology, p.replicas, exclude=failed | cool | {cluster}, already=others,
                                     learned=self.learned_scores)
             if choice.ok:
                 why = (f"{cluster} load {load.now:.2f}, forecast {load.forecast:.2f} > {self.config.overload:.2f}",
@@ -187,11 +187,11 @@ def _as_placements(plans: Sequence[Plan]) -> list[Placement]:
     return [Placement(p.workload, p.target, p.replicas, 0) for p in plans]
 
 
-def _charged(view: placing.ClusterView, w: Workload, plans: Sequence[Plan]) -> placing.ClusterView:
+def _charged(view: admission.ClusterView, w: Workload, plans: Sequence[Plan]) -> admission.ClusterView:
     """``view`` with the replicas just planned onto it counted as used."""
     k = sum(p.replicas for p in plans if p.target == view.name)
     if not k:
         return view
     t = w.template
     extra = Resources(t.cpu_milli * k, t.memory_mib * k, 0, t.gpus * 1000 * k)
-    return placing.ClusterView(view.name, view.region, view.pools, view.used + extra, view.labels, view.taints)
+    return admission.ClusterView(view.name, view.region, view.pools, view.used + extra, view.labels, view.taints)

@@ -5,7 +5,7 @@ a thousand replicas: a hundred clusters recomputed on every tick would take most
 inputs move only on a submit, a migration step, a scale or a node whose capacity changes. So the book keeps each
 cluster's result under a key — the placed (workload, replicas, template) rows and the version of the fleet its
 agents report (:meth:`controlplane.evidence.EvidenceBook.fleets`) — and recomputes a cluster only when its key
-changed. Same answer as :func:`controlplane.workloadcontext.cluster_profiles` on the same inputs.
+changed. Same answer as :func:`controlplane.contextbook.cluster_profiles` on the same inputs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 from controlplane.evidence import EvidenceBook
 from controlplane.registry import Placement, PlacementState
-from controlplane.workloadcontext import cluster_fleets, cluster_profiles, largest
+from controlplane.contextbook import cluster_fleets, cluster_profiles, largest
 from controlplane.workloads import Workload
 from fedcore.scheduling.fragmentation import PodTypes
 

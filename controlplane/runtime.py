@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from controlplane import agentviews, logs, placing, returning, scorerjobs
+from controlplane import admission, agentviews, logs, returning, scorerjobs
 from controlplane.autoscaling.actuating import Autoscaling
 from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
@@ -36,7 +36,7 @@ from controlplane.retiring import Retiring
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
 from controlplane.selecting import Job, Outcome, Selector
-from controlplane.workloadcontext import ContextBook
+from controlplane.contextbook import ContextBook
 from controlplane.workloads import Workload
 from fedapi.workloadcontext import WorkloadContext
 from fedcore.backends import errors
@@ -224,7 +224,7 @@ class ControlPlane:
         """The interval each agent is asked to report at now (the ack's ``report_interval_ms``)."""
         return self.pacing.interval_s(len(self.evidence))
 
-    def submit(self, workload: Workload, dry_run: bool, request_id: str = "") -> placing.Choice:
+    def submit(self, workload: Workload, dry_run: bool, request_id: str = "") -> admission.Choice:
         """Choose clusters for a new workload and (unless ``dry_run``) create it there.
 
         The workload's record, its placements, the decision and the request id commit in one
@@ -236,11 +236,11 @@ class ControlPlane:
             if request_id and not dry_run:
                 first = self.registry.answered(request_id)
                 if first is not None:
-                    return placing.Choice(dict(first["counts"]), tuple(first["reasons"]))
+                    return admission.Choice(dict(first["counts"]), tuple(first["reasons"]))
             if not dry_run and self.registry.workload(workload.name) is not None:
                 raise ValueError(f"workload {workload.name} already exists")
             leftovers = {p.cluster for p in self.registry.placements(workload.name)}  # a deleted copy not yet removed
-            choice = placing.choose(workload, self.views(), self.planner.topology, exclude=leftovers,
+            choice = admission.choose(workload, self.views(), self.planner.topology, exclude=leftovers,
                                     learned=self.planner.learned_scores)
             if dry_run or not choice.ok:
                 return choice
@@ -372,7 +372,7 @@ class ControlPlane:
             if not target:
                 failed = {c for c, (v, _) in self.verdicts.items() if v.health.failed}
                 already = {c: p.replicas for c, p in here.items() if c != source}
-                choice = placing.choose(w, self.views(), self.planner.topology, here[source].replicas, exclude=failed | {source}, already=already)
+                choice = admission.choose(w, self.views(), self.planner.topology, here[source].replicas, exclude=failed | {source}, already=already)
                 if not choice.ok or len(choice.counts) != 1:
                     raise ValueError(f"no single target can take {workload} from {source}: {'; '.join(choice.reasons)}")
                 target = next(iter(choice.counts))
@@ -380,7 +380,7 @@ class ControlPlane:
                 raise ValueError("source and target are the same cluster")
             self.backends(target)
             view = next((v for v in self.views() if v.name == target), None)
-            broken = placing.policy_violations(w, view) if view is not None else []
+            broken = admission.policy_violations(w, view) if view is not None else []
             if broken and not force:
                 raise ValueError(f"{target} breaks {workload}'s placement policy ({'; '.join(broken)}); pass --force to move it anyway")
             if broken:
@@ -431,7 +431,7 @@ class ControlPlane:
             for spec in specs:
                 self._judge(spec.name, now)
             listed, placements = self.registry.workloads(), self.registry.placements()
-            used = placing.used_by_cluster(listed, placements)  # once a tick: loads and views read the same
+            used = admission.used_by_cluster(listed, placements)  # once a tick: loads and views read the same
             self._measure_loads(now, used)
             workloads = {w.name: w for w in listed}
             self._update_contexts(specs, workloads, placements, now)
@@ -461,14 +461,14 @@ class ControlPlane:
     def _healthy_since(self) -> dict[str, float]:
         return {c: since for c, (v, since) in self.verdicts.items() if v.health is Health.HEALTHY}
 
-    def views(self, used: Mapping[str, Resources] | None = None, specs: Sequence[ClusterSpec] = ()) -> list[placing.ClusterView]:
+    def views(self, used: Mapping[str, Resources] | None = None, specs: Sequence[ClusterSpec] = ()) -> list[admission.ClusterView]:
         used = self._used() if used is None else used
         views = []
         for spec in specs or self.registry.clusters():
             pools, skipped, _ready = self.capacities.of(spec.name, self.evidence.listing(spec.name))
             self._note_skipped(spec.name, skipped)
             verdict = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
-            views.append(placing.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints))
+            views.append(admission.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints))
         return views
 
     # -- internals -----------------------------------------------------------------------------------
@@ -505,7 +505,7 @@ class ControlPlane:
                 log.warning("cluster %s: node %s is left out of placement: %s", cluster, node, reason)
 
     def _used(self) -> dict[str, Resources]:
-        return placing.used_by_cluster(self.registry.workloads(), self.registry.placements())
+        return admission.used_by_cluster(self.registry.workloads(), self.registry.placements())
 
     def _update_contexts(self, specs: Sequence[ClusterSpec], workloads: Mapping[str, Workload], placements: Sequence[Placement],
                          now: float) -> None:

@@ -15,7 +15,7 @@ from controlplane.evidence import EvidenceBook
 from controlplane.metrics import Metrics
 from controlplane.registry import DecisionRecord, Registry
 from controlplane.selecting import Job, Outcome, Selector
-from controlplane.workloadcontext import ContextBook, cluster_fleets, placed_pods
+from controlplane.contextbook import ContextBook, cluster_fleets, placed_pods
 from fedapi.workloadcontext import SCORERS, WorkloadContext
 
 log = logging.getLogger("controlplane")

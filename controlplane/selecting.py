@@ -8,7 +8,7 @@ openb fleet, so it never runs on the reconcile tick: :mod:`controlplane.selectwo
 low-priority child process. This sans-IO core (clock injected) decides:
 
 * what a selection is for: the cluster's adopted workload context (its quantized profile, CPU pressure and
-  largest node), which :class:`controlplane.workloadcontext.ContextBook` moves only when the workload moved
+  largest node), which :class:`controlplane.contextbook.ContextBook` moves only when the workload moved
   materially and at most once per stabilization window; a cluster without a profile (no GPU workload) has
   nothing to select for and places with learned;
 * when: a cluster whose adopted context has not been selected for yet, at most one selection in flight

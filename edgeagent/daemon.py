@@ -38,7 +38,7 @@ from edgeagent.probes import NodeProbe, RealProbe, TwinProbe
 from edgeagent.scoring import HeuristicScorer
 from edgeagent.serving import StatusServer
 from edgeagent.families import Families
-from edgeagent.workloadcontext import ContextKeeper
+from edgeagent.contextkeeping import ContextKeeper
 from gossip.config import GossipConfig, split_addr
 from gossip.effects import MemberEvent, RecordEvent
 from gossip.keyring import Keyring

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from edgeagent.placing import Placer
-from edgeagent.workloadcontext import ContextKeeper
+from edgeagent.contextkeeping import ContextKeeper
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 DECISION_BUCKETS = (0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.5, 1.0, 2.5, 5.0)

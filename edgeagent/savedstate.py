@@ -3,7 +3,7 @@
 Two small files in the data directory, each replaced atomically (a crash leaves the old or the
 new file, never a mix): the node description the probe gave last (an agent restarted while
 the cluster is unreachable describes its node from it), and the last workload context the
-control plane sent (:mod:`edgeagent.workloadcontext`: a restart while the plane is away scores
+control plane sent (:mod:`edgeagent.contextkeeping`: a restart while the plane is away scores
 as its peers still do). The journal itself is the effect pipeline's (:mod:`edgeagent.committing`);
 the shell (:mod:`edgeagent.daemon`) calls these at start and when a context arrives.
 """
@@ -23,7 +23,7 @@ from edgeagent import linkcodec
 from edgeagent.clustercalls import BACKOFF_MAX
 from edgeagent.clusters import ClusterUnavailable
 from edgeagent.probes import NodeProbe
-from edgeagent.workloadcontext import ContextKeeper
+from edgeagent.contextkeeping import ContextKeeper
 
 log = logging.getLogger("edgeagent")
 

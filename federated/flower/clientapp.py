@@ -16,7 +16,7 @@ from flwr.app import Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from federated import imitation
-from federated.flower import experience
+from federated.flower import teacherdata
 from federated.flower.faults import Fault
 from federated.flower.records import ARRAYS, CONFIG, EXAMPLES, METRICS, to_record
 from federated.model import PlacementScorer
@@ -30,8 +30,8 @@ def train(msg: Message, context: Context) -> Message:
     torch.set_num_threads(1)
     fault = Fault.parse(str(context.node_config.get("fault", "")))
     if "data-path" not in context.node_config:
-        raise experience.ExperienceError("this SuperNode has no data-path in its node config: start it with data-path=<experience log>")
-    data = experience.load(str(context.node_config["data-path"]))
+        raise teacherdata.ExperienceError("this SuperNode has no data-path in its node config: start it with data-path=<experience log>")
+    data = teacherdata.load(str(context.node_config["data-path"]))
     config = msg.content.config_records[CONFIG]
     partition = int(context.node_config.get("partition-id", 0))
     seed = int(config["seed"]) * 1000 + partition * 100 + int(config["server-round"])  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ list (seed ``splits.TRAIN_SEED_BASE``), scheduled by FGD, the best heuristic; th
 non-IID regions (:mod:`federated.flower.regions`) and written as experience logs, one per region.
 The server's own twin rollouts (``pretrain.npz``: the same training pods, the next training
 seed) give the starting global model its closed-form imitation warm start, as the design has it:
-imitation on the twin first, then federated rounds on the regions' experience. The held-out
+imitation on the twin first, then federated rounds on the regions' teacherdata. The held-out
 twin scenario is an episode over the last 20% of the pods with benchmark seed 0: neither those
 pods nor that permutation were ever trained on. Recording costs about a minute
 per episode on the full fleet, so a prepared directory is reused when its spec matches.
@@ -25,7 +25,8 @@ from fedcore.scheduling.fragmentation import PodTypes
 from fedcore.traces import locate, openb
 from fedcore.twin import submission
 from federated import rollouts, splits
-from federated.flower import experience, regions
+from federated.flower import regions
+from federated.flower import teacherdata
 from federated.rollouts import Decisions
 from federated.runtime import artifacts
 from federated.runtime.features import NODE_FEATURES, POD_FEATURES, SPEC_VERSION
@@ -76,9 +77,9 @@ def prepare(root: Path, spec: DataSpec) -> Path:
     holdout = rollouts.openb_episode(nodes, pods[len(train_pods):], HOLDOUT_SEED, TEACHER)
     root.mkdir(parents=True, exist_ok=True)
     for k, part in enumerate(regions.split(train, spec.split, spec.clients)):
-        experience.save(region_file(root, k), part)
-    experience.save(root / HOLDOUT, holdout)
-    experience.save(root / PRETRAIN, pretrain)
+        teacherdata.save(region_file(root, k), part)
+    teacherdata.save(root / HOLDOUT, holdout)
+    teacherdata.save(root / PRETRAIN, pretrain)
     meta = {"data": wanted, "pod_types": artifacts.types_to_json(PodTypes.from_pods(train_pods)),
             "held_out": f"openb pods after the first {splits.TRAIN_FRACTION:.0%} (file order), seed {HOLDOUT_SEED}, teacher {TEACHER}"}
     (root / SPEC).write_text(json.dumps(meta, indent=2) + "\n")
@@ -89,7 +90,7 @@ def read_spec(root: Path) -> dict[str, Any]:
     try:
         spec: dict[str, Any] = json.loads((root / SPEC).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise experience.ExperienceError(f"{root}: not a prepared federation data directory ({exc})") from None
+        raise teacherdata.ExperienceError(f"{root}: not a prepared federation data directory ({exc})") from None
     return spec
 
 
@@ -97,7 +98,7 @@ def prepared(root: Path, clients: int) -> Path:
     """``root`` if it holds data prepared for ``clients`` regions, else a clear error."""
     have = int(read_spec(root)["data"]["clients"])
     if have != clients:
-        raise experience.ExperienceError(f"{root}: prepared for {have} regions, not {clients}")
+        raise teacherdata.ExperienceError(f"{root}: prepared for {have} regions, not {clients}")
     return root
 
 
@@ -108,7 +109,7 @@ def pod_types(root: Path) -> PodTypes:
 def union(root: Path) -> Decisions:
     """Every region's decisions together: what central training sees."""
     clients = int(read_spec(root)["data"]["clients"])
-    return Decisions.concat([experience.load(region_file(root, k)) for k in range(clients)])
+    return Decisions.concat([teacherdata.load(region_file(root, k)) for k in range(clients)])
 
 
 def node_configs(root: Path, faults: Mapping[int, str] | None = None) -> list[dict[str, str | int | float]]:

@@ -26,7 +26,8 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import Strategy
 
 from federated import imitation
-from federated.flower import aggregation, datasets, experience, registry, strategies
+from federated.flower import aggregation, datasets, registry, strategies
+from federated.flower import teacherdata
 from federated.flower.records import ARRAYS, EXAMPLES, METRICS, from_record, to_record
 from federated.flower.runconfig import RunConfig
 from federated.model import PlacementScorer
@@ -50,7 +51,7 @@ def main(grid: Grid, context: Context) -> None:
 def initial_model(data_dir: Path, seed: int) -> PlacementScorer:
     """The starting global model, shared by federated and central training: the imitation warm start
     (closed-form linear part, MLP head at zero) fitted to the server's own twin rollouts."""
-    pretrain = experience.load(data_dir / datasets.PRETRAIN)
+    pretrain = teacherdata.load(data_dir / datasets.PRETRAIN)
     return imitation.train(pretrain, None, imitation.ImitationConfig(epochs=0, seed=seed))
 
 
@@ -83,7 +84,7 @@ def shuffled(data: Decisions, seed: int) -> Decisions:
 def run(grid: Grid, config: RunConfig) -> list[dict[str, Any]]:
     """Run the federation described by ``config``; returns the per-round report lines."""
     strategy = strategies.make(config.strategy)
-    holdout = experience.load(config.data_dir / datasets.HOLDOUT)
+    holdout = teacherdata.load(config.data_dir / datasets.HOLDOUT)
     types = datasets.pod_types(config.data_dir)
     model = initial_model(config.data_dir, config.seed)
     weights = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}

@@ -11,7 +11,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from controlplane import convert, placing, returning, server
+from controlplane import convert, returning, server
+from controlplane import admission
 from controlplane.auth import INSECURE
 from controlplane.failbacks import MAX_STRETCH, Failback, FailbackMode, Falls, in_maintenance, minutes, required_s
 from controlplane.journal import Kind
@@ -27,7 +28,7 @@ from fedcore.resources import Resources
 from fedcore.topology import Cluster, Topology
 
 CAP = Resources(16000, 65536)
-VIEWS = [placing.ClusterView(n, r, {"amd64": CAP}, Resources(), {}, ()) for n, r in (("a", "r0"), ("b", "r0"), ("c", "r1"))]
+VIEWS = [admission.ClusterView(n, r, {"amd64": CAP}, Resources(), {}, ()) for n, r in (("a", "r0"), ("b", "r0"), ("c", "r1"))]
 TICK = 0.2
 WINDOW = 15.0
 

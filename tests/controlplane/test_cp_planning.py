@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane import placing
+from controlplane import admission
 from controlplane.forecast import LoadForecast
 from controlplane.journal import Kind
 from controlplane.planner import Load, Planner, PlannerConfig
@@ -17,11 +17,11 @@ from fedcore.topology import Cluster, Topology
 CAP = Resources(16000, 65536)
 
 
-def view(name: str, region: str, used: int = 0, arch: str = "amd64", health: Health = Health.HEALTHY, labels: dict[str, str] | None = None) -> placing.ClusterView:
-    return placing.ClusterView(name, region, {arch: CAP}, Resources(used, 0), labels or {}, Verdict(health, ()).taints)
+def view(name: str, region: str, used: int = 0, arch: str = "amd64", health: Health = Health.HEALTHY, labels: dict[str, str] | None = None) -> admission.ClusterView:
+    return admission.ClusterView(name, region, {arch: CAP}, Resources(used, 0), labels or {}, Verdict(health, ()).taints)
 
 
-def topology(*views: placing.ClusterView) -> Topology:
+def topology(*views: admission.ClusterView) -> Topology:
     t = Topology()
     for v in views:
         t.add(Cluster(v.name, v.region))
@@ -37,14 +37,14 @@ VIEWS = [view("a", "r0"), view("b", "r0"), view("c", "r1"), view("d", "r1")]
 
 
 def test_spread_over_regions_balances_regions() -> None:
-    choice = placing.choose(wl(spread=Spread.REGIONS), VIEWS, topology(*VIEWS))
+    choice = admission.choose(wl(spread=Spread.REGIONS), VIEWS, topology(*VIEWS))
     assert choice.ok
     per_region = {"r0": choice.counts.get("a", 0) + choice.counts.get("b", 0), "r1": choice.counts.get("c", 0) + choice.counts.get("d", 0)}
     assert per_region == {"r0": 2, "r1": 2}
 
 
 def test_pack_keeps_replicas_together() -> None:
-    choice = placing.choose(wl(spread=Spread.NONE), VIEWS, topology(*VIEWS))
+    choice = admission.choose(wl(spread=Spread.NONE), VIEWS, topology(*VIEWS))
     assert list(choice.counts.values()) == [4]
 
 
@@ -56,29 +56,29 @@ def test_pack_keeps_replicas_together() -> None:
 ])
 def test_policy_filters_clusters(policy: dict[str, object], allowed: set[str]) -> None:
     views = [view("a", "r0"), view("b", "r0", labels={"tier": "gold"}), view("c", "r1"), view("d", "r1")]
-    choice = placing.choose(wl(spread=Spread.CLUSTERS, **policy), views, topology(*views))
+    choice = admission.choose(wl(spread=Spread.CLUSTERS, **policy), views, topology(*views))
     assert choice.ok and set(choice.counts) <= allowed
 
 
 def test_failed_cluster_is_tainted_out_unless_tolerated() -> None:
     views = [view("a", "r0", health=Health.DOWN), view("b", "r0", used=15500)]
-    choice = placing.choose(wl(replicas=1), views, topology(*views))
+    choice = admission.choose(wl(replicas=1), views, topology(*views))
     assert not choice.ok and "TaintToleration" in choice.reasons[0] and "NodeResourcesFit" in choice.reasons[0]
     tolerant = Workload("tol", 1, Template(1000, 1024, tolerations=(("fedplane.io/unreachable", "", ""),)))
-    assert placing.choose(tolerant, views, topology(*views)).counts == {"a": 1}
+    assert admission.choose(tolerant, views, topology(*views)).counts == {"a": 1}
 
 
 def test_arch_and_capacity_filters() -> None:
     views = [view("x86", "r0"), view("pi", "r1", arch="arm64")]
     arm = Workload("arm", 2, Template(1000, 1024, archs=("arm64",)))
-    assert placing.choose(arm, views, topology(*views)).counts == {"pi": 2}
+    assert admission.choose(arm, views, topology(*views)).counts == {"pi": 2}
     huge = Workload("huge", 1, Template(20000, 1024))
-    refused = placing.choose(huge, views, topology(*views))
+    refused = admission.choose(huge, views, topology(*views))
     assert refused.unplaced == 1 and "0/2" in refused.reasons[-1]
 
 
 def test_latency_prefers_home_region() -> None:
-    choice = placing.choose(wl(replicas=1, home_region="r1"), VIEWS, topology(*VIEWS))
+    choice = admission.choose(wl(replicas=1, home_region="r1"), VIEWS, topology(*VIEWS))
     assert set(choice.counts) <= {"c", "d"}
 
 

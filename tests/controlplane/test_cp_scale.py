@@ -24,7 +24,7 @@ from controlplane.pacing import REPORT_BUDGET_PER_S, Pacing
 from controlplane.podtypesbook import PodTypesBook
 from controlplane.registry import Placement, PlacementState
 from controlplane.verdicts import Timings, judge
-from controlplane.workloadcontext import cluster_fleets, cluster_profiles, largest
+from controlplane.contextbook import cluster_fleets, cluster_profiles, largest
 from controlplane.workloads import Policy, Template, Workload
 from fedapi import controlplane_pb2 as cp
 from fedapi import wireparsing

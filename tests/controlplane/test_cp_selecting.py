@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane import selectworker
 from controlplane.selecting import Job, Outcome, Selector, selection_key
-from controlplane.workloadcontext import ContextBook
+from controlplane.contextbook import ContextBook
 from fedapi import controlplane_pb2 as cp
 from fedapi.workloadcontext import SCORERS, Profile, WorkloadContext
 from fedcore.nodes import Node

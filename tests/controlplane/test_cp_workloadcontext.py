@@ -16,7 +16,7 @@ from controlplane import service
 from controlplane.evidence import AgentReport, NodeSummary
 from controlplane.registry import ClusterSpec, Placement, PlacementState
 from controlplane.runtime import Backends, ControlPlane
-from controlplane.workloadcontext import HYSTERESIS, ContextBook, cluster_profiles, distance
+from controlplane.contextbook import HYSTERESIS, ContextBook, cluster_profiles, distance
 from controlplane.workloads import Policy, Template, Workload
 from fedapi import controlplane_pb2 as cp
 from fedapi.workloadcontext import NONE, Profile, WorkloadContext

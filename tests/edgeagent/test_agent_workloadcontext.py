@@ -16,7 +16,7 @@ from edgeagent.ledger import Ledger
 from edgeagent.metrics import AgentMetrics
 from edgeagent.placing import Placer
 from edgeagent.scoring import HeuristicScorer
-from edgeagent.workloadcontext import ContextKeeper
+from edgeagent.contextkeeping import ContextKeeper
 from fedapi import agentlink
 from fedapi.workloadcontext import NONE, Profile, WorkloadContext
 from fedcore.nodes import Node
@@ -47,7 +47,7 @@ def test_a_new_profile_alone_is_taken_and_a_hostile_one_refused_keeping_the_prev
     other = {**PROFILE, "cpu": [8000]}
     assert keeper.receive({"cpu_pressure": 1.0, "version": 7, "profile": other}), "the pressure stays, the profile moves"
     assert not keeper.receive({"cpu_pressure": 1.0, "version": 7, "profile": other})
-    with caplog.at_level(logging.WARNING, logger="edgeagent.workloadcontext"):
+    with caplog.at_level(logging.WARNING, logger="edgeagent.contextkeeping"):
         assert not keeper.receive({"cpu_pressure": 0.5, "version": 8, "profile": {**other, "weight": [math.nan]}})
     assert keeper.current.profile is not None and keeper.current.profile.shapes == ((8000, 1000, 2, 1.0),) and keeper.refused == 1
     (line,) = [r.getMessage() for r in caplog.records]
@@ -62,7 +62,7 @@ def test_a_new_scorer_family_alone_is_taken_and_an_unknown_one_refused_keeping_t
     assert keeper.receive({"cpu_pressure": 1.0, "version": 6, "profile": PROFILE, "scorer": "fgd"}), "only the family moves"
     assert keeper.receive({"cpu_pressure": 1.0, "version": 7, "profile": PROFILE, "scorer": "fgd", "max_cpu_milli": 32000,
                            "max_gpus": 4}), "the fleet's largest node moves BestFit's scores"
-    with caplog.at_level(logging.WARNING, logger="edgeagent.workloadcontext"):
+    with caplog.at_level(logging.WARNING, logger="edgeagent.contextkeeping"):
         assert not keeper.receive({"cpu_pressure": 1.0, "version": 8, "profile": PROFILE, "scorer": "dotprod"})
     assert keeper.current.scorer == "fgd" and keeper.current.version == 7 and keeper.refused == 1
     (line,) = [r.getMessage() for r in caplog.records]
@@ -79,7 +79,7 @@ def test_a_malformed_context_is_refused_clearly_and_the_previous_value_kept(garb
                                                                            caplog: pytest.LogCaptureFixture) -> None:
     keeper = ContextKeeper()
     keeper.receive({"cpu_pressure": 0.5, "version": 10})
-    with caplog.at_level(logging.WARNING, logger="edgeagent.workloadcontext"):
+    with caplog.at_level(logging.WARNING, logger="edgeagent.contextkeeping"):
         for _ in range(3):
             assert not keeper.receive(garbage)
     assert keeper.current == WorkloadContext(0.5, 10) and keeper.refused == 3

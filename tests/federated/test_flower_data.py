@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from federated.flower import appdir, experience, regions
+from federated.flower import appdir, regions
+from federated.flower import teacherdata
 from federated.flower.faults import Fault
 from federated.flower.runconfig import DEFAULTS, ConfigError, RunConfig
 from federated.rollouts import Decisions
@@ -47,24 +48,24 @@ def test_split_partitions_decisions(kind: str) -> None:
 
 def test_experience_round_trip_file_and_directory(tmp_path: Path) -> None:
     a, b = decisions(5, seed=1), decisions(7, seed=2)
-    experience.save(tmp_path / "log" / "0001.npz", a)
-    experience.save(tmp_path / "log" / "0002.npz", b)
-    got = experience.load(tmp_path / "log")
+    teacherdata.save(tmp_path / "log" / "0001.npz", a)
+    teacherdata.save(tmp_path / "log" / "0002.npz", b)
+    got = teacherdata.load(tmp_path / "log")
     assert len(got) == 12
     np.testing.assert_array_equal(got.nodes[5:], b.nodes)
-    assert got.mask.dtype == np.bool_ and len(experience.load(tmp_path / "log" / "0001.npz")) == 5
+    assert got.mask.dtype == np.bool_ and len(teacherdata.load(tmp_path / "log" / "0001.npz")) == 5
 
 
 def test_corrupt_or_foreign_experience_is_refused(tmp_path: Path) -> None:
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(experience.ExperienceError, match="not an experience log"):
-        experience.load(tmp_path / "junk.npz")
+    with pytest.raises(teacherdata.ExperienceError, match="not an experience log"):
+        teacherdata.load(tmp_path / "junk.npz")
     wrong = decisions(3)
-    np.savez(tmp_path / "wrong.npz", **{f: getattr(wrong, f) for f in experience.FIELDS} | {"nodes": np.zeros((3, 4, 5), np.float32)})
-    with pytest.raises(experience.ExperienceError, match="feature spec"):
-        experience.load(tmp_path / "wrong.npz")
-    with pytest.raises(experience.ExperienceError, match="no experience log"):
-        experience.load(tmp_path / "missing")
+    np.savez(tmp_path / "wrong.npz", **{f: getattr(wrong, f) for f in teacherdata.FIELDS} | {"nodes": np.zeros((3, 4, 5), np.float32)})
+    with pytest.raises(teacherdata.ExperienceError, match="feature spec"):
+        teacherdata.load(tmp_path / "wrong.npz")
+    with pytest.raises(teacherdata.ExperienceError, match="no experience log"):
+        teacherdata.load(tmp_path / "missing")
 
 
 def test_run_config_parses_and_refuses_bad_values() -> None:

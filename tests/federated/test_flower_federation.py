@@ -14,7 +14,8 @@ from typing import Any
 import psutil
 import pytest
 
-from federated.flower import datasets, engine, experience, registry
+from federated.flower import datasets, engine, registry
+from federated.flower import teacherdata
 
 pytestmark = pytest.mark.integration
 
@@ -54,7 +55,7 @@ def test_three_supernodes_two_rounds(data: Path, tmp_path: Path) -> None:
     lines, processes = federation(tmp_path, data, {}, **{"num-rounds": 2})
     assert [line["answered"] for line in lines] == [CLIENTS, CLIENTS]
     assert all(line["fedavg_exact"] for line in lines)
-    assert sorted(lines[0]["examples"]) == sorted(len(experience.load(datasets.region_file(data, k))) for k in range(CLIENTS))
+    assert sorted(lines[0]["examples"]) == sorted(len(teacherdata.load(datasets.region_file(data, k))) for k in range(CLIENTS))
     versions = registry.versions(tmp_path / "registry")
     assert [v.name for v in versions] == [line["version"] for line in lines] == ["v000001", "v000002"]
     for line, version in zip(lines, versions, strict=True):

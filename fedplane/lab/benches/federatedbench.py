@@ -28,7 +28,8 @@ import torch
 from fedcore.traces import locate, openb
 from fedcore.twin import submission
 from federated import evaluating, imitation, splits
-from federated.flower import datasets, engine, experience, registry
+from federated.flower import datasets, engine, registry
+from federated.flower import teacherdata
 from federated.flower.serverapp import (
     QUALITY_METRIC,
     initial_model,
@@ -55,7 +56,7 @@ def central(data_dir: Path, registry_dir: Path, config: BenchConfig) -> dict[str
     """Held-out quality (and score RMSE) of the starting model and of the model trained on the union of
     the regions' data, a random pick's quality (chance) and the training time; the central model is
     published to ``registry_dir`` like a federated one."""
-    holdout = experience.load(data_dir / datasets.HOLDOUT)
+    holdout = teacherdata.load(data_dir / datasets.HOLDOUT)
     model = initial_model(data_dir, config.seed)
     initial, initial_rmse = quality(model, holdout), score_rmse(model, holdout)
     started = time.monotonic()
@@ -140,7 +141,7 @@ def run(workdir: Path, data_dir: Path, config: BenchConfig) -> dict[str, Any]:
             "score_rmse": {"initial": baseline["initial_rmse"], "central": baseline["central_rmse"],
                            **{tag: lines[-1]["score_rmse"] for tag, lines in reports.items()}},
             "gpu_alloc_int8_twin": twin_alloc(data_dir, {tag: path for tag in ("central", *reports) if (path := registry.latest(registries / tag))}),
-            "examples_per_region": [len(experience.load(datasets.region_file(data_dir, k))) for k in range(config.clients)],
+            "examples_per_region": [len(teacherdata.load(datasets.region_file(data_dir, k))) for k in range(config.clients)],
             "fedavg_max_rel_error": max(line.get("fedavg_rel_error", 0.0) for tag in ("clean-fedavg", "poisoned-fedavg") for line in reports[tag]),
             "runs": {tag: {"quality_per_round": [line["quality"] for line in lines],
                            "round_wall_s": [round(line["wall_s"], 2) for line in lines],

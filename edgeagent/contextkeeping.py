@@ -24,7 +24,7 @@ import logging
 
 from fedapi.workloadcontext import NONE, Profile, WorkloadContext, from_wire
 
-log = logging.getLogger("edgeagent.workloadcontext")
+log = logging.getLogger("edgeagent.contextkeeping")
 
 
 def describe(profile: Profile | None) -> str:
