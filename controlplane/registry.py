@@ -133,6 +133,7 @@ class Registry:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._specs: dict[str, tuple[dict[str, Any], ClusterSpec]] = {}
         self._parsed: dict[str, tuple[dict[str, Any], Workload]] = {}
         """Workload name -> the spec document last read and its Workload: a tick reads every workload several times,
         and building one (every field checked) costs far more than comparing its document with the last one."""
@@ -144,12 +145,22 @@ class Registry:
 
     def clusters(self) -> list[ClusterSpec]:
         with self.store.tx() as t:
-            return [ClusterSpec.from_json(json.dumps(d)) for _, d in t.scan("clusters/")]
+            return [self._cluster(d) for _, d in t.scan("clusters/")]
 
     def scheduler_name(self, cluster: str) -> str:
         """``spec.schedulerName`` for the control plane's pods in ``cluster`` (its placer; unknown: the agents)."""
-        spec = next((c for c in self.clusters() if c.name == cluster), None)
-        return (spec.placer if spec else Placer.AGENTS).scheduler_name
+        with self.store.tx() as t:
+            d = t.get(f"clusters/{cluster}")
+        return (self._cluster(d).placer if d else Placer.AGENTS).scheduler_name
+
+    def _cluster(self, d: dict[str, Any]) -> ClusterSpec:
+        """The spec of a cluster document, built once per document (every tick and every submit reads them all)."""
+        held = self._specs.get(str(d.get("name")))
+        if held is not None and held[0] == d:
+            return held[1]
+        spec = ClusterSpec.from_json(json.dumps(d))
+        self._specs[spec.name] = (d, spec)
+        return spec
 
     # -- workloads ---------------------------------------------------------------------------
     def put_workload(self, w: Workload) -> None:
