@@ -485,6 +485,8 @@ def bench_scale(agents: int, clusters: int, pods: int, regions: int, workers: in
         figures = run(cfg)
     except RuntimeError as exc:
         raise click.ClickException(str(exc)) from None
+    except grpc.RpcError as exc:  # the plane refused or failed a call: its code and words, on one line
+        raise click.ClickException(f"the control plane answered {exc.code().name}: {exc.details()}") from None  # type: ignore[attr-defined]
     if as_json:
         click.echo(json.dumps(figures))
         return
