@@ -33,6 +33,7 @@ from fedapi import controlplane_pb2 as cp
 from fedapi import controlplane_pb2_grpc
 from fedcore import stats
 from fedcore.backends.model import Phase
+from fedcore.agentcmd import dies_with_starter
 from fedcore.backends.volumes import DirectoryVolumes
 from fedcore.loopback import free_ports
 from fedplane.lab.drills import agentfleet
@@ -164,7 +165,8 @@ class StatefulDrill(Drill):
                 port = free_ports(1)[0]
                 argv = [sys.executable, "-m", "fedplane.lab.drills.kvservice", "--volume", str(self.volumes.volume(cluster, "kv")),
                         "--epoch", str(epoch), "--port", str(port), "--audit", str(self.audit / f"{cluster}-{epoch}.log")]
-                self.replicas[key] = Replica(cluster, epoch, port, subprocess.Popen(argv, start_new_session=True))
+                # dies with the drill even when it is SIGKILLed (a replica in a session of its own would run on)
+                self.replicas[key] = Replica(cluster, epoch, port, subprocess.Popen(dies_with_starter(argv), start_new_session=True))
             for key in set(self.replicas) - want:
                 self._stop(self.replicas.pop(key))
             await asyncio.sleep(POLL_S)
