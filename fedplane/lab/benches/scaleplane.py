@@ -51,7 +51,10 @@ def _switch(fault: Path) -> None:
     twins = _twins()
     for name in names:
         twins[name].outage()
-    fault.with_suffix(".done").write_text(json.dumps({"at": time.monotonic(), "clusters": names}))
+    at = time.monotonic()
+    written = fault.with_suffix(".done.tmp")
+    written.write_text(json.dumps({"at": at, "clusters": names}))
+    written.rename(fault.with_suffix(".done"))  # whole when the bench sees it
 
 
 def _profile_ticks(out: str) -> None:
