@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from controlplane.autoscaling.controllers import MAX_REPLICAS
-from controlplane.commands import client_options, connect, plane_target, tls_files
+from controlplane.cliclient import client_options, connect, plane_target, tls_files
 from fedcore import reporting
 from fedcore.commands import FiniteRange, fail
 
