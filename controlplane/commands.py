@@ -67,6 +67,9 @@ def controlplane() -> None:
 @click.option("--probe-interval", default=0.2, show_default=True, type=click.FloatRange(0.01, 60))
 @click.option("--return-after", default=0.0, show_default=True, type=click.FloatRange(0), help="Move failed-over replicas back once their cluster has been healthy this long (0: never).")
 @click.option("--score-profile", default="", help="Add this scheduling profile's score plugins to cluster ranking (e.g. a learned one).")
+@click.option("--volumes", "volumes_dir", default="", type=click.Path(file_okay=False),
+              help="Volume host of the --twin-clusters: stateful workloads' volumes under DIR/<cluster>, handed over (fenced, "
+                   "checkpointed, restored) when they migrate; empty: a stateful workload cannot migrate.")
 @click.option("--scorer-selection/--no-scorer-selection", default=True, show_default=True, envvar="FEDPLANE_SCORER_SELECTION", show_envvar=True,
               help="Choose each cluster's scorer family (learned, fgd, bestfit) by replaying its workload on its fleet in the "
                    "twin (one nice 19 worker process, off the tick, at most every few minutes per cluster); its agents switch together.")
@@ -91,7 +94,7 @@ def controlplane() -> None:
 def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, ui_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
-    scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, models_dir: str, experience_dir: str,
+    volumes_dir: str, scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, models_dir: str, experience_dir: str,
     experience_max_mib: int, insecure: bool,
     log_format: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
@@ -114,6 +117,7 @@ def serve(
     from fedcore.backends import errors
     from fedcore.backends.kubernetes import contexts as kube_contexts
     from fedcore.backends.twin import Binder
+    from fedcore.backends.volumes import DirectoryVolumes
     from fedcore.scheduling import profiles
 
     logs.configure(log_format)
@@ -137,6 +141,8 @@ def serve(
             profiles.make(score_profile, profiles.ProfileContext())  # fail now, not at the first placement
         binder = Binder.EXTERNAL if agents_bind else Binder.INTERNAL
         backends, planning = Backends(time.monotonic, ready_delay, binder), PlannerConfig(learned_profile=score_profile, return_after_s=return_after)
+        volumes = (DirectoryVolumes({s.name: Path(volumes_dir) / s.name for s in specs if s.backend is BackendKind.TWIN},
+                                    Path(volumes_dir) / ".snapshots") if volumes_dir else None)
         leadership: campaigning.Leadership = campaigning.Solo()
         if etcd_endpoints:
             from controlplane.etcdstore import EtcdStore
@@ -144,14 +150,15 @@ def serve(
 
             endpoints = [e.strip() for e in etcd_endpoints.split(",") if e.strip()]
             store = EtcdStore(endpoints)
-            plane = ControlPlane(store, backends, time.monotonic, timings, planning, lead=False, scorer_selection=scorer_selection)
+            plane = ControlPlane(store, backends, time.monotonic, timings, planning, lead=False, scorer_selection=scorer_selection,
+                                 volumes=volumes)
             # credentials are only ever added, so every member writes them unfenced (no leader needed to issue one)
             checker = auth.Authenticator(EtcdStore(endpoints, prefix=store.prefix, require_fence=False))
             election = Election(store, member, advertise)
             election.leader()  # etcd must answer now: a clear error beats a member that campaigns into the void
             leadership = campaigning.Campaign(election, plane, specs)
         else:
-            plane = ControlPlane(db, backends, time.monotonic, timings, planning, scorer_selection=scorer_selection)
+            plane = ControlPlane(db, backends, time.monotonic, timings, planning, scorer_selection=scorer_selection, volumes=volumes)
             checker = auth.Authenticator(plane.store)
             for spec in specs:
                 plane.register_cluster(spec)
