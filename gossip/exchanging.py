@@ -4,8 +4,9 @@ The anti-entropy side of :class:`gossip.node.GossipNode` (memberlist's ``pushPul
 push-pull interval one member gets a Bloom digest of all we hold and answers with what the
 digest does not cover plus its own digest, to which we answer likewise (a ``Delta``). Every
 frame opens with an Alive about its sender, which is how a join works: ``join`` starts an
-exchange with every seed, and the seeds are retried while we know nobody (and every
-``rejoin_every`` rounds while one is lost). With ``full_state_pushpull`` the frames carry
+exchange with every seed, and the seeds we do not see alive are retried every two probe intervals
+while we see no majority of the members we know alive (nobody yet, or we were cut off), and every
+``rejoin_every`` rounds while one is lost. With ``full_state_pushpull`` the frames carry
 everything instead, the baseline the benchmarks compare with.
 
 What goes in a digest or a frame is :mod:`gossip.antientropy`'s; the digests themselves are
@@ -87,9 +88,12 @@ class Exchanger:
         self._rounds += 1
         if self._records.reap(now - cfg.tombstone_ttl):
             self._settled.clear()  # a record we held, now forgotten, may be heard anew
-        lonely = self._members.live_count() == 0
-        # while we know nobody, keep retrying the seeds every few probe intervals
-        self._timers.at(now + (min(cfg.pushpull_interval, 5 * cfg.probe_interval) if lonely else cfg.pushpull_interval), self._pushpull_round, None)
+        alive = self._members.live_count() - len(self._membership.suspicions)
+        lonely = alive <= 0 or 2 * (alive + 1) <= self._members.cluster_size()
+        # while we see no majority of the members we know alive (nobody yet, or we were cut off), retry the seeds we
+        # do not see alive every two probe intervals: a healed member hears that it was declared dead, refutes and
+        # learns what moved while it was away within seconds, not once its own stretched probes reach a peer
+        self._timers.at(now + (min(cfg.pushpull_interval, 2 * cfg.probe_interval) if lonely else cfg.pushpull_interval), self._pushpull_round, None)
         peer = None
         if lonely or self._rounds % cfg.rejoin_every == 0:
             lost = [s for s in self._seeds if (row := self._members.get(s)) is None or row.state not in LIVE_STATES]
