@@ -78,7 +78,7 @@ class Exchanger:
         self._timers.at(now + self._rng.uniform(0, self._config.pushpull_interval), self._pushpull_round, None)
 
     def join(self, seeds: Sequence[str], now: float) -> None:
-        """Start an exchange with every seed; they are retried while we know nobody."""
+        """Start an exchange with every seed; retried while we see no majority alive."""
         self._seeds = tuple(s for s in seeds if s != self._name)
         for seed in self._seeds:
             self._start_exchange(seed, now)

@@ -128,7 +128,7 @@ class GossipNode:
         exchanger.start(now)
 
     def join(self, seeds: Sequence[str], now: float) -> list[Effect]:
-        """Start an anti-entropy exchange with every seed; retried while we know nobody."""
+        """Start an anti-entropy exchange with every seed; retried while we see no majority alive."""
         self._exchanger.join(seeds, now)
         return self._outbox.flush(now)
 
