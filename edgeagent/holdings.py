@@ -115,6 +115,8 @@ class Holdings:
             self._follow_epoch(uid, update.epoch, now)
         else:
             self.pending.pop(uid, None)
+            if update.node != self.node.name and self.running.get(uid, update.epoch) < update.epoch:
+                self._follow_epoch(uid, update.epoch, now)  # re-placed and bound elsewhere while we were away: ours lost
 
     # ---- binding --------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from gossip.config import GossipConfig
 from gossip.effects import Effect, MemberEvent
 from gossip.members import MemberState
 
+from edgeagent.clusters import BindOutcome, BindResult
 from edgeagent.config import PlacementSection
 from edgeagent.effects import ReportNode
 from edgeagent.ledger import Ledger
@@ -168,3 +169,24 @@ def test_pods_a_restarted_back_end_lost_track_of_are_adopted_where_they_run() ->
     after = {uid: (sim.cluster.bound_node(uid), p.epoch) for uid, p in sim.cluster.pods.items()}
     assert after == before, "every pod bound again where it runs, at its epoch"
     assert not sim.evictions and all(p.phase is Phase.RUNNING for p in sim.cluster.pods.values())
+
+
+def test_a_pod_the_back_end_shows_bound_elsewhere_at_a_newer_epoch_is_given_up_at_once() -> None:
+    """A cut agent's watch comes back with a listing: its pods re-placed and bound on other nodes at a newer epoch
+    (it missed the pending events). Its copies are superseded: it stops them now, not once gossip catches up."""
+    from fedcore.pods import Pod
+
+    from edgeagent.clusters import Phase, PodUpdate
+    from edgeagent.effects import Evict
+
+    node = Node("n0", 16000, 65536)
+    p = Placer(node, Ledger.replay("n0", "n0", node.capacity, []), HeuristicScorer(), PlacementSection(), 0.0)
+    pod = Pod("p1", 1000, 1024)
+    p.pod_update(PodUpdate(pod, 1, Phase.PENDING, ""), 0.0)
+    p.tick(0.0)
+    effects = p.tick(1.0)
+    assert [type(e).__name__ for e in effects if type(e).__name__ == "Bind"] == ["Bind"]
+    p.bind_done("p1", BindResult(BindOutcome.BOUND, "n0", 1), 1.0)
+    assert p.running == {"p1": 1}
+    out = p.pod_update(PodUpdate(pod, 2, Phase.RUNNING, "n3"), 30.0)
+    assert [(e.pod, e.epoch) for e in out if isinstance(e, Evict)] == [("p1", 1)] and not p.running
