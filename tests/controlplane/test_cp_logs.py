@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,22 @@ from controlplane.runtime import Backends, ControlPlane
 from controlplane.workloads import Template, Workload
 
 
-def test_json_lines_carry_the_decision(capsys: pytest.CaptureFixture[str]) -> None:
-    logs.configure("json")
+@pytest.fixture
+def root_logger() -> Iterator[logging.Logger]:
+    """``logs.configure`` sets the process's root logger (as serve does): put it back for the tests after this one."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
-        logs.decision("failover", "web", "c1", "c0", ("c1 is down", "c0 has room"))
-        line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+        yield root
     finally:
-        logging.getLogger().handlers.clear()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+def test_json_lines_carry_the_decision(capsys: pytest.CaptureFixture[str], root_logger: logging.Logger) -> None:
+    logs.configure("json")
+    logs.decision("failover", "web", "c1", "c0", ("c1 is down", "c0 has room"))
+    line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert line["time"].endswith("Z") and line["level"] == "info" and line["logger"] == "controlplane.decisions"
     assert (line["kind"], line["workload"], line["source"], line["target"]) == ("failover", "web", "c1", "c0")
     assert line["reasons"] == ["c1 is down", "c0 has room"] and "from=c1" in line["message"]
