@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 FORMATS = ("text", "json")
+_OURS = "_fedplane_logs"
 log = logging.getLogger("controlplane.decisions")
 
 
@@ -32,15 +33,19 @@ class JsonLines(logging.Formatter):
 
 
 def configure(fmt: str, level: str = "INFO") -> None:
-    """Log to stderr in ``fmt`` (text: UTC ISO times; json: :class:`JsonLines`)."""
+    """Log to stderr in ``fmt`` (text: UTC ISO times; json: :class:`JsonLines`) — in a process whose logging nobody set
+    up yet (``serve`` as a command); an embedding that configured its own (a test run, an application) keeps it."""
+    root = logging.getLogger()
+    if any(not getattr(h, _OURS, False) for h in root.handlers):
+        return
     handler = logging.StreamHandler()
+    setattr(handler, _OURS, True)
     if fmt == "json":
         handler.setFormatter(JsonLines())
     else:
         text = logging.Formatter("%(asctime)s.%(msecs)03dZ %(levelname)s %(name)s: %(message)s", "%Y-%m-%dT%H:%M:%S")
         text.converter = time.gmtime
         handler.setFormatter(text)
-    root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
 

@@ -28,12 +28,20 @@ def root_logger() -> Iterator[logging.Logger]:
 
 
 def test_json_lines_carry_the_decision(capsys: pytest.CaptureFixture[str], root_logger: logging.Logger) -> None:
+    root_logger.handlers[:] = []  # as in a command's process: nobody set logging up yet
     logs.configure("json")
     logs.decision("failover", "web", "c1", "c0", ("c1 is down", "c0 has room"))
     line = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
     assert line["time"].endswith("Z") and line["level"] == "info" and line["logger"] == "controlplane.decisions"
     assert (line["kind"], line["workload"], line["source"], line["target"]) == ("failover", "web", "c1", "c0")
     assert line["reasons"] == ["c1 is down", "c0 has room"] and "from=c1" in line["message"]
+
+
+def test_an_embedding_that_set_logging_up_keeps_it(root_logger: logging.Logger) -> None:
+    mine = logging.NullHandler()
+    root_logger.handlers[:] = [mine]
+    logs.configure("json")
+    assert root_logger.handlers == [mine]
 
 
 def test_the_plane_logs_what_it_records(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
