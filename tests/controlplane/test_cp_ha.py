@@ -74,9 +74,15 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
                    "--target", f"{standby.address},{leader.address}", "--json", "--credentials", str(members[0].admin))
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["accepted"]
-        shown = cli("controlplane", "leader", "--target", f"{leader.address},{standby.address}", "--json", "--credentials", str(members[0].admin))
-        assert shown.returncode == 0, shown.stderr
-        views = {m["target"]: m for m in json.loads(shown.stdout)["members"]}
+        # a member names a leader only while it sees its lease refreshed: on a loaded host a view may lag a moment
+        deadline = time.monotonic() + 15
+        while True:
+            shown = cli("controlplane", "leader", "--target", f"{leader.address},{standby.address}", "--json", "--credentials", str(members[0].admin))
+            assert shown.returncode == 0, shown.stderr
+            views = {m["target"]: m for m in json.loads(shown.stdout)["members"]}
+            if {v["leader"] for v in views.values()} == {leader.address} or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert views[leader.address]["is_leader"] and not views[standby.address]["is_leader"]
         assert {v["leader"] for v in views.values()} == {leader.address}
         listed = fleet.conns[standby.address].control.GetPlacements(cp.GetPlacementsRequest(workload="web"))  # a standby reads
