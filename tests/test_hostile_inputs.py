@@ -301,7 +301,7 @@ def test_a_drill_with_an_unwritable_plot_is_refused_before_it_runs(monkeypatch: 
 
 
 @pytest.mark.integration
-def test_a_sigtermed_bench_agent_leaves_no_process_behind(tmp_path: Path) -> None:
+def test_a_sigtermed_bench_agent_leaves_no_process_behind(tmp_path: Path, traces: Path) -> None:  # the bench reads openb
     import os
     import signal
     import subprocess
