@@ -112,7 +112,9 @@ def test_a_window_reports_its_queue_order_and_never_placed_large_pods_by_shape()
     assert oldest.never_placed == 2
 
 
-def test_bench_variants_sit_apart_from_the_profiles_and_are_labelled() -> None:
+def test_bench_judges_learned_against_heuristics_in_every_order_and_keeps_non_heuristics_apart() -> None:
+    """Queue order is part of a policy (#42): the best heuristic is chosen among every heuristic in every non-learned order;
+    what is not a heuristic (a heuristic with the learned order, learned with another order) sits apart, labelled."""
     pytest.importorskip("onnxruntime")
     from fedplane.lab.benches import policybench
 
@@ -120,12 +122,16 @@ def test_bench_variants_sit_apart_from_the_profiles_and_are_labelled() -> None:
     instances = [Instance(Pod(f"p{i}", 3000 + 500 * (i % 3), 4096), float(10 * i), float(10 * i + 75)) for i in range(40)]
     traces = evaluating.Traces(nodes, [], instances, nodes, [])
     held = evaluating.Window.of(nodes, instances)
-    out = policybench.queue_variants(default_model_dir(), traces, held, "bestfit", lambda label: None)
-    assert set(out) == {f"{h}+{q}" for h in policybench.HEURISTICS for q in policybench.VARIANT_QUEUES} | {"bestfit+learned-queue", "best"}
-    assert out["bestfit+smallest-first"]["queue"] == "smallest-first" and out["bestfit+learned-queue"]["queue"] == artifacts.load(default_model_dir()).queue.name
+    learned_order = artifacts.load(default_model_dir()).queue.name
     section = policybench.dlrm_window(default_model_dir(), traces, lambda label: None, held)
-    assert section["learned"]["queue"] == artifacts.load(default_model_dir()).queue.name
-    assert all(v["queue"] == "oldest-first" for k, v in section.items() if isinstance(v, dict) and k != "learned")
+    heuristics = {h: "oldest-first" for h in policybench.HEURISTICS} | {f"{h}+{q}": q for h in policybench.HEURISTICS for q in policybench.VARIANT_QUEUES}
+    assert {k: v["queue"] for k, v in section.items() if isinstance(v, dict) and k != "learned"} == heuristics
+    assert section["learned"]["queue"] == learned_order
+    assert section["best_heuristic"] == min(heuristics, key=lambda k: (section[k]["never_placed"], section[k]["wait_s_mean"]))
+    assert section["best_heuristic_oldest_first"] in policybench.HEURISTICS
+    out = policybench.queue_variants(default_model_dir(), traces, held, "fgd+youngest-first", lambda label: None)
+    assert set(out) == {"fgd+learned-queue", "learned+oldest-first", "best"} | {f"learned+{q}" for q in policybench.VARIANT_QUEUES}
+    assert out["fgd+learned-queue"]["queue"] == learned_order and out["learned+youngest-first"]["queue"] == "youngest-first"
 
 
 def write_traces(folder: Path) -> None:

@@ -56,9 +56,11 @@ def test_bench_window_section_holds_profiles_as_objects_and_the_fluid_bound_flat
     traces = evaluating.Traces(nodes, [], instances, nodes, [])
     out = policybench.dlrm_window(default_model_dir(), traces, lambda label: None)
     profiles = {k: v for k, v in out.items() if isinstance(v, dict)}
-    assert set(profiles) == {*policybench.HEURISTICS, "learned"}
+    variants = {f"{h}+{q}" for h in policybench.HEURISTICS for q in policybench.VARIANT_QUEUES}
+    assert set(profiles) == {*policybench.HEURISTICS, *variants, "learned"}
     assert all("never_placed" in v and "wait_s_mean" in v for v in profiles.values())
-    assert out["best_heuristic"] == min(policybench.HEURISTICS, key=lambda k: (profiles[k]["never_placed"], profiles[k]["wait_s_mean"]))
+    heuristics = [k for k in profiles if k != "learned"]
+    assert out["best_heuristic"] == min(heuristics, key=lambda k: (profiles[k]["never_placed"], profiles[k]["wait_s_mean"]))
     assert out["fluid_bound_never_placed"] == 0
     assert 0 <= out["preplaced_left_out_at_start"] <= out["preplaced"] and "first-fit" in out["start"]
 

@@ -171,7 +171,7 @@ def bench_policy(model: str | None, seeds: int, timing_pods: int, agreement_pods
     try:
         loaded = Traces.load(traces)
         with reporting.progress() as bar:
-            task = bar.add_task("bench policy", total=(len(policybench.HEURISTICS) + 3) * seeds + len(policybench.HEURISTICS) * (1 + len(policybench.VARIANT_QUEUES)) + 5)
+            task = bar.add_task("bench policy", total=(len(policybench.HEURISTICS) + 3) * seeds + len(policybench.HEURISTICS) * (1 + len(policybench.VARIANT_QUEUES)) + 6 + len(policybench.VARIANT_QUEUES))
             out = policybench.run(path, loaded, seeds, timing_pods, agreement_pods, lambda _label: bar.advance(task))
     except (TraceError, ValueError) as exc:
         fail(str(exc))

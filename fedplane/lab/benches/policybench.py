@@ -9,11 +9,13 @@
   that placement leaves out wait from 0), judged on never-placed feasible arrivals and the mean wait of all feasible arrivals
   (never-placed ones wait until they leave or the window ends), statically infeasible arrivals
   apart, and the pooled-fleet (fluid) replay beside them (``fluid_bound_*`` keys: the section's
-  objects are the profiles alone). Each profile retries waiting pods in its own queue order (``queue``;
-  heuristics oldest first); ``dlrm_holdout_queue_variants`` runs every heuristic with each
-  non-learned order and the best one with the learned order, labelled ``NAME+ORDER`` (not
-  profiles: they show what the learned order and the learned scores each add). Never-placed
-  arrivals per large shape (``never_placed_by_shape``) show whether an order starves big pods.
+  objects are the profiles alone). Queue order is part of a policy (#42): each heuristic runs in
+  Kubernetes' order (oldest first, under its own name) and in every other non-learned order
+  (``NAME+ORDER``), and ``best_heuristic`` is the best of all of them; learned runs its artifact's
+  order. ``dlrm_holdout_queue_variants`` holds what is not a heuristic: the best heuristic's scores
+  with the learned order, and the learned scores with each non-learned order (what the learned
+  order and the learned scores each add). Never-placed arrivals per large shape
+  (``never_placed_by_shape``) show whether an order starves big pods.
 * size and fidelity: file sizes from the artifact; int8-vs-fp32 agreement = share of decisions,
   along an fp32-driven openb episode, where both precisions choose the same node after the
   framework's integer truncation and tie order.
@@ -133,35 +135,37 @@ def window_figures(result: evaluating.WindowResult) -> dict[str, Any]:
 
 
 VARIANT_QUEUES = ("smallest-first", "youngest-first")
-"""Non-learned queue orders every heuristic also runs with on the DLRM window (labelled variants, not profiles)."""
+"""Non-learned queue orders every heuristic also runs with on the DLRM window, beside Kubernetes' oldest first."""
 
 
 def queue_variants(model_dir: Path, traces: Traces, held: evaluating.Window, best: str, tick: Callable[[str], None]) -> dict[str, Any]:
-    """Every heuristic with each non-learned queue order, and the best heuristic with the learned order (``NAME+ORDER``).
+    """The best heuristic's scores with the learned order (``NAME+learned-queue``), and the learned scores with each
+    non-learned order (``learned+ORDER``): what the learned order and the learned scores each add.
 
-    They show what the learned policy's queue order and its scores each add: a heuristic with
-    smallest-first is what ordering alone gives without learning; the best heuristic with the
-    learned order is the learned policy without its learned scores.
+    ``best`` may name a heuristic in another order (``fgd+youngest-first``): its scores are the heuristic's.
     """
-    out: dict[str, Any] = {}
-    for name in HEURISTICS:
-        for order in VARIANT_QUEUES:
-            out[f"{name}+{order}"] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, name, held=held, queue=queues.named(order)))
-            tick("dlrm")
-    learned_order = artifacts.load(model_dir).queue
-    out[f"{best}+learned-queue"] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, best, held=held, queue=learned_order))
+    base = best.split("+", 1)[0]
+    out = {f"{base}+learned-queue": window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, base, held=held, queue=artifacts.load(model_dir).queue))}
     tick("dlrm")
+    with evaluating.model_override(model_dir, "int8"):
+        for order in ("oldest-first", *VARIANT_QUEUES):
+            out[f"learned+{order}"] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "learned", held=held, queue=queues.named(order)))
+            tick("dlrm")
     return {**out, "best": min(out, key=lambda n: (out[n]["never_placed"], out[n]["wait_s_mean"]))}
 
 
 def dlrm_window(model_dir: Path, traces: Traces, tick: Callable[[str], None], held: evaluating.Window | None = None) -> dict[str, Any]:
-    """The held-out DLRM window for learned and every heuristic; the best heuristic is the one placing the most."""
+    """The held-out DLRM window for learned and every heuristic in every non-learned queue order; the best heuristic is
+    the one placing the most (queue order included: it is part of the policy)."""
     held = held or evaluating.Window.of(traces.dlrm_nodes, traces.dlrm)
     out: dict[str, Any] = {}
     for name in HEURISTICS:
         out[name] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, name, held=held))
         tick("dlrm")
-    best = min(HEURISTICS, key=lambda n: (out[n]["never_placed"], out[n]["wait_s_mean"]))
+        for order in VARIANT_QUEUES:
+            out[f"{name}+{order}"] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, name, held=held, queue=queues.named(order)))
+            tick("dlrm")
+    best = min(out, key=lambda n: (out[n]["never_placed"], out[n]["wait_s_mean"]))
     with evaluating.model_override(model_dir, "int8"):
         out["learned"] = window_figures(evaluating.dlrm_holdout(traces.dlrm_nodes, traces.dlrm, "learned", held=held))
     tick("dlrm")
@@ -169,7 +173,8 @@ def dlrm_window(model_dir: Path, traces: Traces, tick: Callable[[str], None], he
     return {
         **out,
         "best_heuristic": best,
-        "queue_note": "profiles retry waiting pods in their own queue order (`queue`): heuristics oldest first (Kubernetes' PrioritySort), learned in its artifact's; heuristics with other orders are labelled variants in `dlrm_holdout_queue_variants`, not profiles",
+        "best_heuristic_oldest_first": min(HEURISTICS, key=lambda n: (out[n]["never_placed"], out[n]["wait_s_mean"])),
+        "queue_note": "each profile retries waiting pods in its own queue order (`queue`): a heuristic under its own name oldest first (Kubernetes' PrioritySort), as NAME+ORDER in each other non-learned order; best_heuristic is the best of all of them; learned runs its artifact's order",
         "infeasible": int(held.infeasible[held.preplaced :].sum()),
         "window_arrivals": len(held.instances) - held.preplaced,
         "preplaced": held.preplaced,
