@@ -29,6 +29,7 @@ from controlplane.journal import Journal, Kind, Migration, MigrationState, new_i
 from controlplane.metrics import Metrics
 from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.capacities import Capacities
+from controlplane.colocating import Colocation, ColocationConfig
 from controlplane.pacing import Pacing
 from controlplane.podtypesbook import PodTypesBook
 from controlplane.planner import Load, Plan, Planner, PlannerConfig
@@ -102,7 +103,7 @@ class ControlPlane:
         self, store: str | Path | Store, backends: Backends, clock: Callable[[], float], timings: Timings = Timings(),
         planner: PlannerConfig = PlannerConfig(), retry: RetryPolicy = RetryPolicy(), crash: CrashHook = no_crash,
         metrics: Metrics | None = None, traces: Path | None = None, lead: bool = True, scorer_selection: bool = True,
-        volumes: Volumes | None = None,
+        volumes: Volumes | None = None, colocation: ColocationConfig = ColocationConfig(),
     ) -> None:
         """``volumes``: where stateful workloads' volumes live, for their migrations' hand-off (None: none can move)."""
         self.store: Store = SqliteStore(store) if isinstance(store, (str, Path)) else store
@@ -136,6 +137,8 @@ class ControlPlane:
         self._warned: set[tuple[str, str, str]] = set()
         self.retiring = Retiring(self.registry, backends, self.metrics, self._record)
         self.autoscaling = Autoscaling(Book(self.store), self.registry, self.journal, backends, self.metrics, self._record, traces)
+        self.colocation = Colocation(self.metrics, self._record, colocation)
+        """Reclaimed capacity and the batch quota auction on clusters running batch (:mod:`controlplane.colocating`)."""
         self.leading = False
         if lead:
             self.take_over(clock())
@@ -157,6 +160,7 @@ class ControlPlane:
                     self.register_cluster(spec)
             self._contexts_from = now + self.timings.fresh_s
             self.expected.load()
+            self.journal.index()
             repaired = self.restore(now, adopt=True)
             for spec in self.registry.clusters():  # judge every cluster once now: a new leader places submits at once
                 self._probe(spec.name, now)
@@ -450,6 +454,8 @@ class ControlPlane:
             self.metrics.migrations_active.set(len(self.journal.active()))
             self.retiring.cleanup(now, {c: v for c, (v, _) in self.verdicts.items()})
             self.autoscaling.tick(now)
+            failed = {c for c, (v, _) in self.verdicts.items() if v.health.failed}
+            self.colocation.round(now, [s.name for s in specs if s.name not in failed], self.backends, self.evidence, workloads, placements)
 
     def failback_preview(self, now: float) -> list[returning.Pending]:
         """What failback would move now and why the rest waits (``migrate --dry-run``); changes nothing."""

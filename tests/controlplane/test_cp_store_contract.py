@@ -129,6 +129,24 @@ def test_registry_and_journal_on_the_store(store: Store) -> None:
     assert reg.workload("web") is None and reg.answered("r-1") is None and reg.placements()[0].state is PlacementState.STALE
 
 
+def test_the_active_index_follows_every_save_and_is_built_for_an_older_store(store: Store) -> None:
+    journal = Journal(store)
+    m = Migration("m1", "web", "a", "b", 3, 3, 2, Kind.FAILOVER, created=1.0)
+    with store.tx() as t:  # a store written before the index: the migration under migrations/ only
+        t.put("migrations/m0", {"workload": "db", "source": "a", "target": "b", "replicas": 1, "target_total": 1, "epoch": 2,
+                                "kind": "failover", "state": "planned", "attempts": 0, "next_at": 0.0, "error": "",
+                                "reasons": [], "created": 0.5, "updated": 0.5})
+    journal.save(m)
+    assert [x.id for x in journal.active()] == ["m0", "m1"], "no index yet: every migration is read"
+    journal.index()
+    journal.save(m.moved(state=MigrationState.TARGET_CREATED))
+    with store.tx() as t:
+        assert {k for k, _ in t.scan("migrations-active/")} == {"migrations-active/m0", "migrations-active/m1"}
+    assert [(x.id, x.state) for x in journal.active()] == [("m0", MigrationState.PLANNED), ("m1", MigrationState.TARGET_CREATED)]
+    journal.save(m.moved(state=MigrationState.DONE))
+    assert [x.id for x in journal.active()] == ["m0"] and [x.id for x in journal.all()] == ["m0", "m1"]
+
+
 def test_sqlite_refuses_a_second_owner(tmp_path: Path) -> None:
     first = SqliteStore(tmp_path / "cp.db")
     with pytest.raises(StoreInUse, match=r"in use by another control plane \(pid \d+\)"):
