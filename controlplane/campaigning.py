@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar
 
-from controlplane.leading import Election, Leader
+from controlplane.leading import DEAD_AFTER_S, Election, Leader
 from controlplane.registry import ClusterSpec
 from controlplane.runtime import ControlPlane
 from controlplane.store import StoreError
@@ -155,7 +155,11 @@ class Campaign:
         if held is not None:
             leader, lease = held
             self.known = await self._etcd(lambda: self.election.confirmed(leader, lease))
-        else:
+            if self.known is None and lease and await self._etcd(lambda: self.election.dead(lease)):
+                log.warning("leader %s missed every lease refresh for %ds: revoking its lease", leader.member, DEAD_AFTER_S)
+                await self._etcd(lambda: self.election.depose(lease))
+                held = None
+        if held is None:
             fence = await self._etcd(self.election.campaign)
             if fence is not None:
                 started = time.monotonic()

@@ -10,7 +10,10 @@ down. A graceful stop revokes the lease, so a standby takes over within one poll
 
 A member names a leader only while it can confirm the leader's lease is being refreshed (its remaining TTL within
 :data:`CONFIRM_SLACK_S` of the full TTL): a leader killed or cut off stops refreshing, and within seconds standbys
-stop sending writers (and agents) to it, long before its key expires.
+stop sending writers (and agents) to it, long before its key expires. One that has missed every refresh for
+:data:`DEAD_AFTER_S` is dead: a standby revokes its lease and campaigns at once instead of waiting out the rest of the
+TTL and etcd's expiry sweep (~1.5 s more: take-over 6.0 s -> ~4.5 s). The fence keeps this safe: a leader that was
+only stalled that long finds its lease gone and every write refused when it wakes.
 
 :class:`Election` is the blocking etcd side (called from a thread); the asyncio loop that drives
 it lives in :mod:`controlplane.server`.
@@ -31,6 +34,9 @@ TTL_S = 5
 CONFIRM_SLACK_S = 2
 """A leader whose lease has less than ``ttl - CONFIRM_SLACK_S`` seconds left missed every refresh for that long
 (it refreshes every ``ttl / 20``): it is not named any more. etcd counts TTLs in whole seconds."""
+DEAD_AFTER_S = 4
+"""No refresh for this long (16 missed in a row) and the holder is taken for dead; a killed etcd member stalls a
+refresh ~1-2 s (its election), which must not change the leader (a 3 s TTL did)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +90,23 @@ class Election:
         """``leader`` while its lease ``lease`` was refreshed within the last :data:`CONFIRM_SLACK_S` seconds, else None."""
         if not lease:
             return leader
-        left = int(self.store.client.post("/lease/timetolive", {"ID": str(lease)}).get("TTL", -1))
-        return leader if left >= self.ttl_s - CONFIRM_SLACK_S else None
+        return leader if self.left(lease) >= self.ttl_s - CONFIRM_SLACK_S else None
+
+    def left(self, lease: int) -> int:
+        """Whole seconds the lease has left (-1: gone). etcd floors them and omits a zero: a lease refreshed just now reads
+        ``ttl - 1``, one last refreshed ``k`` to ``k + 1`` seconds ago ``ttl - 1 - k``."""
+        return int(self.store.client.post("/lease/timetolive", {"ID": str(lease)}).get("TTL", 0))
+
+    def dead(self, lease: int) -> bool:
+        """The holder under ``lease`` missed every refresh for :data:`DEAD_AFTER_S` or more (or the lease is gone)."""
+        return self.left(lease) <= self.ttl_s - 1 - DEAD_AFTER_S
+
+    def depose(self, lease: int) -> None:
+        """Revoke a dead holder's lease: its key goes now and a campaign can win (its writes were fenced already)."""
+        try:
+            self.store.client.post("/lease/revoke", {"ID": str(lease)})
+        except StoreError:
+            pass  # gone already, or etcd busy: the next poll tries again
 
     def campaign(self) -> Fence | None:
         """Try once to become leader; on success the store writes under the returned fence."""

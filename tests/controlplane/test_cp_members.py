@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from controlplane.etcdstore import EtcdStore
-from controlplane.leading import CONFIRM_SLACK_S, Election
+from controlplane.leading import CONFIRM_SLACK_S, DEAD_AFTER_S, Election
 from fedplane.lab.drills.etcdcluster import EtcdCluster, etcd_binary
 
 pytestmark = pytest.mark.integration
@@ -44,3 +44,23 @@ def test_members_roster_and_a_leader_named_only_while_it_refreshes(etcd: list[st
     assert b.holder() is not None, "its key has not expired yet: only the refresh is missing"
     b.leave()
     assert a.links() == ["ha:2"]
+
+
+def test_a_standby_deposes_a_holder_dead_for_dead_after_s_and_wins_before_its_key_would_expire(etcd: list[str]) -> None:
+    a, b = (Election(EtcdStore(etcd), m, f"h{m}:1") for m in ("a", "b"))
+    fence = a.campaign()
+    assert fence is not None
+    a.refresh()
+    stopped = time.monotonic()  # a is killed: no refresh from now on
+    held = b.holder()
+    assert held is not None
+    lease = held[1]
+    while not b.dead(lease):
+        assert time.monotonic() - stopped < DEAD_AFTER_S + 1.2, "a dead holder is still taken for alive"
+        time.sleep(0.1)
+    assert time.monotonic() - stopped >= DEAD_AFTER_S - 0.1, "deposed before it missed DEAD_AFTER_S of refreshes"
+    b.depose(lease)
+    won = b.campaign()
+    assert won is not None and won.token > fence.token
+    assert time.monotonic() - stopped < a.ttl_s, "no faster than waiting the TTL out"
+    assert a.refresh() is False  # the stalled one wakes to a revoked lease: it steps down, its writes are fenced

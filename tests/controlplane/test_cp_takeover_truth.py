@@ -142,6 +142,13 @@ class Election:
         self._etcd()
         return leader if self.alive else None
 
+    def dead(self, lease: int) -> bool:
+        self._etcd()
+        return False  # unconfirmed (no refresh for seconds) but not yet DEAD_AFTER_S: nobody is deposed
+
+    def depose(self, lease: int) -> None:
+        raise AssertionError("a holder not dead yet was deposed")
+
     def campaign(self) -> None:
         return None
 
