@@ -35,6 +35,9 @@ class Engine:
 
     workdir: Path
     port: int
+    host: str = "127.0.0.1"
+    """Where the SuperLink listens (its Fleet and Control APIs): loopback, or the plane's address when trainers run
+    on hosts of their own."""
     groups: dict[str, int] = field(default_factory=dict)
     """Process name -> process group id (== the leader's pid)."""
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -47,14 +50,15 @@ class Engine:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def env(self) -> dict[str, str]:
         return supervisor.flower_env(self.home)
 
-    def add_supernode(self, name: str, node_config: Mapping[str, str | int | float]) -> None:
+    def add_supernode(self, name: str, node_config: Mapping[str, str | int | float], wrap: Sequence[str] = ()) -> None:
+        """Start a SuperNode; ``wrap`` runs it elsewhere (``ip netns exec HOST``: a trainer on a host of its own)."""
         command = supervisor.supernode_command(self.address, supervisor.free_port(), node_config)
-        self._spawn(name, command)
+        self._spawn(name, [*wrap, *command])
 
     def run(self, overrides: Mapping[str, str | int | float | bool], timeout_s: float, tag: str = "run",
             app: appdir.App = appdir.PLACEMENT) -> str:
@@ -92,7 +96,7 @@ class Engine:
         self._save()
 
     def _save(self) -> None:
-        state = {"port": self.port, "groups": self.groups, "meta": self.meta}
+        state = {"port": self.port, "host": self.host, "groups": self.groups, "meta": self.meta}
         (self.workdir / STATE).write_text(json.dumps(state, indent=2) + "\n")
 
 
@@ -106,22 +110,23 @@ def write_connection(home: Path, address: str) -> None:
 
 def start(
     workdir: Path, node_configs: Sequence[Mapping[str, str | int | float]], meta: Mapping[str, Any] | None = None,
-    ready_timeout_s: float = 60.0,
+    ready_timeout_s: float = 60.0, host: str = "127.0.0.1", wraps: Sequence[Sequence[str]] = (),
 ) -> Engine:
-    """Start a SuperLink and one SuperNode per entry of ``node_configs``; returns once the SuperLink answers."""
+    """Start a SuperLink on ``host`` and one SuperNode per entry of ``node_configs`` (the k-th behind ``wraps[k]`` when
+    given: on its own host); returns once the SuperLink answers."""
     workdir.mkdir(parents=True, exist_ok=True)
     if (workdir / STATE).exists():
         raise EngineError(f"{workdir / STATE} exists: an engine may be running there (run `fedplane federated down`)")
-    engine = Engine(workdir, supervisor.free_port(), meta=dict(meta or {}))
+    engine = Engine(workdir, supervisor.free_port(host), host, meta=dict(meta or {}))
     write_connection(engine.home, engine.address)
     try:
         engine._spawn("superlink", [
-            str(Path(sys.executable).parent / "flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(engine.port),
+            str(Path(sys.executable).parent / "flower-superlink"), "--insecure", "--host", host, "--port", str(engine.port),
             "--database", str(workdir / "state.db"), "--disable-runtime-dependency-installation",
         ])
         wait_listening(engine, ready_timeout_s)
         for k, config in enumerate(node_configs):
-            engine.add_supernode(f"supernode-{k}", config)
+            engine.add_supernode(f"supernode-{k}", config, wraps[k] if wraps else ())
     except BaseException:
         engine.stop()
         raise
@@ -134,7 +139,7 @@ def wait_listening(engine: Engine, timeout_s: float) -> None:
         if engine.processes["superlink"].poll() is not None:
             raise EngineError(f"flower-superlink exited; see {engine.workdir / 'logs' / 'superlink.log'}")
         with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", engine.port)) == 0:
+            if sock.connect_ex((engine.host, engine.port)) == 0:
                 return
         time.sleep(0.2)
     raise EngineError(f"flower-superlink did not listen on {engine.address} within {timeout_s:.0f} s")
@@ -144,7 +149,8 @@ def attach(workdir: Path) -> Engine:
     """The engine recorded in ``workdir/engine.json`` (started by another process)."""
     try:
         state = json.loads((workdir / STATE).read_text())
-        return Engine(workdir, int(state["port"]), {k: int(v) for k, v in state["groups"].items()}, meta=dict(state["meta"]))
+        return Engine(workdir, int(state["port"]), str(state.get("host", "127.0.0.1")), {k: int(v) for k, v in state["groups"].items()},
+                      meta=dict(state["meta"]))
     except FileNotFoundError:
         raise EngineError(f"no engine recorded in {workdir} (start one with `fedplane federated up`)") from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:

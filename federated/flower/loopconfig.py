@@ -58,7 +58,9 @@ class Agent:
     data: str
     """Its data directory (its experience log)."""
     http: int
-    """Its /metrics port on loopback."""
+    """Its /metrics port."""
+    host: str = "127.0.0.1"
+    """The address its /metrics answers on, from where the rounds run (loopback: every agent on this machine)."""
 
 
 def write_fleet(path: Path, agents: Sequence[Agent]) -> Path:

@@ -25,7 +25,7 @@ from pathlib import Path
 from federated.flower.loopconfig import Agent
 from federated.runtime import canary
 
-_INFO = re.compile(r'^fedplane_agent_model_info\{([^}]*)\} 1', re.M)
+_INFO = re.compile(r'^fedplane_agent_model_info\{([^}]*)\} 1', re.MULTILINE)
 _LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 POLL_S = 0.25
@@ -136,7 +136,7 @@ def running(agent: Agent, timeout_s: float = 1.0) -> str | None:
     """The artifact the agent says it runs (its /metrics; ``current+candidate`` during a canary), or None when it
     does not answer."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{agent.http}/metrics", timeout=timeout_s) as reply:
+        with urllib.request.urlopen(f"http://{agent.host}:{agent.http}/metrics", timeout=timeout_s) as reply:
             found = _INFO.search(reply.read().decode())
     except OSError:
         return None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -31,23 +32,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from controlplane.auth import Authenticator
+from controlplane.experienceinbox import ExperienceInbox
+from controlplane.sqlitestore import SqliteStore
 from edgeagent.clusters import Phase, PodUpdate
+from fedapi import credentials
 from fedcore.agentcmd import agent_argv, dies_with_starter, precompile
 from fedcore.loopback import free_ports
 from fedcore.nodes import Node
 from fedcore.pods import Pod
 from fedcore.traces import locate, openb
 from federated import splits
-from controlplane.auth import Authenticator
-from controlplane.experienceinbox import ExperienceInbox
-from controlplane.sqlitestore import SqliteStore
-from fedapi import credentials
 from federated.flower import appdir, engine, loopconfig
 from federated.flower.shelf import ModelShelf
 from fedplane.lab.doubles.linkharness import TwinHarness
 from fedplane.lab.doubles.memcluster import InMemoryCluster
+from fedplane.lab.drills.agentfleet import Hosts, Loopback
 
 NODE_SHAPE = (96000, 393216, 8, "G2")
 """The openb fleet's most common node: 96 cores, 384 GiB, 8 GPUs."""
@@ -92,6 +94,19 @@ def mix(pod: Pod) -> int:
     return 2
 
 
+class Trainers(Protocol):
+    """Where the regional trainers run and how they reach their region's experience (None on a fleet: SuperNodes on
+    this host reading the directories :meth:`LoopFleet.region_dirs` names)."""
+
+    def node_config(self, region: int) -> dict[str, str | int | float]:
+        """The region's SuperNode's node config beyond ``partition-id`` (and a fault)."""
+        ...
+
+    def wrap(self, region: int) -> list[str]:
+        """The command prefix that runs the region's SuperNode on its host."""
+        ...
+
+
 @dataclass(slots=True)
 class _Agent:
     info: loopconfig.Agent
@@ -111,6 +126,11 @@ class LoopFleet:
     inbox: ExperienceInbox | None = None
     auth: Authenticator | None = None
     """Network transport: the agents' credentials, checked on every call of their link as the plane checks them."""
+    hosts: Hosts = field(default_factory=Loopback)
+    """Where each agent runs (:mod:`fedplane.lab.drills.netns`: a host of its own) and the address it answers on."""
+    plane_host: str = "127.0.0.1"
+    """The address the plane (the regions' twin link, the SuperLink) listens on, reachable from every other host."""
+    trainers: Trainers | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
 
@@ -131,7 +151,7 @@ class LoopFleet:
                           cluster=f"region-{r}", region=f"region-{r}")
                      for i in range(s.agents_per_region)]
             cluster = InMemoryCluster(nodes)
-            harness = TwinHarness(cluster, name=f"region-{r}", shelf=shelf, inbox=self.inbox, gate=self.auth)
+            harness = TwinHarness(cluster, name=f"region-{r}", bind=f"{self.plane_host}:0", shelf=shelf, inbox=self.inbox, gate=self.auth)
             address = await harness.start()
             self.clusters.append(cluster)
             self.harnesses.append(harness)
@@ -142,18 +162,21 @@ class LoopFleet:
                 http = ports[n + r * s.agents_per_region + i]
                 # over the network the trainers read what the agent shipped, held by the plane
                 held = self.workdir / "plane" / "experience" / f"region-{r}" / node.name if network else data
-                info = loopconfig.Agent(node.name, f"region-{r}", str(data / "models"), str(held), http)
-                config = _agent_config(info, data, gossip[i], gossip, address)
+                info = loopconfig.Agent(node.name, f"region-{r}", str(data / "models"), str(held), http,
+                                        self.hosts.control_address(node.name))
+                peers = [f"{self.hosts.address(n.name)}:{gossip[k]}" for k, n in enumerate(nodes) if n is not node]
+                config = _agent_config(info, data, f"{self.hosts.address(node.name)}:{gossip[i]}", peers, address)
                 if self.auth is not None:  # each agent acts for its own cluster and node only
                     token = self.auth.issue("agent", info.region, node.name)
                     credentials.write(data / "agent.cred", credentials.Credential(token, "agent", info.region, node.name, address))
                     config["backend"]["credentials"] = str(data / "agent.cred")
                 (data / "agent.yaml").write_text(json.dumps(config))
                 configs.append((data / "agent.yaml", info))
-        await asyncio.to_thread(precompile, configs[0][0], env)
+        first = configs[0][1].name  # checked on its own host: --check tries the addresses it will bind
+        await asyncio.to_thread(precompile, configs[0][0], env, functools.partial(self.hosts.wrap, first))
         for path, info in configs:
             with open(path.parent / "agent.log", "wb") as log:
-                process = subprocess.Popen(dies_with_starter(agent_argv(path)), stdout=log, stderr=subprocess.STDOUT, env=env,
+                process = subprocess.Popen(self.hosts.wrap(info.name, dies_with_starter(agent_argv(path))), stdout=log, stderr=subprocess.STDOUT, env=env,
                                            cwd=path.parent)
             self.agents.append(_Agent(info, process))
         rng = random.Random(s.seed)
@@ -236,14 +259,14 @@ class LoopFleet:
         cluster.finish(uid)
 
 
-def _agent_config(info: loopconfig.Agent, data: Path, port: int, region_ports: list[int], address: str) -> dict[str, Any]:
+def _agent_config(info: loopconfig.Agent, data: Path, bind: str, seeds: list[str], address: str) -> dict[str, Any]:
     return {
         "node": info.name, "cluster": info.region, "data_dir": str(data), "log_level": "warning", "experience_ship": 1.0,
-        "gossip": {"bind": f"127.0.0.1:{port}", "seeds": [f"127.0.0.1:{p}" for p in region_ports if p != port]},
+        "gossip": {"bind": bind, "seeds": seeds},
         "backend": {"kind": "twin", "address": address, "status_interval": 30.0},
         "probe": {"kind": "twin"},
         "models": {"dir": info.models, "poll_interval": 0.5},
-        "http": {"bind": f"127.0.0.1:{info.http}"},
+        "http": {"bind": f"{info.host}:{info.http}"},
     }
 
 
@@ -253,9 +276,12 @@ async def run_federation(fleet: LoopFleet, tag: str, overrides: dict[str, str | 
     the loop app with ``overrides``; ``on_line`` sees each report line as it is written. Returns them all."""
     s = fleet.settings
     workdir = fleet.workdir / tag
+    trainers = fleet.trainers
     node_configs: list[dict[str, str | int | float]] = [
-        {"partition-id": r, "agents": os.pathsep.join(fleet.region_dirs(r)), **({"fault": faults[r]} if r in faults else {})}
+        {"partition-id": r, **(trainers.node_config(r) if trainers else {"agents": os.pathsep.join(fleet.region_dirs(r))}),
+         **({"fault": faults[r]} if r in faults else {})}
         for r in range(s.regions)]
+    wraps = [trainers.wrap(r) for r in range(s.regions)] if trainers else []
     report = workdir / "report.jsonl"
     config = {
         "run-tag": tag, "num-rounds": s.rounds, "round-deadline-s": s.deadline_s, "seed": s.seed, "cold-start": s.cold_start,
@@ -266,7 +292,7 @@ async def run_federation(fleet: LoopFleet, tag: str, overrides: dict[str, str | 
         "registry-dir": str(workdir / "registry"), "report-file": str(report),
         **({"shelf-dir": str(fleet.shelf_dir)} if s.transport == "network" else {}), **overrides,
     }
-    eng = await asyncio.to_thread(engine.start, workdir, node_configs, {"tag": tag})
+    eng = await asyncio.to_thread(engine.start, workdir, node_configs, {"tag": tag}, 60.0, fleet.plane_host, wraps)
     if on_engine is not None:
         on_engine(eng)
     lines: list[Line] = []
@@ -349,13 +375,29 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
         await fleet.start()
         clean = await run_federation(
             fleet, "clean", {"baselines": 1, "num-rounds": settings.rounds + 1, "drill-round": settings.rounds + 1}, {},
-            lambda line: on_line("clean", line), lambda eng: _measure_later(eng, supernode))
+            lambda line: on_line("clean", line), lambda eng: measure_supernode_later(eng, supernode))
         poisoned = await run_federation(
             fleet, "poisoned", {"strategy": robust, "clip-median-factor": 1.0}, {settings.regions - 1: poison},
             lambda line: on_line("poisoned", line))
         placed = fleet.placed()
     finally:
         await fleet.stop()
+    result = summarise(settings, fleet, clean, max(supernode, default=0.0), placed, started)
+    result["poisoned"] = {
+        "final_metric": rounds_of(poisoned)[-1]["metric"], "fault": f"region {settings.regions - 1}: {poison}",
+        "strategy": f"{robust} + update norm <= 1 x median", "first_metric": event(poisoned, "measured")["metrics"][0],
+        "metrics": [line["metric"] for line in rounds_of(poisoned)], "canary": [line["canary"] for line in rounds_of(poisoned)]}
+    result["detail"]["report_measure_s"]["poisoned"] = event(poisoned, "measured")["measure_s"]
+    if settings.transport == "network":
+        result.update(network_figures(fleet, clean + poisoned))
+    if png is not None:
+        result["curve_png"] = str(plot(result, png))
+    return result
+
+
+def summarise(settings: LoopSettings, fleet: LoopFleet, clean: list[Line], supernode_mib: float, placed: int,
+              started: float) -> dict[str, Any]:
+    """The clean run's figures: the curve against the best heuristic and central training, and the rollback drill."""
     start, heuristics, central = event(clean, "start"), event(clean, "heuristics"), event(clean, "central")
     learning = rounds_of(clean)
     drill = next(line for line in reported(clean) if line.get("drill"))
@@ -379,15 +421,11 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
             "judge_canary_metric": drill.get("canary_metric"),
             "agents_back_on_previous": drill.get("agents_on_version"), "round_wall_s": drill["round_wall_s"],
         },
-        "poisoned": {"final_metric": rounds_of(poisoned)[-1]["metric"], "fault": f"region {settings.regions - 1}: {poison}",
-                     "strategy": f"{robust} + update norm <= 1 x median", "first_metric": event(poisoned, "measured")["metrics"][0],
-                     "metrics": [line["metric"] for line in rounds_of(poisoned)],
-                     "canary": [line["canary"] for line in rounds_of(poisoned)]},
         "detail": {
             "metric": start["metric_detail"], "best_heuristic": best, "heuristics": {k: v for k, v in heuristics.items() if k != "event"},
             "central": central, "agents": len(fleet.agents), "regions": {f"region-{r}": MIXES[r % len(MIXES)] for r in range(settings.regions)},
             "engine": "flower deployment engine: 1 SuperLink + 1 SuperNode per region (real processes, loopback)",
-            "supernode_rss_mib": max(supernode, default=0.0), "pods_placed_by_agents": placed,
+            "supernode_rss_mib": supernode_mib, "pods_placed_by_agents": placed,
             "learner": f"proximal least squares on the linear part (prox {settings.prox}), newest {settings.window} rows per agent; "
                        "clean run: pooled (the regions' normal equations summed)",
             "canary": f"{settings.canary} agent(s) of {len(fleet.agents)} scoring {settings.canary_weight:.0%} of their decisions "
@@ -396,18 +434,14 @@ async def bench(settings: LoopSettings, workdir: Path, png: Path | None, poison:
             "round_wall": "time between consecutive verdicts: round r+1's regional training runs while round r's candidate is judged",
             "seeds": "canary and promotion judged on judge_seeds; every reported figure (each round's metric, first, final, heuristics, "
                      "central, drill, poisoned) measured after the loop on report_seeds, disjoint, same held-out pods and nodes",
-            "report_measure_s": {"clean": event(clean, "measured")["measure_s"], "poisoned": event(poisoned, "measured")["measure_s"]},
+            "report_measure_s": {"clean": event(clean, "measured")["measure_s"]},
             "wall_s": round(time.monotonic() - started, 1),
         },
     }
-    if settings.transport == "network":
-        result.update(_network_figures(fleet, clean + poisoned))
-    if png is not None:
-        result["curve_png"] = str(plot(result, png))
     return result
 
 
-def _network_figures(fleet: LoopFleet, lines: list[Line]) -> dict[str, Any]:
+def network_figures(fleet: LoopFleet, lines: list[Line]) -> dict[str, Any]:
     """What the network transport cost: experience per agent per round (compressed, as the plane received it) and, for
     each promotion, the seconds until every agent ran it (the loop's fleet confirmation, by the agents' /metrics)."""
     rounds = [line for line in lines if "round" in line]
@@ -420,7 +454,7 @@ def _network_figures(fleet: LoopFleet, lines: list[Line]) -> dict[str, Any]:
     }
 
 
-def _measure_later(eng: engine.Engine, into: list[float]) -> None:
+def measure_supernode_later(eng: engine.Engine, into: list[float]) -> None:
     """Sample a SuperNode's RSS once it has settled (a few seconds after start), off the event loop."""
     def sample() -> None:
         time.sleep(5.0)

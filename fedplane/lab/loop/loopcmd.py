@@ -141,11 +141,20 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
 @click.option("--poison", default="scale:-10", show_default=True, help="what the poisoned region's trainer sends")
 @click.option("--robust", type=click.Choice(["trimmed", "median", "krum"]), default="median", show_default=True)
 @click.option("--png", type=click.Path(path_type=Path), default=Path("loop-curve.png"), show_default=True, help="where the curve goes")
+@click.option("--hosts", type=click.Choice(["loopback", "netns"]), default="loopback", show_default=True,
+              help="netns (root): the plane, every agent and every regional trainer on a network-namespace host of its own, "
+                   "experience and models over the network (implies --transport network); a trainer host killed mid-round; "
+                   "no poisoned run")
 def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, canary_weight: float,
-               traces: str | None, transport: str, workdir: Path | None, as_json: bool, poison: str, robust: str, png: Path) -> None:
+               traces: str | None, transport: str, workdir: Path | None, as_json: bool, poison: str, robust: str, png: Path,
+               hosts: str) -> None:
     """The loop's must-show: clean loop vs best heuristic vs central, rollback drill, poisoned region; one JSON object."""
     from fedplane.lab.loop.learning import bench
 
+    if hosts == "netns":
+        _bench_hosts(_settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight, "network"),
+                     workdir, png, as_json)
+        return
     settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight, transport)
     root, temporary = _workdir(workdir)
     try:
@@ -153,6 +162,31 @@ def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: st
     finally:
         if temporary:
             shutil.rmtree(root, ignore_errors=True)
+    _emit(result, as_json)
+
+
+def _bench_hosts(settings: Any, workdir: Path | None, png: Path, as_json: bool) -> None:
+    """``bench loop --hosts netns``: :mod:`fedplane.lab.loop.hostsbench` inside a namespace fabric it builds and removes."""
+    from fedplane.lab.drills import netns
+    from fedplane.lab.loop.hostsbench import bench_hosts, hosts_for
+
+    reason = netns.unavailable()
+    if reason:
+        raise click.ClickException(f"--hosts netns: {reason}")
+    root, temporary = _workdir(workdir)
+    try:
+        with netns.Fabric(hosts_for(settings)) as fabric:
+            fabric.enter()
+            result = _run(bench_hosts(settings, fabric, root, png.resolve(), lambda run, line: progress(run, line, as_json)))
+    except netns.NetnsError as exc:
+        raise click.ClickException(f"--hosts netns: {exc}") from None
+    finally:
+        if temporary:
+            shutil.rmtree(root, ignore_errors=True)
+    _emit(result, as_json)
+
+
+def _emit(result: dict[str, Any], as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(result))
     else:

@@ -1,0 +1,205 @@
+"""``fedplane bench loop --hosts netns``: the learning loop across hosts of their own (network namespaces).
+
+The plane runs on the control-plane host (this process, in its namespace): the regions' twin link with the agents'
+credentials, the models directory agents fetch signed models from, the experience inbox they ship to, the
+experience feed (:mod:`controlplane.experiencefeed`) and the Flower SuperLink with the loop's ServerApp. Every agent
+runs on a host of its own (:class:`fedplane.lab.drills.netns.Fabric`), and each region's trainer (its SuperNode and
+the ClientApps it starts) on another: it pulls its region's experience from the feed with a credential for that
+region only, and its updates go to the SuperLink; nothing crosses between hosts but over their links.
+
+One run: the clean loop from the cold start (the heuristics, central training and the rollback drill as one extra
+round, as in ``bench loop``), and mid-way a trainer host dies. Rounds overlap (:mod:`federated.flower.loopserver`):
+round r+1's replies are in before round r's verdict is written, and round r+2's training goes out right after it;
+so when round ``kill_round - 2`` is reported, region 0's SuperNode and every process it started are SIGKILLed while
+round ``kill_round``'s training is under way. That round must end by its deadline with the other regions
+(``completed``) or without a candidate (``skipped``). After it is reported the host comes back (a reboot: a new
+SuperNode), so later rounds have every region again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from controlplane.experiencefeed import ExperienceFeed
+from federated.flower import engine
+from fedplane.lab.drills.netns import CONTROL_PLANE_ADDRESS, DESCRIPTION, Fabric
+from fedplane.lab.loop.learning import (
+    Line,
+    LoopFleet,
+    LoopSettings,
+    event,
+    measure_supernode_later,
+    network_figures,
+    plot,
+    reported,
+    rounds_of,
+    run_federation,
+    summarise,
+)
+
+KILL_ROUND = 4
+"""The round during which a trainer host dies (the cold start's first rounds have settled by then)."""
+
+
+def agent_nodes(settings: LoopSettings) -> list[str]:
+    """The agents' node names, as :class:`LoopFleet` names them."""
+    return [f"r{r}-edge-{i}" for r in range(settings.regions) for i in range(settings.agents_per_region)]
+
+
+def trainer_host(region: int) -> str:
+    return f"trainer-region-{region}"
+
+
+def hosts_for(settings: LoopSettings) -> list[str]:
+    """Every host besides the plane's: one per agent, one per regional trainer."""
+    return [*agent_nodes(settings), *(trainer_host(r) for r in range(settings.regions))]
+
+
+@dataclass(slots=True)
+class TrainerHosts:
+    """Each region's trainer on a host of its own, pulling from the plane's feed with its region's credential."""
+
+    fabric: Fabric
+    feed: str
+    tokens: dict[int, Path]
+
+    def node_config(self, region: int) -> dict[str, str | int | float]:
+        return {"feed": self.feed, "region": f"region-{region}", "token-file": str(self.tokens[region])}
+
+    def wrap(self, region: int) -> list[str]:
+        return self.fabric.wrap(trainer_host(region), [])
+
+
+@dataclass(slots=True)
+class Kill:
+    """The trainer-host fault: when it struck, and the round it struck."""
+
+    round: int
+    region: int = 0
+    at: float | None = None
+    reported_at: float | None = None
+    killed: list[int] = field(default_factory=list)
+
+
+def kill_host_processes(pid: int) -> list[int]:
+    """SIGKILL a SuperNode and everything it started (the host's processes of the loop): the pids killed."""
+    try:
+        root = psutil.Process(pid)
+        victims = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+    for proc in victims:
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return [p.pid for p in victims]
+
+
+def trainer_killed(kill: Kill, lines: list[Line]) -> dict[str, Any]:
+    """``trainer_killed``: what became of the round a trainer host died in. ``stall_s``: how much longer than the
+    median unaffected round it took (the wait for the dead region, at most its deadline)."""
+    rounds = [line for line in lines if "round" in line]
+    hit = next((line for line in rounds if line["round"] == kill.round), None)
+    if hit is None or kill.at is None:
+        return {"round": kill.round, "round_outcome": "not reached", "stall_s": float("inf")}
+    normal = [line["round_wall_s"] for line in rounds if line["round"] not in (kill.round, kill.round + 1) and not line.get("drill")]
+    typical = statistics.median(normal) if normal else 0.0
+    outcome = "skipped" if hit["canary"] == "skipped" else "completed"
+    return {
+        "round": kill.round, "region": f"region-{kill.region}", "fault": "SIGKILL of the trainer host's SuperNode and every process it started",
+        "round_outcome": outcome, "verdict": hit["canary"], "answered": hit["answered"], "asked": hit["asked"],
+        "stall_s": round(max(0.0, hit["round_wall_s"] - typical), 2), "round_wall_s": round(hit["round_wall_s"], 2),
+        "typical_round_wall_s": round(typical, 2), "kill_to_verdict_s": round((kill.reported_at or kill.at) - kill.at, 2),
+        "next_round_wall_s": next((round(line["round_wall_s"], 2) for line in rounds if line["round"] == kill.round + 1), None),
+        "killed_pids": len(kill.killed),
+    }
+
+
+def bad_promotions(lines: list[Line], tolerance: float) -> list[int]:
+    """Rounds whose promotion moved the fleet to a worse model, measured on the report seeds (more than ``tolerance``
+    below the fleet before it), and any drill candidate promoted."""
+    bad, before = [], event(lines, "measured")["metrics"][0]
+    for line in reported(lines):
+        if line["canary"] == "promoted" and (line.get("drill") or line["metric"] < before * (1.0 - tolerance)):
+            bad.append(line["round"])
+        before = line["metric"]
+    return bad
+
+
+async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png: Path | None,
+                      on_line: Callable[[str, Line], None]) -> dict[str, Any]:
+    """The run described in the module's docstring; returns ``bench loop``'s keys plus the hosts' figures."""
+    started = time.monotonic()
+    fleet = LoopFleet(settings, workdir, hosts=fabric, plane_host=CONTROL_PLANE_ADDRESS)
+    kill = Kill(min(KILL_ROUND, max(3, settings.rounds)))
+    engines: list[engine.Engine] = []
+    supernode: list[float] = []
+    feed: ExperienceFeed | None = None
+
+    def follow(line: Line) -> None:
+        on_line("hosts", line)
+        if line.get("round") == kill.round - 2 and kill.at is None:
+            kill.at = time.monotonic()
+            kill.killed = kill_host_processes(engines[0].groups[f"supernode-{kill.region}"])
+        elif line.get("round") == kill.round and kill.at is not None and kill.reported_at is None:
+            kill.reported_at = time.monotonic()
+            assert fleet.trainers is not None
+            engines[0].add_supernode(f"supernode-{kill.region}", {"partition-id": kill.region, **fleet.trainers.node_config(kill.region)},
+                                     fleet.trainers.wrap(kill.region))
+
+    def on_engine(eng: engine.Engine) -> None:
+        engines.append(eng)
+        measure_supernode_later(eng, supernode)
+
+    try:
+        await fleet.start()
+        assert fleet.inbox is not None and fleet.auth is not None
+        feed = ExperienceFeed(fleet.inbox, fleet.auth, CONTROL_PLANE_ADDRESS)
+        feed.start()
+        tokens = {}
+        for r in range(settings.regions):  # a region's trainer reads its own region's experience only
+            path = workdir / "trainers" / f"region-{r}.token"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch(0o600)
+            path.write_text(fleet.auth.issue("agent", f"region-{r}") + "\n")
+            tokens[r] = path
+        fleet.trainers = TrainerHosts(fabric, f"http://{CONTROL_PLANE_ADDRESS}:{feed.port}", tokens)
+        overrides = {"baselines": 1, "num-rounds": settings.rounds + 1, "drill-round": settings.rounds + 1,
+                     "min-clients": settings.regions - 1}
+        lines = await run_federation(fleet, "hosts", overrides, {}, follow, on_engine)
+        placed = fleet.placed()
+    finally:
+        if feed is not None:
+            feed.stop()
+        await fleet.stop()
+    result = summarise(settings, fleet, lines, max(supernode, default=0.0), placed, started)
+    result.update(network_figures(fleet, lines))
+    learning = rounds_of(lines)
+    result.update({
+        "agent_hosts": len(fleet.agents), "trainer_hosts": settings.regions, "plane_hosts": 1,
+        "trainer_killed": trainer_killed(kill, lines),
+        "bad_models_promoted": len(bad_promotions(lines, 0.005)),
+        "experience_pulled_kib_per_trainer_round": round((feed.served_bytes if feed else 0) / 1024 / max(1, settings.regions * len(learning)), 2),
+    })
+    result["detail"].update({
+        "hosts": DESCRIPTION + f"; {settings.regions} trainer hosts on the control network, one SuperNode each",
+        "engine": f"flower deployment engine: 1 SuperLink on the plane's host ({CONTROL_PLANE_ADDRESS}), 1 SuperNode per region on a "
+                  "trainer host of its own; trainers pull their region's experience from the plane's feed (HTTP, bearer "
+                  "credential for that region only); SuperLink-SuperNode channel without TLS (lab)",
+        "bad_models": "a promotion whose fleet model measures more than 0.5% below the fleet before it on the report seeds, "
+                      "or a drill candidate promoted",
+        "min_clients": settings.regions - 1,
+    })
+    if png is not None:
+        result["curve_png"] = str(plot(result, png))
+    return result
