@@ -41,6 +41,17 @@ class ClusterView:
     used: Resources = Resources()
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     taints: tuple[Taint, ...] = ()
+    reclaimed_milli: int = 0
+    """CPU its online pods request but, by forecast, will not use (:mod:`controlplane.colocating`): batch may take it."""
+
+    def for_batch(self) -> ClusterView:
+        """This view as a batch workload sees it: its largest pool grown by the reclaimed CPU."""
+        if not self.reclaimed_milli or not self.pools:
+            return self
+        largest = max(self.pools, key=lambda a: (self.pools[a].cpu_milli, a))
+        pools = dict(self.pools)
+        pools[largest] = pools[largest] + Resources(self.reclaimed_milli, 0)
+        return ClusterView(self.name, self.region, pools, self.used, self.labels, self.taints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +204,8 @@ def choose(
     ``learned`` adds score plugins built once by the caller (:func:`learned_scores`).
     """
     want = workload.replicas if replicas is None else replicas
+    if workload.template.qos == "batch":
+        views = [v.for_batch() for v in views]
     nodes = pseudo_nodes(views, exclude)
     if not nodes:
         return Choice({}, ("no registered cluster has reported capacity yet",), want)

@@ -105,7 +105,7 @@ def serve(
     Every caller shows a credential ('fedplane controlplane credentials' issues them); the first admin's is written to
     --admin-credentials.
     """
-    from controlplane import auth, campaigning, logs, server
+    from controlplane import auth, campaigning, collecting, logs, server
     from controlplane import learninglink
     from controlplane.experienceinbox import ExperienceInbox
     from federated.flower.shelf import ModelShelf
@@ -186,6 +186,8 @@ def serve(
             await running.stop()
             plane.close()
             raise
+        freezer = collecting.Freezer(plane.metrics.gc_pause)
+        freezer.install()  # started: what lives now lives as long as the process (controlplane.collecting)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
@@ -197,6 +199,7 @@ def serve(
             + (f", console on http{'s' if tls else ''}://{host}:{ui.port}/" if ui else "")
         )
         await stop.wait()
+        freezer.uninstall()
         if ui:
             await ui.stop()
         await running.stop()
@@ -354,6 +357,8 @@ def _toleration(spec: str) -> common_pb2.Toleration:
 @click.option("--qos", default="online", show_default=True, type=click.Choice(["online", "batch"]),
               help="online: latency-sensitive, never on reclaimed capacity; batch: best-effort, runs on what online pods "
                    "reserve but do not use, suppressed or preempted (lowest bid first) when online needs it back.")
+@click.option("--bid", default=None, type=click.IntRange(0, 1_000_000_000),
+              help="batch only: its bid in the quota auction (sent as the pod priority; a higher bid is suppressed and preempted later).")
 @click.option("--dry-run", is_flag=True, help="Say where it would go and why, without acting.")
 @click.option("--request-id", default="", help="Idempotency key: a retried submit with the same id returns the first answer (default: a fresh one).")
 @client_options
@@ -361,14 +366,16 @@ def submit(
     name: str, replicas: int, cpu_milli: int, memory_mib: int, gpus: int, gpu_model: str, archs: Sequence[str], spread: str,
     only_clusters: Sequence[str], only_regions: Sequence[str], avoid: Sequence[str], tolerations: Sequence[str], pinned: bool,
     max_per_cluster: int, home_region: str, failback: str, failback_window: float, maintenance_window: str, group: str,
-    stateful: bool, qos: str, dry_run: bool, request_id: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None,
+    stateful: bool, qos: str, bid: int | None, dry_run: bool, request_id: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None,
     tls_ca: str | None,
 ) -> None:
     """Submit a workload with its placement policy (or --dry-run: explain the placement only)."""
+    if bid is not None and qos != "batch":
+        raise click.BadParameter("only batch workloads bid for reclaimed capacity; online work outbids batch by its class", param_hint="--bid")
     spec = cp.WorkloadSpec(
         name=name, replicas=replicas,
         pod=cp.PodTemplate(cpu_milli=cpu_milli, memory_mib=memory_mib, gpus=gpus, gpu_model=gpu_model, archs=archs,
-                           tolerations=[_toleration(t) for t in tolerations], qos=qos),
+                           tolerations=[_toleration(t) for t in tolerations], qos=qos, priority=bid or 0),
         policy=cp.PlacementPolicy(spread=SPREADS[spread], clusters=only_clusters, regions=only_regions, avoid_clusters=avoid,
                                   movable=not pinned, max_per_cluster=max_per_cluster, home_region=home_region, failback=failback,
                                   failback_window_s=failback_window, maintenance_window=maintenance_window, group=group),
@@ -386,11 +393,13 @@ def submit(
 @click.option("--workload", default="", help="Only this workload.")
 @client_options
 def placements(workload: str, target: str, as_json: bool, tls_cert: str | None, tls_key: str | None, tls_ca: str | None) -> None:
-    """Where every workload runs (class, cluster, replicas ready/desired, fencing epoch, state) and why."""
+    """Where every workload runs (class, cluster, replicas ready/desired, fencing epoch, state, batch: CPU on reclaimed
+    capacity and pods preempted) and why."""
     found = call(target, tls_files(tls_cert, tls_key, tls_ca), "GetPlacements", cp.GetPlacementsRequest(workload=workload))
     emit(as_json, found, "placements", lambda d: [
         {"workload": w["workload"], "class": w.get("qos") or "online", "cluster": p["cluster"], "ready": f"{p.get('ready', 0)}/{p.get('replicas', 0)}",
-         "epoch": p.get("epoch", 0), "state": p.get("state", ""), "why": "; ".join(r["message"] for r in w.get("reasons", []))[:120]}
+         "epoch": p.get("epoch", 0), "state": p.get("state", ""), "reclaimed": f"{int(p.get('reclaimed_milli', 0))}m",
+         "preempted": p.get("preemptions", 0), "why": "; ".join(r["message"] for r in w.get("reasons", []))[:120]}
         for w in d.get("workloads", []) for p in w.get("placements", [])
     ])
 

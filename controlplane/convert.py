@@ -6,11 +6,14 @@ the service returns as INVALID_ARGUMENT.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fedapi import common_pb2, controlplane_pb2 as cp, twincluster_pb2 as tw
 from fedapi.workloadcontext import LEARNED, NONE, WorkloadContext
 from controlplane import limits
 from fedcore.pods import class_of
 from controlplane import returning
+from controlplane.colocating import Offer, Share
 from controlplane.failbacks import DEFAULT_WINDOW_S, Failback, mode_of
 from controlplane.evidence import AgentReport, AgentRow, NodeSummary, PeerState
 from controlplane.journal import Migration, MigrationState
@@ -113,11 +116,20 @@ def agent_report(m: cp.AgentReport) -> AgentReport:
     for name, v in (("capacity", s.capacity), ("allocated", s.allocated)):
         if min(v.cpu_milli, v.memory_mib, v.disk_mib, v.gpu_milli) < 0:
             raise ValueError(f"agent {m.agent_id}: its node's {name} must be non-negative")
+    if s.online_measured and s.online_used_milli < 0:
+        raise ValueError(f"agent {m.agent_id}: online_used_milli must be non-negative, got {s.online_used_milli}")
     summary = NodeSummary(s.node or m.node, from_resources(s.capacity), from_resources(s.allocated), s.pods, s.ready,
-                          s.load, s.model_version)
+                          s.load, s.model_version, s.online_used_milli if s.online_measured else None)
     peers = tuple((p.cluster or m.cluster, p.node, PEER.get(p.state, PeerState.SUSPECT)) for p in m.peers)
     context = from_workload_context(m.context) if m.HasField("context") else NONE
     return AgentReport(m.cluster, m.node, m.agent_id, m.sequence, summary, peers, m.healthy, m.health_reason, context)
+
+
+def batch_offer(offer: Offer | None) -> cp.BatchOffer:
+    """A node's batch offer for its agent's ack (unset ``colocated``: no batch in its cluster)."""
+    if offer is None:
+        return cp.BatchOffer()
+    return cp.BatchOffer(colocated=True, reclaimed_milli=offer.reclaimed_milli, quota_milli=offer.quota_milli)
 
 
 def cluster_agents(cluster: str, health: Health, nodes: list[NodeState], agents: list[AgentRow]) -> cp.ClusterAgents:
@@ -167,10 +179,14 @@ def to_workload(w: Workload) -> cp.WorkloadSpec:
     )
 
 
-def placements(name: str, rows: list[Placement], ready: dict[str, int], why: tuple[str, ...] = (), qos: str = "") -> cp.PlacementDecision:
+def placements(name: str, rows: list[Placement], ready: dict[str, int], why: tuple[str, ...] = (), qos: str = "",
+               shares: Callable[[str], Share] = lambda cluster: Share()) -> cp.PlacementDecision:
+    """``shares``: a batch workload's reclaimed CPU and preemptions on a cluster (:mod:`controlplane.colocating`)."""
     return cp.PlacementDecision(
         workload=name, accepted=True, qos=qos,
-        placements=[cp.ClusterPlacement(cluster=p.cluster, replicas=p.replicas, epoch=p.epoch, ready=ready.get(p.cluster, 0), state=p.state.value) for p in rows],
+        placements=[cp.ClusterPlacement(cluster=p.cluster, replicas=p.replicas, epoch=p.epoch, ready=ready.get(p.cluster, 0), state=p.state.value,
+                                        reclaimed_milli=shares(p.cluster).reclaimed_milli, preemptions=shares(p.cluster).preemptions)
+                    for p in rows],
         reasons=reasons(why),
     )
 

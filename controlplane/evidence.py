@@ -42,6 +42,8 @@ class NodeSummary:
     ready: bool = True
     load: float = 0.0
     model_version: str = ""
+    online_used_milli: int | None = None
+    """What the node's online pods used, as its agent measured it (None: not measured; nothing is reclaimed)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,9 +46,15 @@ class Metrics:
                                            "(a nice 19 worker process)", registry=r, buckets=(1, 2, 5, 10, 20, 30, 60, 120, 300, 600))
         self.selection_cpu = Counter("fedplane_scorer_selection_cpu_seconds", "CPU seconds the selection worker processes spent",
                                      registry=r)
+        self.preemptions = Counter("fedplane_batch_preemptions", "Batch pods the quota auction preempted for online demand", ["cluster"], registry=r)
+        self.reclaimed = Gauge("fedplane_cluster_reclaimed_cpu_milli", "CPU online pods request but, by forecast, will not use: "
+                               "offered to batch (clusters running batch)", ["cluster"], registry=r)
         self.reports = Counter("fedplane_agent_reports", "Agent reports received", ["accepted"], registry=r)
         self.tick = Histogram("fedplane_tick_seconds", "Duration of one reconcile tick", registry=r,
                               buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5))
+        self.gc_pause = Histogram("fedplane_gc_pause_seconds", "Wall time of one cyclic garbage collection (it holds the GIL: "
+                                  "the tick and ingest wait), by generation", ["generation"], registry=r,
+                                  buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
         self.drill_detect = Histogram("fedplane_drill_detect_seconds", "Drill: fault to verdict", ["scenario"], registry=r, buckets=SECONDS)
         self.autoscale_demand = Gauge("fedplane_autoscale_demand", "Autoscaled workload's demand now, in replicas at 100%", ["workload"], registry=r)
         self.autoscale_forecast = Gauge("fedplane_autoscale_forecast", "Calibrated q95 peak demand over the start-up horizon, in replicas at 100%", ["workload"], registry=r)

@@ -474,7 +474,8 @@ class ControlPlane:
             pools, skipped, _ready = self.capacities.of(spec.name, self.evidence.listing(spec.name))
             self._note_skipped(spec.name, skipped)
             verdict = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
-            views.append(admission.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints))
+            views.append(admission.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints,
+                                               self.colocation.reclaimed(spec.name)))
         return views
 
     # -- internals -----------------------------------------------------------------------------------

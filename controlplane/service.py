@@ -78,6 +78,7 @@ async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: An
         reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
         context=convert.workload_context(plane.contexts.get(report.cluster)),
         send_held=plane.adopting.wanted(report.cluster, report.node), members=members,
+        offer=convert.batch_offer(plane.colocation.offer(report.cluster, report.node)),
     )
 
 
@@ -123,6 +124,8 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
         await self._lead(context)
         try:
             workload = convert.workload(request.workload)
+            if workload.template.qos == "batch" and workload.template.priority < 0:
+                raise ValueError(f"a batch workload's priority is its bid in the quota auction: it must be >= 0, got {workload.template.priority}")
         except ValueError as exc:
             await _abort(context, exc)
         if len(request.request_id) > 128 or not request.request_id.isprintable() or " " in request.request_id:
@@ -159,7 +162,8 @@ class ControlPlaneService(controlplane_pb2_grpc.ControlPlaneServicer):
                     ready[p.cluster] = 0
             why = next((d.reasons for d in decisions if d.workload == n), ())
             w = reg.workload(n)
-            out.append(convert.placements(n, rows, ready, standby + why, w.template.qos if w else ""))
+            out.append(convert.placements(n, rows, ready, standby + why, w.template.qos if w else "",
+                                          lambda cluster, n=n: self.plane.colocation.share(n, cluster)))
         return cp.GetPlacementsResponse(workloads=out)
 
     async def StartMigration(self, request: cp.StartMigrationRequest, context: grpc.aio.ServicerContext) -> cp.Migration:
@@ -262,7 +266,8 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
 
     async def BindPod(self, request: tw.BindPodRequest, context: grpc.aio.ServicerContext) -> tw.BindPodResponse:
         twin = await _run(context, self._twin, request.cluster)
-        return convert.bind_result(await _run(context, twin.bind_pod, request.pod, request.node, request.epoch, tuple(request.gpus)))
+        return convert.bind_result(await _run(context, twin.bind_pod, request.pod, request.node, request.epoch, tuple(request.gpus),
+                                                     request.reclaimed_milli))
 
     async def ReportNodeStatus(self, request: tw.NodeStatusReport, context: grpc.aio.ServicerContext) -> tw.NodeStatusAck:
         twin = await _run(context, self._twin, request.cluster)

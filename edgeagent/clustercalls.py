@@ -66,7 +66,7 @@ class ClusterCalls:
         result: BindResult | None
         async with self._binds:
             try:
-                result = await self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus)
+                result = await self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus, effect.reclaimed_milli)
                 self.error = None
             except ClusterUnavailable as exc:
                 log.warning("bind %s: %s", effect.pod, exc)

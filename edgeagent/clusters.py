@@ -73,8 +73,9 @@ class ClusterAPI(Protocol):
         """Current pods, then changes, until the connection drops."""
         ...
 
-    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
-        """Fenced bind; ``gpus`` names the node's devices to book (empty: the cluster picks)."""
+    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = (), reclaimed_milli: int = 0) -> BindResult:
+        """Fenced bind; ``gpus`` names the node's devices to book (empty: the cluster picks); ``reclaimed_milli``: the
+        CPU a batch pod takes from the node's reclaimed capacity (the plane's offer), booked outside its allocatable."""
         ...
 
     async def evict(self, pod: str, epoch: int) -> EvictResult:

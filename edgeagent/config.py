@@ -135,6 +135,14 @@ class WanSection:
 
 
 @dataclass(frozen=True, slots=True)
+class IsolationSection:
+    enabled: bool = _opt(False, "apply node isolation between online and batch pods: cgroup groups fedplane/online (highest CPU weight) and fedplane/batch (lowest weight, CPU quota from the control plane's batch offer), v2 or v1 by which hierarchy holds the controllers; the online group's CPU use is reported so the plane can reclaim what online pods reserve but do not use. Needs write access to the cgroup tree (root); off: no cgroup is written and nothing is reclaimed on this node")
+    root: str = _opt("/sys/fs/cgroup", "the cgroup tree's mount point")
+    resctrl: str = _opt("/sys/fs/resctrl", "where Intel RDT cache and memory-bandwidth partitioning is mounted (reported absent otherwise)")
+    batch_memory_mib: int = _opt(0, "memory ceiling of the batch group (v2 memory.high, v1 memory.limit_in_bytes); 0 = none")
+
+
+@dataclass(frozen=True, slots=True)
 class HttpSection:
     bind: str = _opt("127.0.0.1:9465", "host:port serving /metrics and /healthz (the control plane's metrics port is 9464); empty = no HTTP server")
 
@@ -158,6 +166,7 @@ class AgentConfig:
     report: ReportSection = field(default_factory=ReportSection)
     tls: TlsSection = field(default_factory=TlsSection)
     wan: WanSection = field(default_factory=WanSection)
+    isolation: IsolationSection = field(default_factory=IsolationSection)
 
     @property
     def report_address(self) -> str:
@@ -192,7 +201,7 @@ class AgentConfig:
 SECTIONS: dict[str, type] = {
     "gossip": GossipSection, "backend": BackendSection, "placement": PlacementSection, "probe": ProbeSection,
     "models": ModelsSection, "federation": FederationSection, "http": HttpSection, "report": ReportSection, "tls": TlsSection,
-    "wan": WanSection,
+    "wan": WanSection, "isolation": IsolationSection,
 }
 
 _POSITIVE = {
@@ -361,6 +370,8 @@ def _check_ranges(config: AgentConfig) -> None:
                     split_addr(address.strip())
             except ValueError as exc:
                 raise ConfigError(name, str(exc)) from None
+    if config.isolation.batch_memory_mib < 0:
+        raise ConfigError("isolation.batch_memory_mib", f"must be >= 0 (0 = no ceiling), got {config.isolation.batch_memory_mib}")
     for i, seed in enumerate(config.gossip.seeds):
         try:
             split_addr(seed)

@@ -25,6 +25,7 @@ from fedcore.agentcmd import LOSS_ENV
 
 from edgeagent import federation, reporting, residency, savedstate
 from edgeagent.clustercalls import BACKOFF_MAX, ClusterCalls
+from edgeagent.colocation import NodeColocation
 from edgeagent.clusters import ClusterAPI, ClusterUnavailable
 from edgeagent.committing import EffectPipeline
 from edgeagent.config import AgentConfig
@@ -119,6 +120,8 @@ class Agent:
         self.effects = EffectPipeline(self.data, config.journal_max_mib * 2**20, config.experience_max_mib * 2**20,
                                       self._perform, self._spawn)
         """Effects leave only after the journal commit of the ledger operations behind them."""
+        self.colocation = NodeColocation(config.isolation)
+        """Online/batch isolation on this node, its online CPU use for the plane, the plane's batch offer (edgeagent.colocation)."""
         self.metrics: AgentMetrics | None = None
         self._http: StatusServer | None = None
         self.http_port = 0
@@ -138,6 +141,7 @@ class Agent:
         savedstate.restore_context(self.data, self.context)  # the model loaded next takes it (_swap_model)
         self.placer = Placer(node, ledger, self.families.take(self.context.current), self.config.placement, loop.time())
         self.effects.start(journal, self.placer)
+        self.colocation.start()
         models = ModelWatcher(self.config.models_path, self.config.shipped_model)
         self._swap_model(models)
         gossip = self._make_gossip()
@@ -254,7 +258,8 @@ class Agent:
                 wan = self.wan.members() if self.wan is not None else {}
                 lan = {name: view for name, view in self.gossip_.members().items() if name != self.gossip_.name}
                 message = reporting.report(self.placer_, self.config.cluster, self.agent_id, self.reports_sent,
-                                           lan, wan, self._wan_ids(), self._health(), self.context.current, held)
+                                           lan, wan, self._wan_ids(), self._health(), self.context.current, held,
+                                           self.colocation.measure(asyncio.get_running_loop().time()))
                 try:
                     ack = await channel.call("ReportAgent", message, self.config.backend.timeout)
                 except agentlink.LinkError as exc:
@@ -272,6 +277,7 @@ class Agent:
                 held = ack.get("send_held") is True
                 channel.members.learn(ack.get("members"))  # a replicated plane's other members, for when this one dies
                 self._take_context(ack.get("context"))
+                self._apply(self.placer_.offer_reclaimed(self.colocation.take(ack.get("offer")), asyncio.get_running_loop().time()))
                 if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
                     self.backend_error = None  # the link answers again
                 asked = ack.get("report_interval_ms")

@@ -33,6 +33,8 @@ class Bind:
     node: str
     epoch: int
     gpus: tuple[int, ...] = ()
+    reclaimed_milli: int = 0
+    """CPU a batch pod takes from the plane's reclaimed offer (:mod:`edgeagent.classfit`), not the node's allocatable."""
 
 
 @dataclass(frozen=True, slots=True)

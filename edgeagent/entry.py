@@ -72,12 +72,14 @@ def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
     import asyncio
     import logging
 
-    from edgeagent import preflight
+    from edgeagent import colocation, preflight
     from edgeagent.clusters import UnknownNode
     from edgeagent.daemon import run_agent
     from edgeagent.policy import ModelWatcher
 
     problems = preflight.local_problems(config, ports=check)
+    isolated = colocation.check(config.isolation)
+    problems += [isolated[0]] if isolated[0] else []
     if check:
         problem, note = asyncio.run(preflight.backend_answer(config))
         problems += [problem] if problem else []
@@ -94,7 +96,7 @@ def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
             policy = f"no onnxruntime on this machine: heuristic scoring ({scorer.version}, features of model {models.current})"
         else:
             policy = f"policy model {scorer.version}"
-        print(f"{path}: ok; {policy}; {note}")
+        print(f"{path}: ok; {policy}; {note}; {isolated[1]}")
         return
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -132,7 +132,7 @@ class Holdings:
         p.binding = True
         self.binding[uid] = p
         held = self.placements.get(uid)
-        self.out.append(Bind(uid, self.node.name, p.epoch, held[1].gpus if held else ()))
+        self.out.append(Bind(uid, self.node.name, p.epoch, held[1].gpus if held else (), _reclaimed(p.pod, held)))
 
     def bind_done(self, uid: str, result: BindResult | None, now: float) -> None:
         """The back end answered a :class:`Bind` (``None``: it could not be reached; retry later)."""
@@ -172,7 +172,7 @@ class Holdings:
         p.binding = True
         self.binding[uid] = p
         held = self.placements.get(uid)
-        self.out.append(Bind(uid, self.node.name, update.epoch, held[1].gpus if held else ()))
+        self.out.append(Bind(uid, self.node.name, update.epoch, held[1].gpus if held else (), _reclaimed(update.pod, held)))
 
     def _bound(self, uid: str, p: Pending, now: float) -> None:
         if self.running.get(uid) == p.epoch:  # adopted: the ledger has it bound here already
@@ -368,3 +368,8 @@ def _pod_for(uid: str, request: Resources) -> Pod:
     gpu = request.gpu_milli
     shape = GpuRequest(1, gpu) if 0 < gpu < MILLI else GpuRequest(gpu // MILLI, MILLI if gpu else 0)
     return Pod(uid, request.cpu_milli, request.memory_mib, request.disk_mib, gpu=shape)
+
+
+def _reclaimed(pod: Pod, held: tuple[Pod, Placement] | None) -> int:
+    """The CPU of ``pod`` our claim took from reclaimed capacity: its request less what our escrow holds of it."""
+    return max(0, pod.cpu_milli - held[0].cpu_milli) if held else 0

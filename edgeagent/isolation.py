@@ -136,6 +136,25 @@ def apply(layout: Layout, batch: BatchLimits) -> list[tuple[Path, str]]:
     return writes
 
 
+def online_usage_ns(layout: Layout) -> int:
+    """CPU time the ``online`` group used since it was made (ns): v2 ``cpu.stat`` usage_usec, v1 ``cpuacct.usage``
+    (the ``cpu,cpuacct`` mount holds it beside the cpu files)."""
+    version, base = layout.cpu
+    group = base / PARENT / ONLINE
+    try:
+        if version is Version.V2:
+            for line in (group / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) * 1000
+            raise IsolationError(f"{group / 'cpu.stat'} has no usage_usec line")
+        return int((group / "cpuacct.usage").read_text().strip())
+    except OSError as exc:
+        raise IsolationError(f"cannot read the online group's CPU use ({exc.strerror or exc}: {exc.filename})") from None
+    except ValueError:
+        raise IsolationError(f"the online group's CPU use under {group} is not a number") from None
+
+
 def groups(layout: Layout) -> list[Path]:
     """Every group directory the settings touch (cpu's, then memory's)."""
     out = [layout.cpu[1] / PARENT / ONLINE, layout.cpu[1] / PARENT / BATCH]

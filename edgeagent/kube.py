@@ -121,8 +121,9 @@ class KubeCluster:
         finally:
             stop.set()
 
-    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
-        """A Binding names no devices: on Kubernetes the kubelet's device plugin assigns them."""
+    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = (), reclaimed_milli: int = 0) -> BindResult:
+        """A Binding names no devices: on Kubernetes the kubelet's device plugin assigns them; nor reclaimed CPU (the batch
+        PriorityClass and the node's cgroups carry it there)."""
         namespace, name = kubeobjects.split_key(pod)
         client = self.k8s.client
         body = client.V1Binding(metadata=client.V1ObjectMeta(name=name, namespace=namespace),

@@ -49,7 +49,7 @@ from edgeagent.config import PlacementSection
 from edgeagent.effects import Effect, Publish
 from edgeagent.holdings import Counters, Holdings
 from edgeagent.ledger import Ledger
-from edgeagent.pendings import Pending, in_queue_order, rival_changed
+from edgeagent.pendings import Pending, in_queue_order, kick, rival_changed
 from edgeagent.peers import Peer, Peers
 from edgeagent.publishing import StatePublication
 from edgeagent.ranking import ranked_above, says_it_fits
@@ -187,6 +187,13 @@ class Placer:
         """Score with a new model version from now on, and tell the peers which version this node runs."""
         self.scorer = scorer
         self.publication.dirty = True
+        return self.holdings.flush()
+
+    def offer_reclaimed(self, milli: int, now: float) -> list[Effect]:
+        """The plane's reclaimed CPU for our batch pods (:mod:`edgeagent.classfit`); a larger offer looks again at waiting pods."""
+        if milli > self.reclaimed.offered_milli:
+            kick(self.pending.values(), now, self.settings.claim_window)
+        self.reclaimed.offered_milli = max(0, milli)
         return self.holdings.flush()
 
     def tick(self, now: float) -> list[Effect]:

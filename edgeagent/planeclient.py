@@ -33,8 +33,10 @@ class PlaneClient:
             raise ClusterUnavailable(f"watch: {exc}") from exc
         raise ClusterUnavailable("watch ended")
 
-    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
+    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = (), reclaimed_milli: int = 0) -> BindResult:
         request = {"cluster": self.cluster, "pod": pod, "node": node, "epoch": epoch, "gpus": list(gpus)}
+        if reclaimed_milli:  # only when used: a plane that predates the field refuses it
+            request["reclaimed_milli"] = reclaimed_milli
         return linkcodec.result_from_wire(await self._call("BindPod", request))
 
     async def evict(self, pod: str, epoch: int) -> EvictResult:

@@ -30,7 +30,7 @@ def identity(cluster: str, node: str) -> str:
 def report(
     placer: Placer, cluster: str, agent_id: str, sequence: int, lan: Mapping[str, MemberView],
     wan: Mapping[str, MemberView], wan_ids: Mapping[str, str], health: str | None, context: WorkloadContext = NONE,
-    held: bool = False,
+    held: bool = False, online_used: int | None = None,
 ) -> Wire:
     """The report: our node's summary, our cluster's peers by node name, other clusters' members by ``cluster/node``,
     and the workload context we score with — only once we have one: a control plane that predates the field
@@ -65,6 +65,8 @@ def report(
     }
     if context.known:
         message["context"] = context.to_wire(profile=False)  # its version names the profile
+    if online_used is not None:  # measured (isolation on): the plane reclaims what online pods reserve and leave unused
+        message["summary"] |= {"online_used_milli": online_used, "online_measured": True}
     if held:
         message["held"] = [{"pod": pod, "epoch": epoch} for pod, epoch in sorted(placer.running.items())]
     return message

@@ -174,7 +174,7 @@ class PeerView(_message.Message):
     def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., state: _Optional[_Union[PeerState, str]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class NodeSummary(_message.Message):
-    __slots__ = ("node", "capacity", "allocated", "pods", "arch", "ready", "model_version", "load")
+    __slots__ = ("node", "capacity", "allocated", "pods", "arch", "ready", "model_version", "load", "online_used_milli", "online_measured")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     ALLOCATED_FIELD_NUMBER: _ClassVar[int]
@@ -183,6 +183,8 @@ class NodeSummary(_message.Message):
     READY_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_USED_MILLI_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_MEASURED_FIELD_NUMBER: _ClassVar[int]
     node: str
     capacity: _common_pb2.ResourceVector
     allocated: _common_pb2.ResourceVector
@@ -191,7 +193,9 @@ class NodeSummary(_message.Message):
     ready: bool
     model_version: str
     load: float
-    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., pods: _Optional[int] = ..., arch: _Optional[str] = ..., ready: _Optional[bool] = ..., model_version: _Optional[str] = ..., load: _Optional[float] = ...) -> None: ...
+    online_used_milli: int
+    online_measured: bool
+    def __init__(self, node: _Optional[str] = ..., capacity: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., allocated: _Optional[_Union[_common_pb2.ResourceVector, _Mapping]] = ..., pods: _Optional[int] = ..., arch: _Optional[str] = ..., ready: _Optional[bool] = ..., model_version: _Optional[str] = ..., load: _Optional[float] = ..., online_used_milli: _Optional[int] = ..., online_measured: _Optional[bool] = ...) -> None: ...
 
 class AgentReport(_message.Message):
     __slots__ = ("cluster", "node", "agent_id", "sequence", "summary", "peers", "healthy", "health_reason", "context", "held")
@@ -258,7 +262,7 @@ class PodTypes(_message.Message):
     def __init__(self, cpu: _Optional[_Iterable[int]] = ..., milli: _Optional[_Iterable[int]] = ..., count: _Optional[_Iterable[int]] = ..., weight: _Optional[_Iterable[float]] = ..., slots: _Optional[_Iterable[int]] = ..., pinned: _Optional[float] = ...) -> None: ...
 
 class AgentAck(_message.Message):
-    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context", "send_held", "members")
+    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context", "send_held", "members", "offer")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     REPORT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -266,6 +270,7 @@ class AgentAck(_message.Message):
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     SEND_HELD_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    OFFER_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     server_time_ms: int
     report_interval_ms: int
@@ -273,7 +278,18 @@ class AgentAck(_message.Message):
     context: WorkloadContext
     send_held: bool
     members: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., send_held: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ...) -> None: ...
+    offer: BatchOffer
+    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., send_held: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ..., offer: _Optional[_Union[BatchOffer, _Mapping]] = ...) -> None: ...
+
+class BatchOffer(_message.Message):
+    __slots__ = ("reclaimed_milli", "quota_milli", "colocated")
+    RECLAIMED_MILLI_FIELD_NUMBER: _ClassVar[int]
+    QUOTA_MILLI_FIELD_NUMBER: _ClassVar[int]
+    COLOCATED_FIELD_NUMBER: _ClassVar[int]
+    reclaimed_milli: int
+    quota_milli: int
+    colocated: bool
+    def __init__(self, reclaimed_milli: _Optional[int] = ..., quota_milli: _Optional[int] = ..., colocated: _Optional[bool] = ...) -> None: ...
 
 class PodTemplate(_message.Message):
     __slots__ = ("cpu_milli", "memory_mib", "gpus", "gpu_model", "archs", "tolerations", "node_selector", "priority", "image", "qos")
@@ -366,18 +382,22 @@ class SubmitWorkloadRequest(_message.Message):
     def __init__(self, workload: _Optional[_Union[WorkloadSpec, _Mapping]] = ..., dry_run: _Optional[bool] = ..., request_id: _Optional[str] = ...) -> None: ...
 
 class ClusterPlacement(_message.Message):
-    __slots__ = ("cluster", "replicas", "epoch", "ready", "state")
+    __slots__ = ("cluster", "replicas", "epoch", "ready", "state", "reclaimed_milli", "preemptions")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    RECLAIMED_MILLI_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     replicas: int
     epoch: int
     ready: int
     state: str
-    def __init__(self, cluster: _Optional[str] = ..., replicas: _Optional[int] = ..., epoch: _Optional[int] = ..., ready: _Optional[int] = ..., state: _Optional[str] = ...) -> None: ...
+    reclaimed_milli: int
+    preemptions: int
+    def __init__(self, cluster: _Optional[str] = ..., replicas: _Optional[int] = ..., epoch: _Optional[int] = ..., ready: _Optional[int] = ..., state: _Optional[str] = ..., reclaimed_milli: _Optional[int] = ..., preemptions: _Optional[int] = ...) -> None: ...
 
 class PlacementDecision(_message.Message):
     __slots__ = ("workload", "accepted", "dry_run", "placements", "reasons", "qos")

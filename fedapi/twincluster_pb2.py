@@ -26,7 +26,7 @@ from fedapi import common_pb2 as common__pb2
 from fedapi import controlplane_pb2 as controlplane__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11twincluster.proto\x12\x0b\x66\x65\x64plane.v1\x1a\x0c\x63ommon.proto\x1a\x12\x63ontrolplane.proto\"\xad\x02\n\x07PodSpec\x12\x11\n\tgpu_count\x18\x01 \x01(\x05\x12\x16\n\x0egpu_milli_each\x18\x02 \x01(\x05\x12\x11\n\tgpu_model\x18\x03 \x01(\t\x12\r\n\x05\x61rchs\x18\x04 \x03(\t\x12=\n\rnode_selector\x18\x05 \x03(\x0b\x32&.fedplane.v1.PodSpec.NodeSelectorEntry\x12,\n\x0btolerations\x18\x06 \x03(\x0b\x32\x17.fedplane.v1.Toleration\x12\x14\n\x0cmax_per_node\x18\x07 \x01(\x05\x12\x10\n\x08priority\x18\x08 \x01(\x05\x12\x0b\n\x03qos\x18\t \x01(\t\x1a\x33\n\x11NodeSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xca\x01\n\x03Pod\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08workload\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12$\n\x05phase\x18\x04 \x01(\x0e\x32\x15.fedplane.v1.PodPhase\x12\r\n\x05ready\x18\x05 \x01(\x08\x12\x0c\n\x04node\x18\x06 \x01(\t\x12-\n\x08requests\x18\x07 \x01(\x0b\x32\x1b.fedplane.v1.ResourceVector\x12\"\n\x04spec\x18\x08 \x01(\x0b\x32\x14.fedplane.v1.PodSpec\"O\n\x08PodEvent\x12$\n\x04type\x18\x01 \x01(\x0e\x32\x16.fedplane.v1.EventType\x12\x1d\n\x03pod\x18\x02 \x01(\x0b\x32\x10.fedplane.v1.Pod\"9\n\x10WatchPodsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x14\n\x0cpending_only\x18\x02 \x01(\x08\"Y\n\x0e\x42indPodRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12\x0c\n\x04gpus\x18\x05 \x03(\x05\"i\n\x0f\x42indPodResponse\x12)\n\x07outcome\x18\x01 \x01(\x0e\x32\x18.fedplane.v1.BindOutcome\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\"@\n\x10NodeStatusReport\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\r\n\x05ready\x18\x03 \x01(\x08\"&\n\rNodeStatusAck\x12\x15\n\rpods_released\x18\x01 \x01(\x05\"T\n\x12\x43ompletePodRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x11\n\tsucceeded\x18\x04 \x01(\x08\"3\n\x05Taint\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\t\"\xb2\x02\n\x04Node\x12\x0c\n\x04name\x18\x01 \x01(\t\x12-\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x1b.fedplane.v1.ResourceVector\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\x0c\n\x04\x61rch\x18\x04 \x01(\t\x12-\n\x06labels\x18\x05 \x03(\x0b\x32\x1d.fedplane.v1.Node.LabelsEntry\x12\x0c\n\x04gpus\x18\x06 \x01(\x05\x12\x11\n\tgpu_model\x18\x07 \x01(\t\x12\x0f\n\x07\x63luster\x18\x08 \x01(\t\x12\x0c\n\x04zone\x18\t \x01(\t\x12\x0e\n\x06region\x18\n \x01(\t\x12\"\n\x06taints\x18\x0b \x03(\x0b\x32\x12.fedplane.v1.Taint\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"4\n\x13\x44\x65scribeNodeRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\"#\n\x10ListNodesRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\"5\n\x11ListNodesResponse\x12 \n\x05nodes\x18\x01 \x03(\x0b\x32\x11.fedplane.v1.Node\"#\n\x10GetSafetyRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\">\n\x0eSafetyCounters\x12\x17\n\x0f\x64uplicate_binds\x18\x01 \x01(\x03\x12\x13\n\x0bstale_binds\x18\x02 \x01(\x03\"O\n\x0bSignedModel\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x11\n\tsignature\x18\x04 \x01(\x0c\"P\n\x11\x46\x65tchModelRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0c\n\x04want\x18\x03 \x01(\t\x12\x0e\n\x06offset\x18\x04 \x01(\x03\"\xa7\x01\n\nModelOffer\x12)\n\x07\x63urrent\x18\x01 \x01(\x0b\x32\x18.fedplane.v1.SignedModel\x12(\n\x06\x63\x61nary\x18\x02 \x01(\x0b\x32\x18.fedplane.v1.SignedModel\x12\x15\n\rcanary_weight\x18\x03 \x01(\x01\x12\x0e\n\x06signer\x18\x04 \x01(\x0c\x12\r\n\x05\x63hunk\x18\x05 \x01(\x0c\x12\x0e\n\x06offset\x18\x06 \x01(\x03\"a\n\x0f\x45xperienceBatch\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x11\n\tfirst_seq\x18\x03 \x01(\x03\x12\x0e\n\x06\x66rames\x18\x04 \x01(\x05\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\"!\n\rExperienceAck\x12\x10\n\x08next_seq\x18\x01 \x01(\x03*j\n\x08PodPhase\x12\x19\n\x15POD_PHASE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bPOD_PENDING\x10\x01\x12\x0f\n\x0bPOD_RUNNING\x10\x02\x12\x11\n\rPOD_SUCCEEDED\x10\x03\x12\x0e\n\nPOD_FAILED\x10\x04*_\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x45VENT_ADDED\x10\x01\x12\x12\n\x0e\x45VENT_MODIFIED\x10\x02\x12\x11\n\rEVENT_DELETED\x10\x03*\x90\x01\n\x0b\x42indOutcome\x12\x1c\n\x18\x42IND_OUTCOME_UNSPECIFIED\x10\x00\x12\x0e\n\nBIND_BOUND\x10\x01\x12\x16\n\x12\x42IND_ALREADY_BOUND\x10\x02\x12\x14\n\x10\x42IND_STALE_EPOCH\x10\x03\x12\x12\n\x0e\x42IND_DUPLICATE\x10\x04\x12\x11\n\rBIND_REJECTED\x10\x05\x32\xe2\x05\n\x0bTwinCluster\x12\x43\n\tWatchPods\x12\x1d.fedplane.v1.WatchPodsRequest\x1a\x15.fedplane.v1.PodEvent0\x01\x12\x44\n\x07\x42indPod\x12\x1b.fedplane.v1.BindPodRequest\x1a\x1c.fedplane.v1.BindPodResponse\x12M\n\x10ReportNodeStatus\x12\x1d.fedplane.v1.NodeStatusReport\x1a\x1a.fedplane.v1.NodeStatusAck\x12L\n\x0b\x43ompletePod\x12\x1f.fedplane.v1.CompletePodRequest\x1a\x1c.fedplane.v1.BindPodResponse\x12J\n\tListNodes\x12\x1d.fedplane.v1.ListNodesRequest\x1a\x1e.fedplane.v1.ListNodesResponse\x12\x43\n\x0c\x44\x65scribeNode\x12 .fedplane.v1.DescribeNodeRequest\x1a\x11.fedplane.v1.Node\x12G\n\tGetSafety\x12\x1d.fedplane.v1.GetSafetyRequest\x1a\x1b.fedplane.v1.SafetyCounters\x12>\n\x0bReportAgent\x12\x18.fedplane.v1.AgentReport\x1a\x15.fedplane.v1.AgentAck\x12\x45\n\nFetchModel\x12\x1e.fedplane.v1.FetchModelRequest\x1a\x17.fedplane.v1.ModelOffer\x12J\n\x0eShipExperience\x12\x1c.fedplane.v1.ExperienceBatch\x1a\x1a.fedplane.v1.ExperienceAckb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11twincluster.proto\x12\x0b\x66\x65\x64plane.v1\x1a\x0c\x63ommon.proto\x1a\x12\x63ontrolplane.proto\"\xad\x02\n\x07PodSpec\x12\x11\n\tgpu_count\x18\x01 \x01(\x05\x12\x16\n\x0egpu_milli_each\x18\x02 \x01(\x05\x12\x11\n\tgpu_model\x18\x03 \x01(\t\x12\r\n\x05\x61rchs\x18\x04 \x03(\t\x12=\n\rnode_selector\x18\x05 \x03(\x0b\x32&.fedplane.v1.PodSpec.NodeSelectorEntry\x12,\n\x0btolerations\x18\x06 \x03(\x0b\x32\x17.fedplane.v1.Toleration\x12\x14\n\x0cmax_per_node\x18\x07 \x01(\x05\x12\x10\n\x08priority\x18\x08 \x01(\x05\x12\x0b\n\x03qos\x18\t \x01(\t\x1a\x33\n\x11NodeSelectorEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xca\x01\n\x03Pod\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08workload\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12$\n\x05phase\x18\x04 \x01(\x0e\x32\x15.fedplane.v1.PodPhase\x12\r\n\x05ready\x18\x05 \x01(\x08\x12\x0c\n\x04node\x18\x06 \x01(\t\x12-\n\x08requests\x18\x07 \x01(\x0b\x32\x1b.fedplane.v1.ResourceVector\x12\"\n\x04spec\x18\x08 \x01(\x0b\x32\x14.fedplane.v1.PodSpec\"O\n\x08PodEvent\x12$\n\x04type\x18\x01 \x01(\x0e\x32\x16.fedplane.v1.EventType\x12\x1d\n\x03pod\x18\x02 \x01(\x0b\x32\x10.fedplane.v1.Pod\"9\n\x10WatchPodsRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x14\n\x0cpending_only\x18\x02 \x01(\x08\"r\n\x0e\x42indPodRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x0c\n\x04node\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\x03\x12\x0c\n\x04gpus\x18\x05 \x03(\x05\x12\x17\n\x0freclaimed_milli\x18\x06 \x01(\x03\"i\n\x0f\x42indPodResponse\x12)\n\x07outcome\x18\x01 \x01(\x0e\x32\x18.fedplane.v1.BindOutcome\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x0e\n\x06reason\x18\x04 \x01(\t\"@\n\x10NodeStatusReport\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\r\n\x05ready\x18\x03 \x01(\x08\"&\n\rNodeStatusAck\x12\x15\n\rpods_released\x18\x01 \x01(\x05\"T\n\x12\x43ompletePodRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x03\x12\x11\n\tsucceeded\x18\x04 \x01(\x08\"3\n\x05Taint\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t\x12\x0e\n\x06\x65\x66\x66\x65\x63t\x18\x03 \x01(\t\"\xb2\x02\n\x04Node\x12\x0c\n\x04name\x18\x01 \x01(\t\x12-\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x1b.fedplane.v1.ResourceVector\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\x0c\n\x04\x61rch\x18\x04 \x01(\t\x12-\n\x06labels\x18\x05 \x03(\x0b\x32\x1d.fedplane.v1.Node.LabelsEntry\x12\x0c\n\x04gpus\x18\x06 \x01(\x05\x12\x11\n\tgpu_model\x18\x07 \x01(\t\x12\x0f\n\x07\x63luster\x18\x08 \x01(\t\x12\x0c\n\x04zone\x18\t \x01(\t\x12\x0e\n\x06region\x18\n \x01(\t\x12\"\n\x06taints\x18\x0b \x03(\x0b\x32\x12.fedplane.v1.Taint\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"4\n\x13\x44\x65scribeNodeRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\"#\n\x10ListNodesRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\"5\n\x11ListNodesResponse\x12 \n\x05nodes\x18\x01 \x03(\x0b\x32\x11.fedplane.v1.Node\"#\n\x10GetSafetyRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\">\n\x0eSafetyCounters\x12\x17\n\x0f\x64uplicate_binds\x18\x01 \x01(\x03\x12\x13\n\x0bstale_binds\x18\x02 \x01(\x03\"O\n\x0bSignedModel\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0e\n\x06sha256\x18\x02 \x01(\t\x12\x0c\n\x04size\x18\x03 \x01(\x03\x12\x11\n\tsignature\x18\x04 \x01(\x0c\"P\n\x11\x46\x65tchModelRequest\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0c\n\x04want\x18\x03 \x01(\t\x12\x0e\n\x06offset\x18\x04 \x01(\x03\"\xa7\x01\n\nModelOffer\x12)\n\x07\x63urrent\x18\x01 \x01(\x0b\x32\x18.fedplane.v1.SignedModel\x12(\n\x06\x63\x61nary\x18\x02 \x01(\x0b\x32\x18.fedplane.v1.SignedModel\x12\x15\n\rcanary_weight\x18\x03 \x01(\x01\x12\x0e\n\x06signer\x18\x04 \x01(\x0c\x12\r\n\x05\x63hunk\x18\x05 \x01(\x0c\x12\x0e\n\x06offset\x18\x06 \x01(\x03\"a\n\x0f\x45xperienceBatch\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x11\n\tfirst_seq\x18\x03 \x01(\x03\x12\x0e\n\x06\x66rames\x18\x04 \x01(\x05\x12\x0c\n\x04\x62ody\x18\x05 \x01(\x0c\"!\n\rExperienceAck\x12\x10\n\x08next_seq\x18\x01 \x01(\x03*j\n\x08PodPhase\x12\x19\n\x15POD_PHASE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bPOD_PENDING\x10\x01\x12\x0f\n\x0bPOD_RUNNING\x10\x02\x12\x11\n\rPOD_SUCCEEDED\x10\x03\x12\x0e\n\nPOD_FAILED\x10\x04*_\n\tEventType\x12\x1a\n\x16\x45VENT_TYPE_UNSPECIFIED\x10\x00\x12\x0f\n\x0b\x45VENT_ADDED\x10\x01\x12\x12\n\x0e\x45VENT_MODIFIED\x10\x02\x12\x11\n\rEVENT_DELETED\x10\x03*\x90\x01\n\x0b\x42indOutcome\x12\x1c\n\x18\x42IND_OUTCOME_UNSPECIFIED\x10\x00\x12\x0e\n\nBIND_BOUND\x10\x01\x12\x16\n\x12\x42IND_ALREADY_BOUND\x10\x02\x12\x14\n\x10\x42IND_STALE_EPOCH\x10\x03\x12\x12\n\x0e\x42IND_DUPLICATE\x10\x04\x12\x11\n\rBIND_REJECTED\x10\x05\x32\xe2\x05\n\x0bTwinCluster\x12\x43\n\tWatchPods\x12\x1d.fedplane.v1.WatchPodsRequest\x1a\x15.fedplane.v1.PodEvent0\x01\x12\x44\n\x07\x42indPod\x12\x1b.fedplane.v1.BindPodRequest\x1a\x1c.fedplane.v1.BindPodResponse\x12M\n\x10ReportNodeStatus\x12\x1d.fedplane.v1.NodeStatusReport\x1a\x1a.fedplane.v1.NodeStatusAck\x12L\n\x0b\x43ompletePod\x12\x1f.fedplane.v1.CompletePodRequest\x1a\x1c.fedplane.v1.BindPodResponse\x12J\n\tListNodes\x12\x1d.fedplane.v1.ListNodesRequest\x1a\x1e.fedplane.v1.ListNodesResponse\x12\x43\n\x0c\x44\x65scribeNode\x12 .fedplane.v1.DescribeNodeRequest\x1a\x11.fedplane.v1.Node\x12G\n\tGetSafety\x12\x1d.fedplane.v1.GetSafetyRequest\x1a\x1b.fedplane.v1.SafetyCounters\x12>\n\x0bReportAgent\x12\x18.fedplane.v1.AgentReport\x1a\x15.fedplane.v1.AgentAck\x12\x45\n\nFetchModel\x12\x1e.fedplane.v1.FetchModelRequest\x1a\x17.fedplane.v1.ModelOffer\x12J\n\x0eShipExperience\x12\x1c.fedplane.v1.ExperienceBatch\x1a\x1a.fedplane.v1.ExperienceAckb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,12 +37,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PODSPEC_NODESELECTORENTRY']._serialized_options = b'8\001'
   _globals['_NODE_LABELSENTRY']._loaded_options = None
   _globals['_NODE_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_PODPHASE']._serialized_start=2183
-  _globals['_PODPHASE']._serialized_end=2289
-  _globals['_EVENTTYPE']._serialized_start=2291
-  _globals['_EVENTTYPE']._serialized_end=2386
-  _globals['_BINDOUTCOME']._serialized_start=2389
-  _globals['_BINDOUTCOME']._serialized_end=2533
+  _globals['_PODPHASE']._serialized_start=2208
+  _globals['_PODPHASE']._serialized_end=2314
+  _globals['_EVENTTYPE']._serialized_start=2316
+  _globals['_EVENTTYPE']._serialized_end=2411
+  _globals['_BINDOUTCOME']._serialized_start=2414
+  _globals['_BINDOUTCOME']._serialized_end=2558
   _globals['_PODSPEC']._serialized_start=69
   _globals['_PODSPEC']._serialized_end=370
   _globals['_PODSPEC_NODESELECTORENTRY']._serialized_start=319
@@ -54,41 +54,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WATCHPODSREQUEST']._serialized_start=658
   _globals['_WATCHPODSREQUEST']._serialized_end=715
   _globals['_BINDPODREQUEST']._serialized_start=717
-  _globals['_BINDPODREQUEST']._serialized_end=806
-  _globals['_BINDPODRESPONSE']._serialized_start=808
-  _globals['_BINDPODRESPONSE']._serialized_end=913
-  _globals['_NODESTATUSREPORT']._serialized_start=915
-  _globals['_NODESTATUSREPORT']._serialized_end=979
-  _globals['_NODESTATUSACK']._serialized_start=981
-  _globals['_NODESTATUSACK']._serialized_end=1019
-  _globals['_COMPLETEPODREQUEST']._serialized_start=1021
-  _globals['_COMPLETEPODREQUEST']._serialized_end=1105
-  _globals['_TAINT']._serialized_start=1107
-  _globals['_TAINT']._serialized_end=1158
-  _globals['_NODE']._serialized_start=1161
-  _globals['_NODE']._serialized_end=1467
-  _globals['_NODE_LABELSENTRY']._serialized_start=1422
-  _globals['_NODE_LABELSENTRY']._serialized_end=1467
-  _globals['_DESCRIBENODEREQUEST']._serialized_start=1469
-  _globals['_DESCRIBENODEREQUEST']._serialized_end=1521
-  _globals['_LISTNODESREQUEST']._serialized_start=1523
-  _globals['_LISTNODESREQUEST']._serialized_end=1558
-  _globals['_LISTNODESRESPONSE']._serialized_start=1560
-  _globals['_LISTNODESRESPONSE']._serialized_end=1613
-  _globals['_GETSAFETYREQUEST']._serialized_start=1615
-  _globals['_GETSAFETYREQUEST']._serialized_end=1650
-  _globals['_SAFETYCOUNTERS']._serialized_start=1652
-  _globals['_SAFETYCOUNTERS']._serialized_end=1714
-  _globals['_SIGNEDMODEL']._serialized_start=1716
-  _globals['_SIGNEDMODEL']._serialized_end=1795
-  _globals['_FETCHMODELREQUEST']._serialized_start=1797
-  _globals['_FETCHMODELREQUEST']._serialized_end=1877
-  _globals['_MODELOFFER']._serialized_start=1880
-  _globals['_MODELOFFER']._serialized_end=2047
-  _globals['_EXPERIENCEBATCH']._serialized_start=2049
-  _globals['_EXPERIENCEBATCH']._serialized_end=2146
-  _globals['_EXPERIENCEACK']._serialized_start=2148
-  _globals['_EXPERIENCEACK']._serialized_end=2181
-  _globals['_TWINCLUSTER']._serialized_start=2536
-  _globals['_TWINCLUSTER']._serialized_end=3274
+  _globals['_BINDPODREQUEST']._serialized_end=831
+  _globals['_BINDPODRESPONSE']._serialized_start=833
+  _globals['_BINDPODRESPONSE']._serialized_end=938
+  _globals['_NODESTATUSREPORT']._serialized_start=940
+  _globals['_NODESTATUSREPORT']._serialized_end=1004
+  _globals['_NODESTATUSACK']._serialized_start=1006
+  _globals['_NODESTATUSACK']._serialized_end=1044
+  _globals['_COMPLETEPODREQUEST']._serialized_start=1046
+  _globals['_COMPLETEPODREQUEST']._serialized_end=1130
+  _globals['_TAINT']._serialized_start=1132
+  _globals['_TAINT']._serialized_end=1183
+  _globals['_NODE']._serialized_start=1186
+  _globals['_NODE']._serialized_end=1492
+  _globals['_NODE_LABELSENTRY']._serialized_start=1447
+  _globals['_NODE_LABELSENTRY']._serialized_end=1492
+  _globals['_DESCRIBENODEREQUEST']._serialized_start=1494
+  _globals['_DESCRIBENODEREQUEST']._serialized_end=1546
+  _globals['_LISTNODESREQUEST']._serialized_start=1548
+  _globals['_LISTNODESREQUEST']._serialized_end=1583
+  _globals['_LISTNODESRESPONSE']._serialized_start=1585
+  _globals['_LISTNODESRESPONSE']._serialized_end=1638
+  _globals['_GETSAFETYREQUEST']._serialized_start=1640
+  _globals['_GETSAFETYREQUEST']._serialized_end=1675
+  _globals['_SAFETYCOUNTERS']._serialized_start=1677
+  _globals['_SAFETYCOUNTERS']._serialized_end=1739
+  _globals['_SIGNEDMODEL']._serialized_start=1741
+  _globals['_SIGNEDMODEL']._serialized_end=1820
+  _globals['_FETCHMODELREQUEST']._serialized_start=1822
+  _globals['_FETCHMODELREQUEST']._serialized_end=1902
+  _globals['_MODELOFFER']._serialized_start=1905
+  _globals['_MODELOFFER']._serialized_end=2072
+  _globals['_EXPERIENCEBATCH']._serialized_start=2074
+  _globals['_EXPERIENCEBATCH']._serialized_end=2171
+  _globals['_EXPERIENCEACK']._serialized_start=2173
+  _globals['_EXPERIENCEACK']._serialized_end=2206
+  _globals['_TWINCLUSTER']._serialized_start=2561
+  _globals['_TWINCLUSTER']._serialized_end=3299
 # @@protoc_insertion_point(module_scope)

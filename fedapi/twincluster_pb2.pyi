@@ -115,18 +115,20 @@ class WatchPodsRequest(_message.Message):
     def __init__(self, cluster: _Optional[str] = ..., pending_only: _Optional[bool] = ...) -> None: ...
 
 class BindPodRequest(_message.Message):
-    __slots__ = ("cluster", "pod", "node", "epoch", "gpus")
+    __slots__ = ("cluster", "pod", "node", "epoch", "gpus", "reclaimed_milli")
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     POD_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
+    RECLAIMED_MILLI_FIELD_NUMBER: _ClassVar[int]
     cluster: str
     pod: str
     node: str
     epoch: int
     gpus: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, cluster: _Optional[str] = ..., pod: _Optional[str] = ..., node: _Optional[str] = ..., epoch: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ...) -> None: ...
+    reclaimed_milli: int
+    def __init__(self, cluster: _Optional[str] = ..., pod: _Optional[str] = ..., node: _Optional[str] = ..., epoch: _Optional[int] = ..., gpus: _Optional[_Iterable[int]] = ..., reclaimed_milli: _Optional[int] = ...) -> None: ...
 
 class BindPodResponse(_message.Message):
     __slots__ = ("outcome", "node", "epoch", "reason")

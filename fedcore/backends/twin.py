@@ -25,7 +25,7 @@ from fedcore.backends.model import (
 )
 from fedcore.nodes import Arch, Node, TaintEffect
 from fedcore.nodetable import NodeTable, OvercommitError, Placement
-from fedcore.pods import Pod, Toleration, qos_of
+from fedcore.pods import Pod, QoS, Toleration, qos_of
 from fedcore.resources import GpuRequest
 from fedcore.scheduling import profiles
 from fedcore.scheduling.framework import Scheduler
@@ -63,6 +63,8 @@ class _Pod:
     ready: bool = False
     seq: int = 0
     """Its place in creation order (the internal binder places pending pods in that order)."""
+    booked: Pod | None = None
+    """What its node's table holds for it: its request, less the CPU a batch pod took from reclaimed capacity."""
 
     def state(self, table: NodeTable, ready: bool | None = None) -> PodState:
         node = table.nodes[self.placement.node].name if self.placement else ""
@@ -201,11 +203,13 @@ class TwinCluster:
         return list(self._listed)
 
     @_locked
-    def bind_pod(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
+    def bind_pod(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = (), reclaimed_milli: int = 0) -> BindResult:
         """Fenced bind (the contract in :class:`fedcore.backends.model.BindOutcome`).
 
         ``gpus`` names the devices the binder reserved in its own node table, so the twin books
         those rather than picking its own and the two books agree; empty lets the twin best-fit.
+        ``reclaimed_milli``: CPU a batch pod takes from the node's reclaimed capacity (the plane's offer, as
+        Koordinator's batch-cpu), booked outside the node's allocatable; an online pod may not.
         """
         self._enter()
         p = self.pods.get(pod)
@@ -223,11 +227,11 @@ class TwinCluster:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} does not exist")
         if not self.table.alive[row] or not self.running:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, f"node {node} is not ready")
-        problem = self.table.device_problem(row, gpus)
+        problem = self.table.device_problem(row, gpus) or _reclaim_problem(p.pod, reclaimed_milli)
         if problem:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, problem)
         try:
-            self._bind(p, row, gpus)
+            self._bind(p, row, gpus, reclaimed_milli)
         except OvercommitError as exc:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, str(exc))
         return BindResult(BindOutcome.BOUND, node, p.epoch)
@@ -410,8 +414,9 @@ class TwinCluster:
             if not (p.phase is Phase.PENDING and p.placement is None and internal) and not (p.phase is Phase.RUNNING and not p.ready):
                 self._moving.pop(p.name, None)
 
-    def _bind(self, p: _Pod, row: int, gpus: tuple[int, ...] = ()) -> None:
-        p.placement = self.table.allocate(p.pod, row, gpus or None)
+    def _bind(self, p: _Pod, row: int, gpus: tuple[int, ...] = (), reclaimed_milli: int = 0) -> None:
+        p.booked = replace(p.pod, cpu_milli=p.pod.cpu_milli - reclaimed_milli) if reclaimed_milli else p.pod
+        p.placement = self.table.allocate(p.booked, row, gpus or None)
         p.phase = Phase.RUNNING
         p.bound_at = self.clock()
         p.ready = self.ready_delay_s <= 0
@@ -420,7 +425,7 @@ class TwinCluster:
 
     def _unbind(self, p: _Pod) -> None:
         if p.placement is not None:
-            self.table.release(p.pod, p.placement)
+            self.table.release(p.booked or p.pod, p.placement)
             p.placement = None
         if p.phase is Phase.RUNNING:
             p.phase = Phase.PENDING
@@ -434,3 +439,13 @@ class TwinCluster:
             del self._events[:drop]
             self._event_base += drop
 
+
+def _reclaim_problem(pod: Pod, reclaimed_milli: int) -> str:
+    """Why ``pod`` may not take ``reclaimed_milli`` of reclaimed CPU ("" when it may)."""
+    if not reclaimed_milli:
+        return ""
+    if pod.qos is not QoS.BEST_EFFORT:
+        return f"pod {pod.uid or pod.workload} is online: only batch pods run on reclaimed capacity"
+    if not 0 < reclaimed_milli <= pod.cpu_milli:
+        return f"reclaimed_milli {reclaimed_milli} outside (0, the pod's CPU request {pod.cpu_milli}]"
+    return ""

@@ -127,7 +127,7 @@ class InMemoryCluster:
         finally:
             self._watchers.discard(queue)
 
-    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = ()) -> BindResult:
+    async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = (), reclaimed_milli: int = 0) -> BindResult:
         self._enter()
         p = self.pods.get(pod)
         refused = fencing.fence(pod, node, epoch, None if p is None else fencing.Seen(

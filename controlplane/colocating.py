@@ -1,0 +1,192 @@
+"""Online and batch on one fleet, in the reconcile tick: reclaimed capacity per node and the quota auction.
+
+For every cluster that runs a batch workload, each tick: each node's online usage (what its agent measured, in its
+report) feeds the node's forecast (:class:`controlplane.reclaiming.NodeReclaim`, one sample per ``stride_s``); the
+forecast peak of online use takes the node first and what is left is the batch supply; the auction
+(:class:`controlplane.auctions.Auction`) fits the running batch pods into it, suppressing (cgroup quota cut to a
+floor) and then preempting them lowest bid first (a batch workload's priority is its bid) at a bounded rate per node.
+Each preemption is an eviction at the back end, a decision (``preempt``) and a counter. The node's offer —
+reclaimed CPU for the agents' placement and the batch cgroup quota for their isolation — rides on the ack of the
+agent's next report (:func:`controlplane.service.report_agent`). New batch pods are not cleared here: agents place
+them (claims CRDT, one winner) against escrow plus the offer; the next tick counts them as running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from controlplane.auctions import BURST, EVICTIONS_PER_S, MIN_SHARE, Auction, Grant
+from controlplane.evidence import AgentReport, EvidenceBook
+from controlplane.metrics import Metrics
+from controlplane.reclaiming import NodeReclaim
+from controlplane.registry import DecisionRecord, Placement, PlacementState
+from controlplane.workloads import Workload
+from fedcore.backends import errors
+from fedcore.backends.contract import ClusterBackend
+from fedcore.backends.model import EvictOutcome, EvictResult, NodeState, Phase, PodState
+from fedcore.backends.twin import TwinCluster
+
+BATCH = "batch"
+
+
+@dataclass(frozen=True, slots=True)
+class ColocationConfig:
+    stride_s: float = 30.0
+    """Seconds between a node's online usage samples (the forecast's stride: 10 strides ahead, 64 to calibrate)."""
+    evictions_per_s: float = EVICTIONS_PER_S
+    burst: int = BURST
+    min_share: float = MIN_SHARE
+    headroom_milli: int = 0
+    """CPU kept free of batch on every node whatever the forecast says (system daemons, the agent)."""
+
+    def __post_init__(self) -> None:
+        if not self.stride_s > 0 or not self.evictions_per_s >= 0 or self.burst < 1 or not 0 <= self.min_share <= 1 or self.headroom_milli < 0:
+            raise ValueError(f"colocation: stride_s > 0, evictions_per_s >= 0, burst >= 1, min_share in [0, 1], headroom >= 0; got {self}")
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """What a node's batch pods may hold: ``reclaimed_milli`` beyond escrow (placement), ``quota_milli`` in all (cgroups)."""
+
+    reclaimed_milli: int
+    quota_milli: int
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """A batch workload on one cluster: the CPU its pods hold on reclaimed capacity now, and its pods preempted there."""
+
+    reclaimed_milli: int = 0
+    preemptions: int = 0
+
+
+@dataclass(slots=True)
+class _Node:
+    reclaim: NodeReclaim
+    sampled_at: float = float("-inf")
+
+
+@dataclass(slots=True)
+class Colocation:
+    """Per cluster and node: forecasts, auctions, offers; per workload and cluster: its share (``placements``)."""
+
+    metrics: Metrics
+    record: Callable[[DecisionRecord], None]
+    config: ColocationConfig = ColocationConfig()
+    nodes: dict[tuple[str, str], _Node] = field(default_factory=dict)
+    auctions: dict[str, Auction] = field(default_factory=dict)
+    offers: dict[tuple[str, str], Offer] = field(default_factory=dict)
+    shares: dict[tuple[str, str], Share] = field(default_factory=dict)
+
+    def offer(self, cluster: str, node: str) -> Offer | None:
+        """The node's batch offer (None: no batch runs in its cluster, the agent places on escrow alone)."""
+        return self.offers.get((cluster, node))
+
+    def reclaimed(self, cluster: str) -> int:
+        """The cluster's reclaimed CPU, over its nodes (what batch admission may count on beyond unrequested capacity)."""
+        return sum(o.reclaimed_milli for (c, _), o in self.offers.items() if c == cluster)
+
+    def share(self, workload: str, cluster: str) -> Share:
+        return self.shares.get((workload, cluster), Share())
+
+    def round(self, now: float, clusters: Sequence[str], backends: Callable[[str], ClusterBackend], evidence: EvidenceBook,
+              workloads: Mapping[str, Workload], placements: Sequence[Placement]) -> None:
+        """One round on every cluster of ``clusters`` (those not failed) that runs a batch workload or whose agents measure
+        their online use (isolation on: the forecast learns before batch arrives); the others get no offer."""
+        batch = {p.cluster for p in placements if p.state is PlacementState.PLACED and p.workload in workloads
+                 and workloads[p.workload].template.qos == BATCH}
+        active = set()
+        for cluster in clusters:
+            if cluster in batch or any(r.summary.online_used_milli is not None for r in evidence.latest(cluster)):
+                active.add(cluster)
+                reports = [a.report for a in evidence.agents(cluster, now) if a.fresh]
+                self.tick(now, cluster, backends(cluster), evidence.listing(cluster), reports, workloads)
+        for cluster in {c for c, _ in self.offers} - active:
+            self.offers = {k: v for k, v in self.offers.items() if k[0] != cluster}
+            self.metrics.reclaimed.labels(cluster).set(0)
+
+    def tick(self, now: float, cluster: str, backend: ClusterBackend, listing: Sequence[NodeState],
+             reports: Sequence[AgentReport], workloads: Mapping[str, Workload]) -> None:
+        """One round on ``cluster`` (``listing``: its nodes as last probed; ``reports``: its agents' fresh ones)."""
+        try:
+            pods = [p for p in backend.list_pods() if p.phase is Phase.RUNNING and p.node]
+        except errors.BackendError:
+            return  # unreachable now: offers stand until the verdict or the next round says more
+        used = {r.node: r.summary.online_used_milli for r in reports}
+        online_request: dict[str, int] = {}
+        running: dict[str, list[Grant]] = {}
+        epochs: dict[str, PodState] = {}
+        for p in pods:
+            w = workloads.get(p.workload)
+            if w is not None and w.template.qos == BATCH:
+                running.setdefault(p.node, []).append(Grant(p.name, p.node, p.request.cpu_milli, max(0.0, float(w.template.priority)), p.request.cpu_milli))
+                epochs[p.name] = p
+            else:  # a pod nobody classed is online: never reclaimed from batch's side
+                online_request[p.node] = online_request.get(p.node, 0) + p.request.cpu_milli
+        supply: dict[str, int] = {}
+        reclaimed: dict[str, int] = {}
+        for n in listing:
+            if n.capacity.cpu_milli <= 0:
+                continue
+            node = self._node(cluster, n.name, n.capacity.cpu_milli, now, used.get(n.name))
+            request = online_request.get(n.name, 0)
+            supply[n.name] = node.reclaim.batch_supply(request) if n.ready else 0
+            reclaimed[n.name] = node.reclaim.reclaimed(request)
+        grants = [g for node, gs in running.items() if node in supply for g in gs]
+        auction = self.auctions.setdefault(cluster, Auction(self.config.evictions_per_s, self.config.burst, self.config.min_share))
+        cleared = auction.clear(now, supply, grants, [])
+        for e in cleared.evictions:
+            self._preempt(now, cluster, backend, epochs[e.pod], e.reason)
+        self.offers = {k: v for k, v in self.offers.items() if k[0] != cluster}
+        for name in supply:
+            self.offers[(cluster, name)] = Offer(reclaimed[name], cleared.quota(name))
+        self.metrics.reclaimed.labels(cluster).set(sum(reclaimed.values()))
+        self._shares(cluster, listing, online_request, cleared.grants, epochs)
+
+    def _node(self, cluster: str, name: str, capacity: int, now: float, used: int | None) -> _Node:
+        node = self.nodes.get((cluster, name))
+        if node is None or node.reclaim.capacity_milli != capacity:
+            node = self.nodes[(cluster, name)] = _Node(NodeReclaim.on(capacity, headroom_milli=min(self.config.headroom_milli, capacity)))
+        if used is not None and now >= node.sampled_at + self.config.stride_s:
+            node.reclaim.observe(float(min(used, capacity)))
+            node.sampled_at = now
+        return node
+
+    def _preempt(self, now: float, cluster: str, backend: ClusterBackend, pod: PodState, reason: str) -> None:
+        """Evict a batch pod the auction outbid; a twin (no workload controller) gets its replica back as pending."""
+        try:
+            result = backend.evict_pod(pod.name, pod.epoch)
+            if result.outcome is EvictOutcome.EVICTED and isinstance(backend, TwinCluster):
+                backend.scale_workload(pod.workload, backend.get_workload(pod.workload).spec.replicas)
+        except errors.BackendError as exc:
+            result = EvictResult(EvictOutcome.BLOCKED, str(exc))
+        if result.outcome is not EvictOutcome.EVICTED:  # gone or moved on: nothing of ours ran; blocked: the next round tries
+            self.record(DecisionRecord(now, "preempt-failed", pod.workload, cluster, "", (
+                f"batch pod {pod.name} on node {pod.node}: {result.outcome.value} {result.reason}".rstrip(),)))
+            return
+        self.metrics.preemptions.labels(cluster).inc()
+        before = self.share(pod.workload, cluster)
+        self.shares[(pod.workload, cluster)] = Share(before.reclaimed_milli, before.preemptions + 1)
+        self.record(DecisionRecord(now, "preempt", pod.workload, cluster, "", (
+            f"batch pod {pod.name} on node {pod.node} preempted", reason)))
+
+    def _shares(self, cluster: str, listing: Sequence[NodeState], online_request: Mapping[str, int], grants: Sequence[Grant],
+                pods: Mapping[str, PodState]) -> None:
+        """Each batch workload's CPU on reclaimed capacity: on every node, what batch requests beyond what online pods leave
+        unrequested, shared among the node's batch pods by request."""
+        held: dict[str, float] = {}
+        capacity = {n.name: n.capacity.cpu_milli for n in listing}
+        by_node: dict[str, list[Grant]] = {}
+        for g in grants:
+            by_node.setdefault(g.node, []).append(g)
+        for node, gs in by_node.items():
+            total = sum(g.request_milli for g in gs)
+            over = max(0, total + online_request.get(node, 0) - capacity.get(node, 0))
+            for g in gs:
+                w = pods[g.pod].workload
+                held[w] = held.get(w, 0.0) + over * g.request_milli / total
+        for key in [k for k in self.shares if k[1] == cluster and k[0] not in held]:
+            self.shares[key] = Share(0, self.shares[key].preemptions)
+        for w, milli in held.items():
+            self.shares[(w, cluster)] = Share(round(milli), self.share(w, cluster).preemptions)
