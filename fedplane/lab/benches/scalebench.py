@@ -91,6 +91,8 @@ class Sample:
     rss_mib: float
     tick: dict[float, float]
     reports: float
+    gc: dict[str, dict[float, float]]
+    """The plane's collections' pauses by generation (``fedplane_gc_pause_seconds`` buckets)."""
 
 
 class _Plane:
@@ -164,7 +166,10 @@ class _Plane:
         tick = {math.inf if le == "+Inf" else float(le): float(v)
                 for le, v in re.findall(r'^fedplane_tick_seconds_bucket\{le="([^"]+)"\} (\S+)$', body, re.M)}
         reports = sum(float(v) for v in re.findall(r'^fedplane_agent_reports_total\{accepted="true"\} (\S+)$', body, re.M))
-        return Sample(time.monotonic(), times.user + times.system, rss, tick, reports)
+        gc: dict[str, dict[float, float]] = {}
+        for generation, le, v in re.findall(r'^fedplane_gc_pause_seconds_bucket\{generation="(\d)",le="([^"]+)"\} (\S+)$', body, re.MULTILINE):
+            gc.setdefault(generation, {})[math.inf if le == "+Inf" else float(le)] = float(v)
+        return Sample(time.monotonic(), times.user + times.system, rss, tick, reports, gc)
 
 
 def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float:
@@ -430,6 +435,7 @@ def _measure(cfg: ScaleConfig, plane: _Plane, workers: _Workers, workdir: Path) 
         "tick_ms_p50": _ms(quantile(0.50, steady0.tick, steady1.tick)),
         "tick_ms_p99_outage": _ms(quantile(0.99, outage0.tick, outage1.tick)),
         "tick_ms_p99_agents_only": _ms(quantile(0.99, agents0.tick, agents1.tick)),
+        "gc_steady": _collections(steady0, steady1), "gc_outage": _collections(outage0, outage1),
         "reports_per_s": round(steady_reports, 1),
         "cp_rss_mib": round(max(steady1.rss_mib, outage1.rss_mib)),
         "cp_rss_mib_idle": round(idle1.rss_mib), "cp_rss_mib_agents_only": round(agents1.rss_mib),
@@ -450,6 +456,12 @@ def _measure(cfg: ScaleConfig, plane: _Plane, workers: _Workers, workdir: Path) 
                          "(ready counts from the twins' WatchPods streams, one per cluster, which the simulated agents also bind from)",
         "host": {"cpus": os.cpu_count(), "load_1m": round(os.getloadavg()[0], 2)},
     }
+
+
+def _collections(a: Sample, b: Sample) -> dict[str, dict[str, float | None]]:
+    """Per generation between two samples: how many collections, and their pause p99 (ms)."""
+    return {g: {"count": after.get(math.inf, 0.0) - a.gc.get(g, {}).get(math.inf, 0.0),
+                "pause_ms_p99": _ms(quantile(0.99, a.gc.get(g, {}), after))} for g, after in sorted(b.gc.items())}
 
 
 def _ms(seconds: float) -> float | None:

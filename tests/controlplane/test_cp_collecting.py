@@ -1,0 +1,36 @@
+"""The serving plane's collector: survivors of a full collection are frozen, every pause is timed."""
+
+from __future__ import annotations
+
+import gc
+
+from prometheus_client import CollectorRegistry, Histogram
+
+from controlplane.collecting import Freezer
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_full_collections_freeze_their_survivors_and_every_pause_is_timed() -> None:
+    registry = CollectorRegistry()
+    freezer = Freezer(Histogram("pauses", "", ["generation"], registry=registry))
+    try:
+        freezer.install()
+        at_start = gc.get_freeze_count()
+        assert at_start > 0, "what lives once the plane started is frozen"
+        kept = [_Cycle() for _ in range(1000)]
+        gc.collect(0)
+        assert gc.get_freeze_count() == at_start, "a young collection freezes nothing"
+        dying = [_Cycle() for _ in range(1000)]
+        del dying  # cycles: only the collector frees them, and a frozen one it would keep
+        assert gc.collect(2) >= 1000, "what died before the full collection is freed, not frozen"
+        assert gc.get_freeze_count() >= at_start + len(kept), "the survivors of a full collection are frozen"
+        assert registry.get_sample_value("pauses_count", {"generation": "2"}) == 1
+        assert registry.get_sample_value("pauses_count", {"generation": "0"}) >= 1
+    finally:
+        freezer.uninstall()
+        gc.unfreeze()
+    assert freezer._observe not in gc.callbacks
