@@ -185,7 +185,7 @@ def queue_command(model: str | None, out_dir: str, budget: int, traces: str | No
     except (TraceError, ValueError) as exc:
         fail(str(exc))
     with reporting.progress() as bar:
-        task = bar.add_task("heuristics on the DLRM training windows", total=len(queuesearch.HEURISTICS))
+        task = bar.add_task("heuristics on the DLRM training windows", total=queuesearch.BASELINE_RUNS)
         name, baseline = queuesearch.best_heuristic(windows, on_run=lambda: bar.advance(task))
         task = bar.add_task("queue orders on the DLRM training windows", total=budget)
         best, seen = queuesearch.search(queuesearch.replay_order(source, windows), baseline, budget=budget, on_point=lambda: bar.advance(task))

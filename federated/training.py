@@ -234,7 +234,7 @@ def train(
                 model, kept = for_services(model, *chosen), f"{kept}, service pack {chosen[0]:g}, reserve {chosen[1]:g}"
         if config.queue_budget > 0 and config.dlrm_window > 0:
             windows = services.training_windows(traces.dlrm_nodes, traces.dlrm)
-            task = bar.add_task("heuristics on the DLRM training windows (the queue search's baseline)", total=len(queuesearch.HEURISTICS))
+            task = bar.add_task("heuristics on the DLRM training windows (the queue search's baseline)", total=queuesearch.BASELINE_RUNS)
             name, baseline = queuesearch.best_heuristic(windows, on_run=lambda: bar.advance(task))
             task = bar.add_task("episode-level search of the pending-queue order (DLRM training windows)", total=config.queue_budget)
             with tempfile.TemporaryDirectory() as tmp:

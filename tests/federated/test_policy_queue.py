@@ -65,6 +65,21 @@ def test_the_learned_profile_retries_in_the_artifact_order_and_follows_a_swap(ar
     assert profile.queue.priority(w, table, 0).tolist() == [0.5, 0.125]
 
 
+def test_search_baseline_is_the_best_heuristic_in_any_non_learned_order() -> None:
+    """Queue order is part of a policy (#42): the order search is judged against heuristics in every fixed order."""
+    nodes = [Node(f"n{i}", 8000, 32768) for i in range(3)]
+    instances = [Instance(Pod(f"p{i}", 1000 + 1500 * (i % 4), 4096), float(7 * i), float(7 * i + 60 + 20 * (i % 3))) for i in range(60)]
+    windows = [(nodes, evaluating.Window.of(nodes, instances))]
+    runs: list[None] = []
+    name, figures = queuesearch.best_heuristic(windows, on_run=lambda: runs.append(None))
+    assert len(runs) == queuesearch.BASELINE_RUNS
+    every = {
+        (h if q == "oldest-first" else f"{h}+{q}"): queuesearch.judge([evaluating.dlrm_holdout(nodes, (), h, held=windows[0][1], queue=queues.named(q))])
+        for h in queuesearch.HEURISTICS for q in queues.NAMED
+    }
+    assert figures == every[name] == min(every.values())
+
+
 def test_with_queue_keeps_every_model_file_and_records_the_search(artifact: Path, tmp_path: Path) -> None:
     seen = {(-1.0,) * 7: (10, 100.0), (0.0,) * 7: (12, 90.0)}
     record = queuesearch.record((-1.0,) * 7, seen, "bestfit", (11, 95.0))
@@ -163,7 +178,9 @@ def test_policy_queue_chooses_an_order_on_training_windows_and_the_learned_profi
     assert result.exit_code == 0, result.output
     loaded = artifacts.load(out)
     record = loaded.manifest["training"]["queue_search"]
-    assert len(record["dlrm_training_windows"]) == 3 and record["baseline"]["profile"] in evaluating.HEURISTICS
+    assert len(record["dlrm_training_windows"]) == 3
+    name, _, order = record["baseline"]["profile"].partition("+")
+    assert name in evaluating.HEURISTICS and order in ("", *queues.NAMED)
     assert set(record["kept"]) == set(queues.QUEUE_FEATURES) and loaded.manifest["files"] == artifacts.load(artifact).manifest["files"]
     traces = evaluating.Traces.load(str(tmp_path / "traces"))
     with evaluating.model_override(out):
