@@ -15,6 +15,7 @@ credential bound to a node is a board, which must not read its peers' rows), or 
 from __future__ import annotations
 
 import re
+import ssl
 import threading
 import urllib.parse
 import zlib
@@ -42,11 +43,15 @@ class ExperienceFeed:
     """``inbox`` served on ``host:port`` (0: any free port) to the trainers ``auth`` admits; :meth:`start` returns the
     port. Threads, not the plane's event loop: a pull reads and compresses a few hundred rows per agent."""
 
-    def __init__(self, inbox: ExperienceInbox, auth: Authenticator, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, inbox: ExperienceInbox, auth: Authenticator, host: str = "127.0.0.1", port: int = 0,
+                 tls: ssl.SSLContext | None = None) -> None:
+        """``tls``: serve HTTPS with this context (the plane's certificate), so a token never crosses a network in clear."""
         self.inbox, self.auth = inbox, auth
         self.served_bytes = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), _handler(self))
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="experience-feed", daemon=True)
 
@@ -85,6 +90,13 @@ class ExperienceFeed:
         with self._lock:
             self.served_bytes += len(body)
         return 200, body
+
+
+def server_tls(cert: str, key: str) -> ssl.SSLContext:
+    """The feed's HTTPS context from the plane's certificate and key."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    return context
 
 
 def _newest(inbox: ExperienceInbox, cluster: str, node: str, window: int) -> list[Any]:

@@ -7,6 +7,7 @@ Every row is checked (:meth:`Row.decode`) as when it is read from a log. No torc
 
 from __future__ import annotations
 
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -36,12 +37,14 @@ def read_token(path: Path) -> str:
     return token
 
 
-def pull(url: str, cluster: str, token: str, window: int, timeout_s: float = 30.0) -> list[Row]:
-    """The newest ``window`` rows of each agent of ``cluster`` the plane at ``url`` (``http://host:port``) holds."""
+def pull(url: str, cluster: str, token: str, window: int, timeout_s: float = 30.0, ca_file: str = "") -> list[Row]:
+    """The newest ``window`` rows of each agent of ``cluster`` the plane at ``url`` (``https://host:port``, checked
+    against ``ca_file``; ``http://`` on a trusted network) holds."""
     target = f"{url.rstrip('/')}/v1/experience/{urllib.parse.quote(cluster, safe='')}?window={int(window)}"
     request = urllib.request.Request(target, headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as reply:
+        context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as reply:
             body = reply.read(MAX_BODY + 1)
     except urllib.error.HTTPError as exc:
         raise FeedError(f"{target}: {exc.code} {exc.read(500).decode(errors='replace').strip()}") from None

@@ -3,7 +3,7 @@
 One SuperNode per region (the regional trainer). Node config: ``agents`` (the region's agent
 data directories, ``os.pathsep``-separated: the experience logs the agents write, read without
 touching them) or, for a trainer on a host of its own, ``feed`` (the plane's experience feed, ``http://host:port``),
-``region`` (its cluster) and ``token-file`` (its credential: :mod:`federated.flower.feed`);
+``region`` (its cluster), ``token-file`` (its credential) and for HTTPS ``ca-file`` (:mod:`federated.flower.feed`);
 ``partition-id`` and optionally ``fault`` (:mod:`federated.flower.faults`).
 Besides the locally fitted weights a region sends its normal equations (``STATS``) when the
 server aggregates them (train config ``stats``; :func:`federated.flower.learner.normal_equations`).
@@ -80,7 +80,7 @@ def region_rows(node_config: Mapping[str, object], window: int) -> tuple[list[ex
         if not region:
             raise NoExperience("this SuperNode has a 'feed' but no 'region' in its node config")
         token = feed.read_token(Path(str(node_config.get("token-file", ""))))
-        return feed.pull(url, region, token, window), f"{region} at {url}"
+        return feed.pull(url, region, token, window, ca_file=str(node_config.get("ca-file", ""))), f"{region} at {url}"
     agents = [Path(p) for p in str(node_config.get("agents", "")).split(os.pathsep) if p]
     if not agents:
         raise NoExperience("this SuperNode has neither 'feed' nor 'agents' in its node config: start it with "

@@ -44,6 +44,7 @@ DEFAULTS: dict[str, str | int | float] = {
     "registry-dir": "",
     "report-file": "",
     "shelf-dir": "",
+    "resume": 0,
 }
 
 
@@ -122,6 +123,8 @@ class LoopConfig:
     report_file: Path
     shelf_dir: Path | None = None
     """The plane's models directory: models reach agents signed, over their link (None: copied into their directories)."""
+    resume: bool = False
+    """Start from the registry's last promoted version when it has one (a service's runs), not from the cold start."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, object]) -> LoopConfig:
@@ -150,6 +153,7 @@ class LoopConfig:
                 traces=str(values["traces"]), fleet=read_fleet(Path(str(values["fleet-file"]))),
                 registry_dir=Path(str(values["registry-dir"])), report_file=Path(str(values["report-file"])),
                 shelf_dir=Path(str(values["shelf-dir"])) if str(values["shelf-dir"]) else None,
+                resume=bool(as_int(values, "resume")),
             )
         except ValueError as exc:
             raise ConfigError(f"bad run config: {exc}") from None

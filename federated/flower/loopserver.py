@@ -57,7 +57,15 @@ from flwr.serverapp import Grid, ServerApp
 from fedcore.scheduling.fragmentation import PodTypes
 from federated.flower import fleetmetric, learner, registry, rollout, strategies
 from federated.flower.loopconfig import Agent, LoopConfig
-from federated.flower.records import EXAMPLES, GRAM, METRICS, MOMENT, STATS, from_record, to_record
+from federated.flower.records import (
+    EXAMPLES,
+    GRAM,
+    METRICS,
+    MOMENT,
+    STATS,
+    from_record,
+    to_record,
+)
 from federated.flower.serverapp import collect
 from federated.model import PlacementScorer
 from federated.runtime import experience
@@ -146,17 +154,23 @@ def run(grid: Grid, config: LoopConfig) -> None:
     types = held.types
     torch.manual_seed(config.seed)
     template = {k: v.detach().numpy().copy() for k, v in PlacementScorer().state_dict().items()}
-    weights = learner.cold_start(template, config.cold_start, config.seed)
     root = config.registry_dir
-    current = registry.publish(root, to_model(weights), types, {"run": config.tag, "round": 0, "cold_start": config.cold_start})
-    current_metric = held.model(current)
+    resumed = registry.promoted(root) if config.resume else None
+    if resumed is not None:  # a service's next run goes on from the model the fleet runs
+        current = root / resumed
+        weights = {k: v.detach().numpy().copy() for k, v in registry.load_model(current).state_dict().items()}
+        current_metric = held.model(current)
+    else:
+        weights = learner.cold_start(template, config.cold_start, config.seed)
+        current = registry.publish(root, to_model(weights), types, {"run": config.tag, "round": 0, "cold_start": config.cold_start})
+        current_metric = held.model(current)
+        registry.record(root, current.name, "promoted", round=0, metric=current_metric, run=config.tag)
     fleet_by_round: dict[int, Path] = {0: current}
     drills: dict[int, tuple[Path, Path]] = {}
-    registry.record(root, current.name, "promoted", round=0, metric=current_metric, run=config.tag)
     deliver = rollout.make(config.shelf_dir)
     deliver.start(config.fleet, current)
     seen = rollout.wait_for({a.name: current.name for a in config.fleet}, config.fleet, config.swap_timeout_s)
-    report.write({"event": "start", "cold_start": learner.describe_cold_start(config.cold_start, config.seed),
+    report.write({"event": "start", "cold_start": f"resumed from {resumed}" if resumed else learner.describe_cold_start(config.cold_start, config.seed),
                   "metric": fleetmetric.NAME, "higher_is_better": fleetmetric.HIGHER_IS_BETTER, "metric_detail": shown.describe(),
                   "judge_seeds": list(held.seeds), "report_seeds": list(shown.seeds),
                   "model_version": current.name, "judge_metric": current_metric,

@@ -175,10 +175,7 @@ class LoopFleet:
         first = configs[0][1].name  # checked on its own host: --check tries the addresses it will bind
         await asyncio.to_thread(precompile, configs[0][0], env, functools.partial(self.hosts.wrap, first))
         for path, info in configs:
-            with open(path.parent / "agent.log", "wb") as log:
-                process = subprocess.Popen(self.hosts.wrap(info.name, dies_with_starter(agent_argv(path))), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                           cwd=path.parent)
-            self.agents.append(_Agent(info, process))
+            self.agents.append(_Agent(info, _launch(self.hosts.wrap(info.name, dies_with_starter(agent_argv(path))), path.parent, env)))
         rng = random.Random(s.seed)
         for r, cluster in enumerate(self.clusters):
             self._follow_lifetimes(cluster, rng)
@@ -257,6 +254,12 @@ class LoopFleet:
     def _finish(self, cluster: InMemoryCluster, uid: str) -> None:
         self._timers.pop(uid, None)
         cluster.finish(uid)
+
+
+def _launch(argv: list[str], data: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start an agent process in its data directory, its output in ``agent.log`` there (a fork: instant)."""
+    with open(data / "agent.log", "wb") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=data)
 
 
 def _agent_config(info: loopconfig.Agent, data: Path, bind: str, seeds: list[str], address: str) -> dict[str, Any]:

@@ -17,6 +17,9 @@ import click
 
 from federated.flower.commands import federated
 from federated.flower.learner import COLD_STARTS
+from federated.flower.roundcommands import rounds
+
+federated.add_command(rounds)
 
 
 def progress(run: str, line: dict[str, Any], as_json: bool) -> None:
