@@ -66,16 +66,22 @@ class Choice:
 
 
 class ClusterPolicy:
-    """Policy filter: allowed clusters and regions, and clusters to avoid."""
+    """Policy filter: allowed clusters and regions, and clusters to avoid. The same for every replica of the workload:
+    computed once per table (a choice asks it for every replica; 100 replicas over 100 clusters: a fifth of its time)."""
 
     name = "ClusterPolicy"
 
     def __init__(self, workload: Workload) -> None:
         self.policy = workload.policy
+        self._table: NodeTable | None = None
+        self._mask: np.ndarray = np.zeros(0, dtype=bool)
 
     def filter(self, pod: Pod, table: NodeTable) -> np.ndarray:
-        mask: np.ndarray = np.array([not _breaks(self.policy, n.cluster, n.region) for n in table.nodes], dtype=bool)
-        return mask
+        if table is not self._table:
+            self._table = table
+            self._mask = np.array([not _breaks(self.policy, n.cluster, n.region) for n in table.nodes], dtype=bool)
+            self._mask.flags.writeable = False  # callers combine it, never change it
+        return self._mask
 
 
 def _breaks(p: Policy, cluster: str, region: str) -> list[str]:
