@@ -87,6 +87,9 @@ def controlplane() -> None:
               help="Experience directory: agents ship their experience rows here over their link, held per agent for their "
                    "region's trainer (bounded: --experience-max-mib per agent, twice); empty: agents keep their rows.")
 @click.option("--experience-max-mib", default=64, show_default=True, type=click.IntRange(1, 65536))
+@click.option("--experience-feed-port", default=-1, show_default=True, type=click.IntRange(-1, 65535),
+              help="Serve --experience to the regions' trainers on this port (HTTPS with --tls-*; each pulls with a credential "
+                   "of role agent for its cluster and no node); -1: none.")
 @click.option("--insecure", is_flag=True, help="Check no credentials (anyone who reaches the port is admin): loopback only.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Log lines on stderr: text (UTC times) or one JSON object per line; every decision is one line.")
@@ -95,7 +98,7 @@ def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, ui_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
     volumes_dir: str, scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, models_dir: str, experience_dir: str,
-    experience_max_mib: int, insecure: bool,
+    experience_max_mib: int, experience_feed_port: int, insecure: bool,
     log_format: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics.
@@ -173,6 +176,7 @@ def serve(
     async def main() -> None:
         running = await server.start(plane, host, port, tls, None if metrics_port < 0 else metrics_port, link_port=agent_port, leadership=leadership,
                                      auth=gate, shelf=shelf, inbox=inbox)
+        feed = _experience_feed(inbox, checker, host, experience_feed_port, tls)
         if isinstance(gate, auth.Authenticator):
             try:
                 _admin_credential(gate, admin_credentials, advertise or f"{host}:{running.port}")
@@ -203,6 +207,8 @@ def serve(
         if ui:
             await ui.stop()
         await running.stop()
+        if feed is not None:
+            feed.stop()
         if inbox is not None:
             inbox.close()
         plane.close()
@@ -211,6 +217,18 @@ def serve(
         asyncio.run(main())
     except OSError as exc:
         fail(f"cannot serve on {host}:{port}: {exc}")
+
+
+def _experience_feed(inbox: Any, checker: Any, host: str, port: int, tls: Any) -> Any:
+    """The experience inbox served to the regions' trainers (:mod:`controlplane.experiencefeed`), or None."""
+    if port < 0 or inbox is None:
+        return None
+    from controlplane.experiencefeed import ExperienceFeed, server_tls
+
+    feed = ExperienceFeed(inbox, checker, host, port, server_tls(str(tls.cert), str(tls.key)) if tls else None)
+    feed.start()
+    reporting.stderr.print(f"experience feed for the regions' trainers on {'https' if tls else 'http'}://{host}:{feed.port}/v1/experience/")
+    return feed
 
 
 def _admin_credential(checker: Authenticator, path: str, target: str) -> None:

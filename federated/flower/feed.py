@@ -7,6 +7,7 @@ Every row is checked (:meth:`Row.decode`) as when it is read from a log. No torc
 
 from __future__ import annotations
 
+import json
 import ssl
 import urllib.error
 import urllib.parse
@@ -27,11 +28,17 @@ class FeedError(RuntimeError):
 
 
 def read_token(path: Path) -> str:
-    """The bearer token in ``path`` (the file holds the token alone, mode 0600)."""
+    """The bearer token in ``path``: a credential file (``fedplane controlplane credentials --role agent --cluster
+    REGION``: JSON with its ``token``) or the token alone."""
     try:
         token = path.read_text().strip()
     except OSError as exc:
         raise FeedError(f"token file {path}: {exc.strerror or exc}") from None
+    if token.startswith("{"):
+        try:
+            token = str(json.loads(token).get("token", ""))
+        except (ValueError, AttributeError):
+            raise FeedError(f"token file {path}: neither a credential file nor a token") from None
     if not token:
         raise FeedError(f"token file {path} is empty")
     return token

@@ -20,6 +20,7 @@ from controlplane.auth import Authenticator
 from controlplane.experiencefeed import ExperienceFeed
 from controlplane.experienceinbox import ExperienceInbox
 from controlplane.sqlitestore import SqliteStore
+from fedapi import credentials
 from federated.flower import feed, roundservice
 from federated.flower.roundcommands import rounds
 from federated.runtime.experience import Row
@@ -93,8 +94,8 @@ def test_the_regional_trainer_reads_the_feed_when_its_node_config_names_one(plan
     from federated.flower.loopclient import NoExperience, region_rows
 
     _, auth, url = plane
-    token = tmp_path / "region-0.token"
-    token.write_text(auth.issue("agent", "region-0") + "\n")
+    token = tmp_path / "region-0.cred"  # as `fedplane controlplane credentials --role agent --cluster region-0` writes it
+    credentials.write(token, credentials.Credential(auth.issue("agent", "region-0"), "agent", "region-0", "", url))
     rows, where = region_rows({"feed": url, "region": "region-0", "token-file": str(token)}, 2)
     assert sorted(r.pod for r in rows) == ["a3", "a4", "b0", "b1"] and url in where
     with pytest.raises(NoExperience, match="neither 'feed' nor 'agents'"):

@@ -30,6 +30,7 @@ from typing import Any
 import psutil
 
 from controlplane.experiencefeed import ExperienceFeed
+from fedapi import credentials
 from federated.flower import engine
 from fedplane.lab.drills.netns import CONTROL_PLANE_ADDRESS, DESCRIPTION, Fabric
 from fedplane.lab.loop.learning import (
@@ -168,10 +169,10 @@ async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png
         feed.start()
         tokens = {}
         for r in range(settings.regions):  # a region's trainer reads its own region's experience only
-            path = workdir / "trainers" / f"region-{r}.token"
+            path = workdir / "trainers" / f"region-{r}.cred"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch(0o600)
-            path.write_text(fleet.auth.issue("agent", f"region-{r}") + "\n")
+            token = fleet.auth.issue("agent", f"region-{r}")
+            credentials.write(path, credentials.Credential(token, "agent", f"region-{r}", "", f"{CONTROL_PLANE_ADDRESS}:{feed.port}"))
             tokens[r] = path
         fleet.trainers = TrainerHosts(fabric, f"http://{CONTROL_PLANE_ADDRESS}:{feed.port}", tokens)
         overrides = {"baselines": 1, "num-rounds": settings.rounds + 1, "drill-round": settings.rounds + 1,
