@@ -279,11 +279,13 @@ def _until(what: str, check: Any, timeout_s: float, every_s: float = 1.0) -> flo
 
 
 def _answered(call: Any, otherwise: Any) -> Any:
-    """``call()``, or ``otherwise`` when the plane did not answer it (deadline, unavailable)."""
+    """``call()``, or ``otherwise`` when the plane did not answer it (deadline, unavailable, or the call cancelled in
+    transport: one 2,000-agent run's submit ended CANCELLED on a host at load 20; every call retried here is a read or
+    a submit under its request id, so a retry never doubles anything)."""
     try:
         return call()
     except grpc.RpcError as exc:
-        if exc.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):  # type: ignore[attr-defined]
+        if exc.code() not in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED):  # type: ignore[attr-defined]
             raise
         return otherwise
 
