@@ -161,8 +161,8 @@ def workloads(s: Snapshot) -> Page:
         cells = [cell(f"{by[n].replicas} @ e{by[n].epoch}" + ("" if by[n].state == "placed" else f" ({by[n].state})"),
                       class_=f"placed h-{health.get(n, 'unknown')}") if n in by else cell("", class_="muted") for n in names]
         request = f"{cores(w.cpu_milli)} CPU, {gib(w.memory_mib)}" + (f", {w.gpus} GPU" if w.gpus else "")
-        rows.append((named_link("workloads", w.name), w.replicas, request, sum(p.replicas for p in w.placements if p.state == "placed"), *cells))
-    headers = ("Workload", "Desired", "Per replica", "Placed", *names)
+        rows.append((named_link("workloads", w.name), w.qos, w.replicas, request, sum(p.replicas for p in w.placements if p.state == "placed"), *cells))
+    headers = ("Workload", "Class", "Desired", "Per replica", "Placed", *names)
     matrix = table(headers, rows, empty="No workload is submitted (fedplane controlplane submit NAME --replicas N).", class_="matrix")
     moving = [m for m in s.migrations if m.state not in ("done", "failed", "cancelled")]
     return Page("Workloads", "/workloads", (
@@ -177,12 +177,14 @@ def workload(s: Snapshot, name: str) -> Page | None:
     if w is None:
         return None
     health = {c.name: c.health for c in s.clusters}
-    summary = tag("p", f"{w.replicas} replicas desired, each {cores(w.cpu_milli)} CPU, {gib(w.memory_mib)}"
+    summary = tag("p", f"Class {w.qos}: {w.replicas} replicas desired, each {cores(w.cpu_milli)} CPU, {gib(w.memory_mib)}"
                        + (f", {w.gpus} GPU" if w.gpus else "") + ". A fencing epoch grows with every migration: "
-                       "a bind at an older epoch is refused.")
-    placed = table(("Cluster", "Health", "Replicas", "Fencing epoch", "State"),
-                   ((named_link("clusters", p.cluster), health_cell(health.get(p.cluster, "unknown")), p.replicas, p.epoch, p.state)
-                    for p in w.placements), empty="Placed nowhere now.")
+                       "a bind at an older epoch is refused."
+                       + (" Batch runs on CPU online pods reserve and leave unused; online demand preempts it, lowest bid first."
+                          if w.qos == "batch" else ""))
+    placed = table(("Cluster", "Health", "Replicas", "Fencing epoch", "State", "On reclaimed CPU", "Preempted"),
+                   ((named_link("clusters", p.cluster), health_cell(health.get(p.cluster, "unknown")), p.replicas, p.epoch, p.state,
+                     cores(p.reclaimed_milli), p.preemptions) for p in w.placements), empty="Placed nowhere now.")
     events = [(d.at, cell(d.kind, class_=_kind_class(d.kind)), " → ".join(x for x in (d.source, d.target) if x), "; ".join(d.reasons))
               for d in s.decisions if d.workload == name]
     events += [(st.at, cell(f"{m.kind}: {st.step} {st.phase}", class_="step"), f"{m.source} → {m.target}, epoch {m.epoch}", st.detail)

@@ -84,6 +84,9 @@ class PlacementView:
     replicas: int
     epoch: int
     state: str
+    reclaimed_milli: int = 0
+    """Batch: CPU its pods there hold on reclaimed capacity (:mod:`controlplane.colocating`)."""
+    preemptions: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,7 @@ class WorkloadView:
     memory_mib: int
     gpus: int
     placements: tuple[PlacementView, ...]
+    qos: str = "online"
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,8 +237,9 @@ def take(plane: ControlPlane, leadership: Leadership, wall: Callable[[], float])
         placements = plane.registry.placements()
         workloads = tuple(
             WorkloadView(w.name, w.replicas, w.template.cpu_milli, w.template.memory_mib, w.template.gpus,
-                         tuple(PlacementView(p.cluster, p.replicas, p.epoch, p.state.value)
-                               for p in sorted(placements, key=lambda p: p.cluster) if p.workload == w.name))
+                         tuple(PlacementView(p.cluster, p.replicas, p.epoch, p.state.value, share.reclaimed_milli, share.preemptions)
+                               for p in sorted(placements, key=lambda p: p.cluster) if p.workload == w.name
+                               for share in (plane.colocation.share(w.name, p.cluster),)), w.template.qos)
             for w in sorted(plane.registry.workloads(), key=lambda w: w.name)
         )
         shown = plane.journal.all()[-MIGRATIONS_SHOWN:]
