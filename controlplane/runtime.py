@@ -48,6 +48,10 @@ from fedcore.resources import Resources
 from fedcore.topology import Cluster, Topology
 
 FORECAST_HORIZON_S = 10.0
+PLANS_PER_COMMIT = 10
+"""A round's plan starts (and notes) commit this many at a time, not one commit per write (a region's failover starts
+hundreds at once), nor all in one: etcd refuses a transaction of more than 128 operations by default (``--max-txn-ops``)
+and one start writes about 7 keys."""
 log = logging.getLogger("controlplane")
 
 
@@ -444,11 +448,14 @@ class ControlPlane:
                 workloads, placements, self.journal.active(),
                 self.registry.homes(), self._healthy_since(), self.wall(),
             )
-            with self.store.tx():  # one commit for a round's plans (a region's failover starts hundreds at once)
-                for note in notes:
-                    self._record(DecisionRecord(now, "unplaced", "", "", "", (note,)))
-                for plan in plans:
-                    self._start(plan, now)
+            for first in range(0, len(notes), PLANS_PER_COMMIT):
+                with self.store.tx():
+                    for note in notes[first:first + PLANS_PER_COMMIT]:
+                        self._record(DecisionRecord(now, "unplaced", "", "", "", (note,)))
+            for first in range(0, len(plans), PLANS_PER_COMMIT):
+                with self.store.tx():
+                    for plan in plans[first:first + PLANS_PER_COMMIT]:
+                        self._start(plan, now)
             self.metrics.migration_queue.set(sum(1 for m in self.journal.active() if m.next_at <= now))
             self.executor.advance(now)
             self.metrics.migrations_active.set(len(self.journal.active()))

@@ -19,6 +19,7 @@ from controlplane.etcdstore import EtcdStore
 from controlplane.journal import Journal, Kind, Migration, MigrationState
 from controlplane.leading import Election
 from controlplane.registry import ClusterSpec, DecisionRecord, Placement, PlacementState, Registry
+from controlplane.runtime import PLANS_PER_COMMIT, Backends, ControlPlane
 from controlplane.sqlitestore import SqliteStore
 from controlplane.store import Fenced, Store, StoreError, StoreInUse
 from controlplane.workloads import Policy, Template, Workload
@@ -145,6 +146,30 @@ def test_the_active_index_follows_every_save_and_is_built_for_an_older_store(sto
     assert [(x.id, x.state) for x in journal.active()] == [("m0", MigrationState.PLANNED), ("m1", MigrationState.TARGET_CREATED)]
     journal.save(m.moved(state=MigrationState.DONE))
     assert [x.id for x in journal.active()] == ["m0"] and [x.id for x in journal.all()] == ["m0", "m1"]
+
+
+@pytest.mark.slow  # on etcd, ~40 s on a busy host: every migration step is a commit
+def test_a_failover_of_many_workloads_commits_within_the_stores_transaction_limits(store: Store) -> None:
+    """One round starts every failover; on etcd, one commit of them all would pass its 128 operations a transaction."""
+    if isinstance(store, EtcdStore) and store.require_fence:
+        pytest.skip("a leader's lease needs its campaign refreshing it: the unfenced etcd store stands for it here")
+    now = [100.0]
+    backends = Backends(lambda: now[0])
+    plane = ControlPlane(store, backends, lambda: now[0], scorer_selection=False)
+    plane.register_cluster(ClusterSpec("a", "r0", twin_nodes=4))
+    plane.tick(now[0])  # probed: its capacity is known
+    for k in range(3 * PLANS_PER_COMMIT):
+        assert plane.submit(Workload(f"w{k}", 1, Template(100, 128)), dry_run=False).counts == {"a": 1}
+    plane.register_cluster(ClusterSpec("b", "r1", twin_nodes=4))
+    plane.tick(now[0])
+    backends("a").outage()  # type: ignore[attr-defined]
+    for _ in range(20):
+        now[0] += 0.2
+        plane.tick(now[0])
+        if len(plane.journal.all()) == 3 * PLANS_PER_COMMIT:
+            break
+    assert {(m.kind, m.source, m.target) for m in plane.journal.all()} == {(Kind.FAILOVER, "a", "b")}
+    assert len(plane.journal.all()) == 3 * PLANS_PER_COMMIT, "every workload on the dark cluster is failed over"
 
 
 def test_sqlite_refuses_a_second_owner(tmp_path: Path) -> None:
