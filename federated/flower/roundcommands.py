@@ -46,6 +46,8 @@ def _options(f: Any) -> Any:
                      help="seconds between runs (0: one run, on demand, then the service ends)"),
         click.option("--deadline", type=click.FloatRange(1), default=30.0, show_default=True,
                      help="seconds a round waits for the regions' trainers"),
+        click.option("--warmup", type=click.FloatRange(0), default=60.0, show_default=True,
+                     help="the first run only: seconds the fleet places pods with the cold start before round 1 (its first experience)"),
         click.option("--min-clients", type=click.IntRange(1), default=2, show_default=True,
                      help="trainers connected before a round goes out (a round completes with whoever answers by its deadline)"),
         click.option("--canary", type=click.IntRange(1), default=1, show_default=True, help="agents that try a candidate first"),
@@ -58,14 +60,14 @@ def _options(f: Any) -> Any:
 
 def _overrides(models_dir: str, fleet_file: str, traces: str, deadline: float, min_clients: int, canary: int) -> dict[str, Any]:
     return {"shelf-dir": str(Path(models_dir).resolve()), "fleet-file": str(Path(fleet_file).resolve()), "traces": traces,
-            "round-deadline-s": deadline, "min-clients": min_clients, "canary": canary, "warmup-s": 0.0}
+            "round-deadline-s": deadline, "min-clients": min_clients, "canary": canary}
 
 
 @rounds.command()
 @_options
 @_JSON
 def start(directory: Path, models_dir: str, fleet_file: str, traces: str, rounds_per_run: int, every_s: float, deadline: float,
-          min_clients: int, canary: int, host: str, insecure: bool, as_json: bool) -> None:
+          warmup: float, min_clients: int, canary: int, host: str, insecure: bool, as_json: bool) -> None:
     """Start the rounds service on this host (the plane's): a SuperLink the regions' trainers join, and the rounds."""
     from federated.flower import roundservice
     from federated.flower.loopconfig import read_fleet
@@ -84,7 +86,7 @@ def start(directory: Path, models_dir: str, fleet_file: str, traces: str, rounds
     (directory / roundservice.STATE).unlink(missing_ok=True)
     argv = [sys.executable, "-m", "fedplane", *roundservice.MARK.split(), "--dir", str(directory.resolve()), "--models", models_dir,
             "--fleet", fleet_file, "--traces", traces, "--rounds", str(rounds_per_run), "--every", str(every_s),
-            "--deadline", str(deadline), "--min-clients", str(min_clients), "--canary", str(canary), "--host", host,
+            "--deadline", str(deadline), "--warmup", str(warmup), "--min-clients", str(min_clients), "--canary", str(canary), "--host", host,
             *(["--insecure"] if insecure else [])]
     with (directory / "rounds.log").open("ab") as log:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -159,13 +161,13 @@ def stop(directory: Path, as_json: bool) -> None:
 @rounds.command("serve", hidden=True)
 @_options
 def serve(directory: Path, models_dir: str, fleet_file: str, traces: str, rounds_per_run: int, every_s: float, deadline: float,
-          min_clients: int, canary: int, host: str, insecure: bool) -> None:
+          warmup: float, min_clients: int, canary: int, host: str, insecure: bool) -> None:
     """The companion process itself (``start`` launches it)."""
     from federated.flower import roundservice
 
     timeout = rounds_per_run * (deadline + 90) + 600
     roundservice.Service(directory, _overrides(models_dir, fleet_file, traces, deadline, min_clients, canary), rounds_per_run,
-                         every_s, host, timeout).serve()
+                         every_s, host, timeout + warmup, warmup).serve()
 
 
 def _state(directory: Path) -> dict[str, Any] | None:

@@ -71,9 +71,9 @@ class Service:
     """The companion's loop; :meth:`serve` returns after one run without ``every_s``, else runs until SIGTERM."""
 
     def __init__(self, directory: Path, overrides: Mapping[str, str | int | float], rounds: int, every_s: float,
-                 host: str, timeout_s: float) -> None:
+                 host: str, timeout_s: float, warmup_s: float = 0.0) -> None:
         self.directory, self.overrides, self.rounds, self.every_s = directory, dict(overrides), rounds, every_s
-        self.host, self.timeout_s = host, timeout_s
+        self.host, self.timeout_s, self.warmup_s = host, timeout_s, warmup_s
         self.state: dict[str, Any] = {"pid": os.getpid(), "started_at": time.time(), "phase": "starting", "run": 0,
                                       "rounds_per_run": rounds, "every_s": every_s}
 
@@ -103,8 +103,10 @@ class Service:
                 self.write(phase="stopped", stopped_at=time.time())
 
     def run_once(self, eng: engine.Engine, run: int) -> str:
-        config = {**self.overrides, "run-tag": f"run-{run}", "num-rounds": self.rounds, "resume": 1,
-                  "registry-dir": str(self.directory / "registry"), "report-file": str(self.directory / REPORT)}
+        registry = self.directory / "registry"
+        first = not (registry / "history.jsonl").is_file()  # the cold start: the fleet places with it a while first
+        config = {**self.overrides, "run-tag": f"run-{run}", "num-rounds": self.rounds, "resume": 1, "warmup-s": self.warmup_s if first else 0.0,
+                  "registry-dir": str(registry), "report-file": str(self.directory / REPORT)}
         try:
             eng.run(config, self.timeout_s, f"run-{run}", appdir.LOOP)
         except engine.EngineError as exc:

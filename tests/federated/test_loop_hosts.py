@@ -106,16 +106,25 @@ def _line(rnd: int, wall: float, canary: str = "promoted", answered: int = 3, dr
     return {"round": rnd, "round_wall_s": wall, "canary": canary, "answered": answered, "asked": 3, **({"drill": True} if drill else {})}
 
 
-def test_a_killed_trainer_round_is_judged_by_its_extra_wall_and_outcome() -> None:
-    lines = [_line(1, 10.0), _line(2, 12.0), _line(3, 11.0), _line(4, 41.0, answered=2), _line(5, 30.0), _line(6, 11.0)]
-    kill = hostsbench.Kill(4, at=100.0, reported_at=135.0)
-    got = hostsbench.trainer_killed(kill, lines)
-    assert got["round_outcome"] == "completed" and got["answered"] == 2
-    assert got["stall_s"] == 30.0, "the killed round's wall beyond the median of the unaffected rounds (11 s)"
-    skipped = hostsbench.trainer_killed(kill, [*lines[:3], _line(4, 35.0, canary="skipped", answered=0)])
+def test_a_trainer_host_fault_is_judged_by_its_round_s_extra_wall_and_outcome() -> None:
+    lines = [_line(1, 10.0), _line(2, 12.0), _line(3, 11.0), _line(4, 41.0, answered=2), _line(5, 30.0), _line(6, 11.0),
+             _line(7, 35.0, answered=2), _line(8, 20.0)]
+    kill, cut = hostsbench.HostFault("kill", 4, 0, at=100.0, reported_at=135.0), hostsbench.HostFault("cut", 7, 1, at=200.0, reported_at=230.0)
+    got = hostsbench.fault_outcome(kill, lines, [kill, cut])
+    assert got["round_outcome"] == "completed" and got["answered"] == 2 and got["fault_to_verdict_s"] == 35.0
+    assert got["stall_s"] == 30.0, "the round's wall beyond the median of the rounds no fault touched (11 s)"
+    assert hostsbench.fault_outcome(cut, lines, [kill, cut])["stall_s"] == 24.0
+    skipped = hostsbench.fault_outcome(kill, [*lines[:3], _line(4, 35.0, canary="skipped", answered=0)], [kill])
     assert skipped["round_outcome"] == "skipped"
-    never = hostsbench.trainer_killed(hostsbench.Kill(4), lines)
-    assert never["round_outcome"] == "not reached" and never["stall_s"] == float("inf"), "a kill that never happened fails the goal"
+    never = hostsbench.fault_outcome(hostsbench.HostFault("kill", 4, 0), lines, [kill])
+    assert never["round_outcome"] == "not reached" and never["stall_s"] == float("inf"), "a fault that never struck fails the goal"
+
+
+def test_the_bench_kills_one_trainer_host_and_with_rounds_enough_cuts_another() -> None:
+    from fedplane.lab.loop.learning import LoopSettings
+
+    assert [(f.kind, f.round, f.region) for f in hostsbench.faults_for(LoopSettings(rounds=10))] == [("kill", 4, 0), ("cut", 7, 1)]
+    assert [(f.kind, f.round) for f in hostsbench.faults_for(LoopSettings(rounds=4))] == [("kill", 4)]
 
 
 def test_a_promotion_to_a_worse_fleet_or_of_the_drill_counts_as_bad() -> None:

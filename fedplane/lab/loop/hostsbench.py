@@ -13,7 +13,8 @@ round r+1's replies are in before round r's verdict is written, and round r+2's 
 so when round ``kill_round - 2`` is reported, region 0's SuperNode and every process it started are SIGKILLed while
 round ``kill_round``'s training is under way. That round must end by its deadline with the other regions
 (``completed``) or without a candidate (``skipped``). After it is reported the host comes back (a reboot: a new
-SuperNode), so later rounds have every region again.
+SuperNode), so later rounds have every region again. With rounds enough, region 1's trainer host is then cut off
+(every link down) the same way in round :data:`CUT_ROUND` and healed after it (``trainer_cut``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from fedplane.lab.loop.learning import (
 
 KILL_ROUND = 4
 """The round during which a trainer host dies (the cold start's first rounds have settled by then)."""
+CUT_ROUND = 7
+"""The round during which another trainer host is cut off."""
 
 
 def agent_nodes(settings: LoopSettings) -> list[str]:
@@ -81,14 +84,31 @@ class TrainerHosts:
 
 
 @dataclass(slots=True)
-class Kill:
-    """The trainer-host fault: when it struck, and the round it struck."""
+class HostFault:
+    """A trainer-host fault: ``kill`` (SIGKILL of its SuperNode and everything it started, then a reboot: a new
+    SuperNode) or ``cut`` (every link of the host down, then up); the round it strikes and when."""
 
+    kind: str
     round: int
-    region: int = 0
+    region: int
     at: float | None = None
     reported_at: float | None = None
     killed: list[int] = field(default_factory=list)
+
+    @property
+    def describe(self) -> str:
+        if self.kind == "kill":
+            return "SIGKILL of the trainer host's SuperNode and every process it started; a new SuperNode after the round (a reboot)"
+        return "every link of the trainer host cut (control network: plane, feed and SuperLink); healed after the round"
+
+
+def faults_for(settings: LoopSettings) -> list[HostFault]:
+    """Region 0's trainer host killed in round :data:`KILL_ROUND`; with rounds enough, region 1's cut in
+    :data:`CUT_ROUND` (later rounds show the loop back on every region)."""
+    found = [HostFault("kill", min(KILL_ROUND, max(3, settings.rounds)), 0)]
+    if settings.rounds >= CUT_ROUND + 1 and settings.regions > 1:
+        found.append(HostFault("cut", CUT_ROUND, 1))
+    return found
 
 
 def kill_host_processes(pid: int) -> list[int]:
@@ -106,23 +126,24 @@ def kill_host_processes(pid: int) -> list[int]:
     return [p.pid for p in victims]
 
 
-def trainer_killed(kill: Kill, lines: list[Line]) -> dict[str, Any]:
-    """``trainer_killed``: what became of the round a trainer host died in. ``stall_s``: how much longer than the
-    median unaffected round it took (the wait for the dead region, at most its deadline)."""
+def fault_outcome(fault: HostFault, lines: list[Line], faults: list[HostFault]) -> dict[str, Any]:
+    """What became of the round a trainer-host fault struck. ``stall_s``: how much longer than the median unaffected
+    round it took (the wait for the lost region, at most its deadline)."""
     rounds = [line for line in lines if "round" in line]
-    hit = next((line for line in rounds if line["round"] == kill.round), None)
-    if hit is None or kill.at is None:
-        return {"round": kill.round, "round_outcome": "not reached", "stall_s": float("inf")}
-    normal = [line["round_wall_s"] for line in rounds if line["round"] not in (kill.round, kill.round + 1) and not line.get("drill")]
+    hit = next((line for line in rounds if line["round"] == fault.round), None)
+    if hit is None or fault.at is None:
+        return {"round": fault.round, "round_outcome": "not reached", "stall_s": float("inf")}
+    touched = {f.round + k for f in faults for k in (0, 1)}
+    normal = [line["round_wall_s"] for line in rounds if line["round"] not in touched and not line.get("drill")]
     typical = statistics.median(normal) if normal else 0.0
-    outcome = "skipped" if hit["canary"] == "skipped" else "completed"
     return {
-        "round": kill.round, "region": f"region-{kill.region}", "fault": "SIGKILL of the trainer host's SuperNode and every process it started",
-        "round_outcome": outcome, "verdict": hit["canary"], "answered": hit["answered"], "asked": hit["asked"],
+        "round": fault.round, "region": f"region-{fault.region}", "fault": fault.describe,
+        "round_outcome": "skipped" if hit["canary"] == "skipped" else "completed", "verdict": hit["canary"],
+        "answered": hit["answered"], "asked": hit["asked"],
         "stall_s": round(max(0.0, hit["round_wall_s"] - typical), 2), "round_wall_s": round(hit["round_wall_s"], 2),
-        "typical_round_wall_s": round(typical, 2), "kill_to_verdict_s": round((kill.reported_at or kill.at) - kill.at, 2),
-        "next_round_wall_s": next((round(line["round_wall_s"], 2) for line in rounds if line["round"] == kill.round + 1), None),
-        "killed_pids": len(kill.killed),
+        "typical_round_wall_s": round(typical, 2), "fault_to_verdict_s": round((fault.reported_at or fault.at) - fault.at, 2),
+        "next_round_wall_s": next((round(line["round_wall_s"], 2) for line in rounds if line["round"] == fault.round + 1), None),
+        "next_round_answered": next((line["answered"] for line in rounds if line["round"] == fault.round + 1), None),
     }
 
 
@@ -142,21 +163,34 @@ async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png
     """The run described in the module's docstring; returns ``bench loop``'s keys plus the hosts' figures."""
     started = time.monotonic()
     fleet = LoopFleet(settings, workdir, hosts=fabric, plane_host=CONTROL_PLANE_ADDRESS)
-    kill = Kill(min(KILL_ROUND, max(3, settings.rounds)))
+    faults = faults_for(settings)
     engines: list[engine.Engine] = []
     supernode: list[float] = []
     feed: ExperienceFeed | None = None
 
+    def strike(fault: HostFault) -> None:
+        fault.at = time.monotonic()
+        if fault.kind == "kill":
+            fault.killed = kill_host_processes(engines[0].groups[f"supernode-{fault.region}"])
+        else:
+            fabric.isolate([trainer_host(fault.region)])
+
+    def recover(fault: HostFault) -> None:
+        fault.reported_at = time.monotonic()
+        if fault.kind == "cut":
+            fabric.heal([trainer_host(fault.region)])
+            return
+        assert fleet.trainers is not None
+        engines[0].add_supernode(f"supernode-{fault.region}", {"partition-id": fault.region, **fleet.trainers.node_config(fault.region)},
+                                 fleet.trainers.wrap(fault.region))
+
     def follow(line: Line) -> None:
         on_line("hosts", line)
-        if line.get("round") == kill.round - 2 and kill.at is None:
-            kill.at = time.monotonic()
-            kill.killed = kill_host_processes(engines[0].groups[f"supernode-{kill.region}"])
-        elif line.get("round") == kill.round and kill.at is not None and kill.reported_at is None:
-            kill.reported_at = time.monotonic()
-            assert fleet.trainers is not None
-            engines[0].add_supernode(f"supernode-{kill.region}", {"partition-id": kill.region, **fleet.trainers.node_config(kill.region)},
-                                     fleet.trainers.wrap(kill.region))
+        for fault in faults:
+            if line.get("round") == fault.round - 2 and fault.at is None:
+                strike(fault)
+            elif line.get("round") == fault.round and fault.at is not None and fault.reported_at is None:
+                recover(fault)
 
     def on_engine(eng: engine.Engine) -> None:
         engines.append(eng)
@@ -188,7 +222,8 @@ async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png
     learning = rounds_of(lines)
     result.update({
         "agent_hosts": len(fleet.agents), "trainer_hosts": settings.regions, "plane_hosts": 1,
-        "trainer_killed": trainer_killed(kill, lines),
+        "trainer_killed": fault_outcome(faults[0], lines, faults),
+        **({"trainer_cut": fault_outcome(faults[1], lines, faults)} if len(faults) > 1 else {}),
         "bad_models_promoted": len(bad_promotions(lines, 0.005)),
         "experience_pulled_kib_per_trainer_round": round((feed.served_bytes if feed else 0) / 1024 / max(1, settings.regions * len(learning)), 2),
     })
