@@ -35,9 +35,9 @@ def rounds() -> None:
 def _options(f: Any) -> Any:
     for option in reversed([
         _DIR,
-        click.option("--models", "models_dir", required=True, type=click.Path(file_okay=False, exists=True),
+        click.option("--models", "models_dir", required=True, type=click.Path(file_okay=False),
                      help="The plane's models directory (controlplane serve --models): where every decision goes."),
-        click.option("--fleet", "fleet_file", required=True, type=click.Path(dir_okay=False, exists=True),
+        click.option("--fleet", "fleet_file", required=True, type=click.Path(dir_okay=False),
                      help="The agents (JSON list: name, region, models, data, http, host): canaries are chosen from it and "
                           "each one's /metrics confirms what it runs."),
         click.option("--traces", default="", help="traces directory for the held-out judge (default: $FEDPLANE_TRACES)"),
@@ -75,6 +75,8 @@ def start(directory: Path, models_dir: str, fleet_file: str, traces: str, rounds
 
     if host not in LOOPBACK and not insecure:
         fail(f"--host {host}: the SuperLink serves without TLS; on a network only with --insecure (a trusted network)")
+    if not Path(models_dir).is_dir():
+        fail(f"--models {models_dir}: no such directory (the plane's: controlplane serve --models DIR creates it)")
     try:
         read_fleet(Path(fleet_file))
     except ConfigError as exc:
