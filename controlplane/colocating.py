@@ -34,6 +34,8 @@ BATCH = "batch"
 class ColocationConfig:
     stride_s: float = 30.0
     """Seconds between a node's online usage samples (the forecast's stride: 10 strides ahead, 64 to calibrate)."""
+    round_s: float = 5.0
+    """Seconds between a cluster's rounds (each lists its pods; the agents' cgroup weights keep online ahead meanwhile)."""
     evictions_per_s: float = EVICTIONS_PER_S
     burst: int = BURST
     min_share: float = MIN_SHARE
@@ -41,13 +43,14 @@ class ColocationConfig:
     """CPU kept free of batch on every node whatever the forecast says (system daemons, the agent)."""
 
     def __post_init__(self) -> None:
-        if not self.stride_s > 0 or not self.evictions_per_s >= 0 or self.burst < 1 or not 0 <= self.min_share <= 1 or self.headroom_milli < 0:
-            raise ValueError(f"colocation: stride_s > 0, evictions_per_s >= 0, burst >= 1, min_share in [0, 1], headroom >= 0; got {self}")
+        if not self.stride_s > 0 or not self.round_s >= 0 or not self.evictions_per_s >= 0 or self.burst < 1 or not 0 <= self.min_share <= 1 or self.headroom_milli < 0:
+            raise ValueError(f"colocation: stride_s > 0, round_s >= 0, evictions_per_s >= 0, burst >= 1, min_share in [0, 1], headroom >= 0; got {self}")
 
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """What a node's batch pods may hold: ``reclaimed_milli`` beyond escrow (placement), ``quota_milli`` in all (cgroups)."""
+    """What a node's batch pods may hold: ``reclaimed_milli`` beyond escrow (placement), ``quota_milli`` in all (cgroups:
+    the supply, or the suppressed floors of pods the eviction budget has not let go yet)."""
 
     reclaimed_milli: int
     quota_milli: int
@@ -78,6 +81,8 @@ class Colocation:
     auctions: dict[str, Auction] = field(default_factory=dict)
     offers: dict[tuple[str, str], Offer] = field(default_factory=dict)
     shares: dict[tuple[str, str], Share] = field(default_factory=dict)
+    rounds: dict[str, float] = field(default_factory=dict)
+    """When each cluster's last round ran."""
 
     def offer(self, cluster: str, node: str) -> Offer | None:
         """The node's batch offer (None: no batch runs in its cluster, the agent places on escrow alone)."""
@@ -100,6 +105,9 @@ class Colocation:
         for cluster in clusters:
             if cluster in batch or any(r.summary.online_used_milli is not None for r in evidence.latest(cluster)):
                 active.add(cluster)
+                if now < self.rounds.get(cluster, float("-inf")) + self.config.round_s:
+                    continue
+                self.rounds[cluster] = now
                 reports = [a.report for a in evidence.agents(cluster, now) if a.fresh]
                 self.tick(now, cluster, backends(cluster), evidence.listing(cluster), reports, workloads)
         for cluster in {c for c, _ in self.offers} - active:
@@ -139,8 +147,8 @@ class Colocation:
         for e in cleared.evictions:
             self._preempt(now, cluster, backend, epochs[e.pod], e.reason)
         self.offers = {k: v for k, v in self.offers.items() if k[0] != cluster}
-        for name in supply:
-            self.offers[(cluster, name)] = Offer(reclaimed[name], cleared.quota(name))
+        for name in supply:  # the quota: the supply (batch pods placed before the next round share it), or the floors the
+            self.offers[(cluster, name)] = Offer(reclaimed[name], max(supply[name], cleared.quota(name)))  # bucket kept
         self.metrics.reclaimed.labels(cluster).set(sum(reclaimed.values()))
         self._shares(cluster, listing, online_request, cleared.grants, epochs)
 

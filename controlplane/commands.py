@@ -416,8 +416,9 @@ def placements(workload: str, target: str, as_json: bool, tls_cert: str | None, 
     found = call(target, tls_files(tls_cert, tls_key, tls_ca), "GetPlacements", cp.GetPlacementsRequest(workload=workload))
     emit(as_json, found, "placements", lambda d: [
         {"workload": w["workload"], "class": w.get("qos") or "online", "cluster": p["cluster"], "ready": f"{p.get('ready', 0)}/{p.get('replicas', 0)}",
-         "epoch": p.get("epoch", 0), "state": p.get("state", ""), "reclaimed": f"{int(p.get('reclaimed_milli', 0))}m",
-         "preempted": p.get("preemptions", 0), "why": "; ".join(r["message"] for r in w.get("reasons", []))[:120]}
+         "epoch": p.get("epoch", 0), "state": p.get("state", ""),
+         "reclaimed": f"{int(p.get('reclaimed_milli', 0))}m" if w.get("qos") == "batch" else "-",
+         "preempted": p.get("preemptions", 0) if w.get("qos") == "batch" else "-", "why": "; ".join(r["message"] for r in w.get("reasons", []))[:120]}
         for w in d.get("workloads", []) for p in w.get("placements", [])
     ])
 

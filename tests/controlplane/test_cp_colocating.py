@@ -54,7 +54,8 @@ def test_online_use_becomes_an_offer_batch_binds_on_it_and_online_demand_preempt
         assert twin.bind_pod(p.name, NODE, p.epoch).outcome is BindOutcome.REJECTED
         assert twin.bind_pod(p.name, NODE, p.epoch, reclaimed_milli=1000).outcome is BindOutcome.BOUND
     colo.tick(80.0, "c0", twin, listing, [report(400, 80)], workloads)
-    assert colo.offer("c0", NODE).quota_milli == 3000 and colo.share("crunch", "c0").reclaimed_milli == 2000  # type: ignore[union-attr]
+    offer = colo.offer("c0", NODE)
+    assert offer is not None and offer.quota_milli == 3600 and colo.share("crunch", "c0").reclaimed_milli == 2000  # the supply
 
     colo.tick(81.0, "c0", twin, listing, [report(3600, 81)], workloads)  # online needs 3.6 of 4 cores: floors (300m) still fit
     assert not decisions and colo.offer("c0", NODE).quota_milli == 400  # type: ignore[union-attr]  # suppressed, not evicted
