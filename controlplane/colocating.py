@@ -135,11 +135,13 @@ class Colocation:
         supply: dict[str, int] = {}
         reclaimed: dict[str, int] = {}
         for n in listing:
-            if n.capacity.cpu_milli <= 0:
+            if n.capacity.cpu_milli <= 0 or not n.ready:  # a node down is the verdicts' and the agents' to handle
                 continue
             node = self._node(cluster, n.name, n.capacity.cpu_milli, now, used.get(n.name))
             request = online_request.get(n.name, 0)
-            supply[n.name] = node.reclaim.batch_supply(request) if n.ready else 0
+            supply[n.name] = node.reclaim.batch_supply(request)
+            if not node.reclaim.forecast.calibrated:  # still learning (a new leader relearns): nothing new is reclaimed, but
+                supply[n.name] = max(supply[n.name], sum(g.request_milli for g in running.get(n.name, ())))  # batch stays
             reclaimed[n.name] = node.reclaim.reclaimed(request)
         grants = [g for node, gs in running.items() if node in supply for g in gs]
         auction = self.auctions.setdefault(cluster, Auction(self.config.evictions_per_s, self.config.burst, self.config.min_share))

@@ -69,6 +69,20 @@ def test_online_use_becomes_an_offer_batch_binds_on_it_and_online_demand_preempt
     assert len(decisions) == 3 and all(p.phase is Phase.PENDING for p in twin.list_pods("crunch"))
 
 
+def test_a_new_leader_still_learning_a_node_preempts_nothing_there(fleet: tuple[TwinCluster, dict[str, Workload]]) -> None:
+    twin, workloads = fleet
+    web = twin.list_pods("web")[0]
+    twin.bind_pod(web.name, NODE, web.epoch)
+    for p in twin.list_pods("crunch"):  # batch on reclaimed CPU, placed under the old leader's forecast
+        assert twin.bind_pod(p.name, NODE, p.epoch, reclaimed_milli=1000).outcome is BindOutcome.BOUND
+    decisions: list[DecisionRecord] = []
+    colo = Colocation(Metrics(), decisions.append, ColocationConfig(stride_s=1.0))
+    for t in range(10):  # uncalibrated: online may use all it requests, yet the batch already running keeps its place
+        colo.tick(float(t), "c0", twin, twin.list_nodes(), [report(3000, t)], workloads)
+    offer = colo.offer("c0", NODE)
+    assert not decisions and offer is not None and offer.reclaimed_milli == 0 and offer.quota_milli == 3000
+
+
 def test_a_bad_configuration_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="stride_s > 0"):
         ColocationConfig(stride_s=0)
