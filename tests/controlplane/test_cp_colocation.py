@@ -11,12 +11,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from click.testing import CliRunner
 
 from controlplane.colocating import ColocationConfig
 from controlplane.registry import ClusterSpec
 from controlplane.verdicts import Timings
+from fedapi import controlplane_pb2 as cp
 from fedcore.backends.model import Phase
 from fedplane.cli import main
 
@@ -82,6 +84,10 @@ def test_batch_runs_on_reclaimed_capacity_until_online_demand_preempts_it(tmp_pa
             twin = plane.backends.twins()["c0"]
             target = ["--target", fleet.target]
             await cli("submit", "web", "--replicas", "2", "--cpu", "1500m", "--memory", "128Mi", *target)
+            bad = cp.WorkloadSpec(name="neg", replicas=1, pod=cp.PodTemplate(cpu_milli=100, memory_mib=64, qos="batch", priority=-1))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await fleet.stub.SubmitWorkload(cp.SubmitWorkloadRequest(workload=bad, request_id="neg"))
+            assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT and "bid" in (refused.value.details() or "")
 
             def pods(workload: str) -> list[str]:
                 return [p.node for p in twin.snapshot(workload) if p.phase is Phase.RUNNING]
@@ -116,3 +122,13 @@ def test_batch_runs_on_reclaimed_capacity_until_online_demand_preempts_it(tmp_pa
             assert not pods("crunch") and [p.phase for p in twin.snapshot("crunch")] == [Phase.PENDING]
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--bid", "3"], "only batch workloads bid"),
+    (["--qos", "batch", "--bid", "-1"], "-1"),
+    (["--qos", "best"], "'best' is not one of 'online', 'batch'"),
+])
+def test_bad_bids_and_classes_are_refused_before_anything_is_sent(args: list[str], says: str) -> None:
+    out = CliRunner().invoke(main, ["controlplane", "submit", "w", *args, "--target", "127.0.0.1:1"])
+    assert out.exit_code == 2 and says in out.output and "Traceback" not in out.output
