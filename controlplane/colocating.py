@@ -148,9 +148,10 @@ class Colocation:
         cleared = auction.clear(now, supply, grants, [])
         for e in cleared.evictions:
             self._preempt(now, cluster, backend, epochs[e.pod], e.reason)
-        self.offers = {k: v for k, v in self.offers.items() if k[0] != cluster}
+        offers = {k: v for k, v in self.offers.items() if k[0] != cluster}
         for name in supply:  # the quota: the supply (batch pods placed before the next round share it), or the floors the
-            self.offers[(cluster, name)] = Offer(reclaimed[name], max(supply[name], cleared.quota(name)))  # bucket kept
+            offers[(cluster, name)] = Offer(reclaimed[name], max(supply[name], cleared.quota(name)))  # bucket kept
+        self.offers = offers  # one swap: acks and admission read offers off the tick's lock
         self.metrics.reclaimed.labels(cluster).set(sum(reclaimed.values()))
         self._shares(cluster, listing, online_request, cleared.grants, epochs)
 
