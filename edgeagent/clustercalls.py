@@ -24,6 +24,10 @@ log = logging.getLogger("edgeagent")
 
 MAX_BINDS_IN_FLIGHT = 32
 BACKOFF_MAX = 10.0
+RECONNECT_MAX = 2.0
+"""Cap of the backoff between attempts to reach a back end that stopped answering (the pod watch, the reports), unless
+the plane paces reports slower (a large fleet): after a partition heals, a copy the cluster replaced meanwhile is
+fenced within a couple of seconds, not after a 10 s sleep begun while the link was still cut."""
 EVICT_ATTEMPTS = 60
 """About ten minutes of retries at the capped backoff (a PodDisruptionBudget may hold it that long)."""
 
@@ -40,6 +44,8 @@ class ClusterCalls:
         self.error: str | None = "not connected yet"
         """Why the back end is not usable now (the last call to it failed), or None."""
         self._binds = asyncio.Semaphore(MAX_BINDS_IN_FLIGHT)
+        self.reconnect_max = RECONNECT_MAX
+        """Longest wait between attempts to reopen the watch: the plane's report pace when slower than RECONNECT_MAX."""
 
     async def watch(self) -> None:
         """Follow the cluster's pods; every ``backend.relist_interval`` the watch is reopened, which lists every
@@ -60,7 +66,7 @@ class ClusterCalls:
             else:
                 self.error = "pod watch ended"
             await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
-            backoff = min(BACKOFF_MAX, backoff * 2)
+            backoff = min(self.reconnect_max, backoff * 2)
 
     async def bind(self, effect: Bind) -> None:
         result: BindResult | None

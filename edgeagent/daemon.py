@@ -24,7 +24,7 @@ from fedapi import agentlink, credentials
 from fedcore.agentcmd import LOSS_ENV
 
 from edgeagent import federation, reporting, residency, savedstate
-from edgeagent.clustercalls import BACKOFF_MAX, ClusterCalls
+from edgeagent.clustercalls import RECONNECT_MAX, ClusterCalls
 from edgeagent.colocation import NodeColocation
 from edgeagent.clusters import ClusterAPI, ClusterUnavailable
 from edgeagent.committing import EffectPipeline
@@ -270,7 +270,7 @@ class Agent:
                         self.backend_error = f"report: {exc}"
                         if exc.code == "DEADLINE_EXCEEDED":
                             channel.reset()
-                    backoff = min(BACKOFF_MAX, backoff * 2)
+                    backoff = min(max(RECONNECT_MAX, interval), backoff * 2)
                     await asyncio.sleep(backoff * random.uniform(0.8, 1.2))
                     continue
                 self.report_error = None
@@ -283,6 +283,7 @@ class Agent:
                 asked = ack.get("report_interval_ms")
                 if isinstance(asked, int) and asked > 0:
                     interval = min(60.0, max(0.1, asked / 1000))
+                    self.calls.reconnect_max = max(RECONNECT_MAX, interval)  # a fleet paced slower reconnects no faster
                 backoff = interval
                 await asyncio.sleep(interval * random.uniform(0.9, 1.1))
         finally:
