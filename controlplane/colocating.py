@@ -88,6 +88,14 @@ class Colocation:
         """The node's batch offer (None: no batch runs in its cluster, the agent places on escrow alone)."""
         return self.offers.get((cluster, node))
 
+    def refusal(self, cluster: str, node: str, reclaimed_milli: int) -> str:
+        """Why a bind may not take ``reclaimed_milli`` of the node's reclaimed CPU now ("" when it may): an agent's offer is
+        as old as its last ack, and a pod just preempted must not come straight back on the capacity it lost."""
+        offer = self.offers.get((cluster, node))
+        if reclaimed_milli and (offer is None or reclaimed_milli > offer.reclaimed_milli):
+            return f"node {node} offers {offer.reclaimed_milli if offer else 0}m of reclaimed CPU now, not {reclaimed_milli}m"
+        return ""
+
     def reclaimed(self, cluster: str) -> int:
         """The cluster's reclaimed CPU, over its nodes (what batch admission may count on beyond unrequested capacity)."""
         return sum(o.reclaimed_milli for (c, _), o in self.offers.items() if c == cluster)

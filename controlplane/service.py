@@ -23,7 +23,7 @@ from controlplane.runtime import ControlPlane
 from controlplane.store import Fenced, StoreUnavailable
 from fedapi import controlplane_pb2 as cp, controlplane_pb2_grpc, twincluster_pb2 as tw, twincluster_pb2_grpc
 from fedcore.backends import errors
-from fedcore.backends.model import Phase
+from fedcore.backends.model import BindOutcome, BindResult, Phase
 from fedcore.backends.twin import TwinCluster
 
 T = TypeVar("T")
@@ -266,6 +266,9 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
 
     async def BindPod(self, request: tw.BindPodRequest, context: grpc.aio.ServicerContext) -> tw.BindPodResponse:
         twin = await _run(context, self._twin, request.cluster)
+        stale = self.plane.colocation.refusal(request.cluster, request.node, request.reclaimed_milli)
+        if stale:
+            return convert.bind_result(BindResult(BindOutcome.REJECTED, request.node, request.epoch, stale))
         return convert.bind_result(await _run(context, twin.bind_pod, request.pod, request.node, request.epoch, tuple(request.gpus),
                                                      request.reclaimed_milli))
 

@@ -49,6 +49,7 @@ def test_online_use_becomes_an_offer_batch_binds_on_it_and_online_demand_preempt
         colo.tick(float(t), "c0", twin, listing, [report(400, t)], workloads)
     offer = colo.offer("c0", NODE)
     assert offer is not None and 2400 <= offer.reclaimed_milli <= 2600
+    assert colo.refusal("c0", NODE, 2000) == "" and "not 2700m" in colo.refusal("c0", NODE, 2700)
     assert twin.bind_pod(batch[0].name, NODE, batch[0].epoch).outcome is BindOutcome.BOUND  # the 1 core left unrequested
     for p in batch[1:]:  # the rest only on reclaimed CPU: refused without it, booked outside allocatable with it
         assert twin.bind_pod(p.name, NODE, p.epoch).outcome is BindOutcome.REJECTED
@@ -67,6 +68,7 @@ def test_online_use_becomes_an_offer_batch_binds_on_it_and_online_demand_preempt
     assert phases == ["Pending", "Pending", "Running"]  # preempted replicas wait, pending, for capacity to come back
     colo.tick(143.0, "c0", twin, listing, [report(4000, 143)], workloads)  # a minute later the bucket holds a token again
     assert len(decisions) == 3 and all(p.phase is Phase.PENDING for p in twin.list_pods("crunch"))
+    assert "offers 0m of reclaimed CPU now" in colo.refusal("c0", NODE, 1000)  # an agent's stale offer cannot bring it back
 
 
 def test_a_new_leader_still_learning_a_node_preempts_nothing_there(fleet: tuple[TwinCluster, dict[str, Workload]]) -> None:
