@@ -103,8 +103,10 @@ class Auction:
     """False: suppress only (a Koordinator-like node that never preempts)."""
     buckets: dict[str, _Bucket] = field(default_factory=dict)
 
-    def clear(self, now: float, supply: dict[str, int], running: list[Grant], bids: list[Bid]) -> Round:
-        """``supply``: each node's capacity left to batch once online demand took its share (millicores)."""
+    def clear(self, now: float, supply: dict[str, int], running: list[Grant], bids: list[Bid],
+              free: dict[str, int] | None = None) -> Round:
+        """``supply``: each node's capacity left to batch once online demand took its share (millicores); ``free``: CPU a
+        pending online pod needs batch to give back on a node (evicted, lowest bid first: suppression frees no request)."""
         for node, milli in supply.items():
             if milli < 0:
                 raise BidError(f"node {node}: negative batch supply {milli}")
@@ -117,7 +119,7 @@ class Auction:
                 raise BidError(f"running pod {g.pod} is on unknown node {g.node}")
             by_node.setdefault(g.node, []).append(g)
         for node, pods in by_node.items():
-            kept, out = self._yield(now, node, left[node], pods)
+            kept, out = self._yield(now, node, left[node], pods, (free or {}).get(node, 0))
             grants += kept
             evictions += out
             left[node] -= sum(g.cpu_milli for g in kept)
@@ -138,12 +140,19 @@ class Auction:
             grants.append(Grant(bid.pod, node, bid.cpu_milli, bid.price, bid.cpu_milli))
         return Round(tuple(grants), tuple(evictions), tuple(unplaced))
 
-    def _yield(self, now: float, node: str, supply: int, pods: list[Grant]) -> tuple[list[Grant], list[Eviction]]:
-        """Running batch on one node within ``supply``: full requests highest bid first, then floors, then evictions."""
+    def _yield(self, now: float, node: str, supply: int, pods: list[Grant], free: int = 0) -> tuple[list[Grant], list[Eviction]]:
+        """Running batch on one node within ``supply``: full requests highest bid first, then floors, then evictions; first,
+        the lowest bids holding the ``free`` CPU a pending online pod needs."""
         order = sorted(pods, key=lambda g: (-g.price, g.pod))
         floors = {g.pod: math.ceil(g.request_milli * self.min_share) for g in order}
         need = sum(floors.values())
         evicted: list[Eviction] = []
+        freed = 0
+        while freed < free and self.evict and order and self._take_token(now, node):
+            g = order.pop()
+            need -= floors[g.pod]
+            freed += g.request_milli
+            evicted.append(Eviction(g.pod, node, f"a pending online pod outbid it: it needs {free}m batch holds here"))
         while need > supply and self.evict and order and self._take_token(now, node):
             g = order.pop()  # the lowest bid
             need -= floors[g.pod]

@@ -26,6 +26,7 @@ from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
 from fedcore.backends.model import EvictOutcome, EvictResult, NodeState, Phase, PodState
 from fedcore.backends.twin import TwinCluster
+from fedcore.resources import Resources
 
 BATCH = "batch"
 
@@ -81,6 +82,8 @@ class Colocation:
     auctions: dict[str, Auction] = field(default_factory=dict)
     offers: dict[tuple[str, str], Offer] = field(default_factory=dict)
     shares: dict[tuple[str, str], Share] = field(default_factory=dict)
+    waiting: dict[str, set[str]] = field(default_factory=dict)
+    """Each cluster's online pods pending at its last round (one round's grace for the agents to place them)."""
     rounds: dict[str, float] = field(default_factory=dict)
     """When each cluster's last round ran."""
 
@@ -126,20 +129,27 @@ class Colocation:
              reports: Sequence[AgentReport], workloads: Mapping[str, Workload]) -> None:
         """One round on ``cluster`` (``listing``: its nodes as last probed; ``reports``: its agents' fresh ones)."""
         try:
-            pods = [p for p in backend.list_pods() if p.phase is Phase.RUNNING and p.node]
+            listed = backend.list_pods()
         except errors.BackendError:
             return  # unreachable now: offers stand until the verdict or the next round says more
         used = {r.node: r.summary.online_used_milli for r in reports}
-        online_request: dict[str, int] = {}
+        online: dict[str, Resources] = {}
         running: dict[str, list[Grant]] = {}
         epochs: dict[str, PodState] = {}
-        for p in pods:
+        waiting: list[PodState] = []
+        for p in listed:
             w = workloads.get(p.workload)
-            if w is not None and w.template.qos == BATCH:
+            batch = w is not None and w.template.qos == BATCH
+            if p.phase is Phase.PENDING and not p.node and not batch:
+                waiting.append(p)
+            elif p.phase is not Phase.RUNNING or not p.node:
+                continue
+            elif batch:
                 running.setdefault(p.node, []).append(Grant(p.name, p.node, p.request.cpu_milli, max(0.0, float(w.template.priority)), p.request.cpu_milli))
                 epochs[p.name] = p
             else:  # a pod nobody classed is online: never reclaimed from batch's side
-                online_request[p.node] = online_request.get(p.node, 0) + p.request.cpu_milli
+                online[p.node] = online.get(p.node, Resources()) + p.request
+        online_request = {n: r.cpu_milli for n, r in online.items()}
         supply: dict[str, int] = {}
         reclaimed: dict[str, int] = {}
         for n in listing:
@@ -153,7 +163,8 @@ class Colocation:
             reclaimed[n.name] = node.reclaim.reclaimed(request)
         grants = [g for node, gs in running.items() if node in supply for g in gs]
         auction = self.auctions.setdefault(cluster, Auction(self.config.evictions_per_s, self.config.burst, self.config.min_share))
-        cleared = auction.clear(now, supply, grants, [])
+        booked = {r.node: r.summary.allocated.cpu_milli for r in reports}
+        cleared = auction.clear(now, supply, grants, [], self._outbid(cluster, waiting, listing, online, running, supply, booked))
         for e in cleared.evictions:
             self._preempt(now, cluster, backend, epochs[e.pod], e.reason)
         offers = {k: v for k, v in self.offers.items() if k[0] != cluster}
@@ -162,6 +173,29 @@ class Colocation:
         self.offers = offers  # one swap: acks and admission read offers off the tick's lock
         self.metrics.reclaimed.labels(cluster).set(sum(reclaimed.values()))
         self._shares(cluster, listing, online_request, cleared.grants, epochs)
+
+    def _outbid(self, cluster: str, waiting: Sequence[PodState], listing: Sequence[NodeState], online: Mapping[str, Resources],
+                running: Mapping[str, Sequence[Grant]], supply: Mapping[str, int], booked: Mapping[str, int]) -> dict[str, int]:
+        """CPU batch must give back, per node, for online pods pending since the last round that fit on no node as it is
+        but would on one without its batch (the one running the most): online outbids batch for requests as for use.
+        ``booked``: what each node's agent reports its pods hold of its allocatable (batch only its part outside reclaimed
+        CPU); a node without a report counts its batch pods' whole requests."""
+        before, self.waiting[cluster] = self.waiting.get(cluster, set()), {p.name for p in waiting}
+        nodes = {n.name: n.capacity for n in listing if n.name in supply}
+        batch = {n: sum(g.request_milli for g in running.get(n, ())) for n in nodes}
+        left = {n: cap - online.get(n, Resources()) for n, cap in nodes.items()}  # what online leaves, batch or not
+        escrow = {n: cap.cpu_milli - booked[n] if n in booked else left[n].cpu_milli - batch[n] for n, cap in nodes.items()}
+        free: dict[str, int] = {}
+        for p in sorted((p for p in waiting if p.name in before), key=lambda p: (-p.request.cpu_milli, p.name)):
+            if any(escrow[n] >= p.request.cpu_milli and p.request.fits_in(r) for n, r in left.items()):
+                continue  # there is room for it as things are: the agents' to place
+            room = [n for n, r in left.items() if batch[n] > free.get(n, 0) and p.request.fits_in(r)]
+            if room:
+                n = max(room, key=lambda n: (batch[n] - free.get(n, 0), n))
+                free[n] = free.get(n, 0) + p.request.cpu_milli
+                left[n] = left[n] - p.request
+                escrow[n] -= p.request.cpu_milli
+        return free
 
     def _node(self, cluster: str, name: str, capacity: int, now: float, used: int | None) -> _Node:
         node = self.nodes.get((cluster, name))

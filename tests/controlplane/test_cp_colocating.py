@@ -44,6 +44,7 @@ def test_online_use_becomes_an_offer_batch_binds_on_it_and_online_demand_preempt
     api = twin.list_pods("api")[0]
     refused = twin.bind_pod(api.name, NODE, api.epoch, reclaimed_milli=50)  # online pods never take reclaimed CPU
     assert refused.outcome is BindOutcome.REJECTED and "only batch pods run on reclaimed capacity" in refused.reason
+    twin.delete_workload("api")
     listing = twin.list_nodes()
     for t in range(80):  # online uses 0.4 of its 3 requested cores: once calibrated, ~2.6 cores are reclaimed
         colo.tick(float(t), "c0", twin, listing, [report(400, t)], workloads)
@@ -73,6 +74,7 @@ def test_online_use_becomes_an_offer_batch_binds_on_it_and_online_demand_preempt
 
 def test_a_new_leader_still_learning_a_node_preempts_nothing_there(fleet: tuple[TwinCluster, dict[str, Workload]]) -> None:
     twin, workloads = fleet
+    twin.delete_workload("api")
     web = twin.list_pods("web")[0]
     twin.bind_pod(web.name, NODE, web.epoch)
     for p in twin.list_pods("crunch"):  # batch on reclaimed CPU, placed under the old leader's forecast
@@ -88,3 +90,25 @@ def test_a_new_leader_still_learning_a_node_preempts_nothing_there(fleet: tuple[
 def test_a_bad_configuration_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="stride_s > 0"):
         ColocationConfig(stride_s=0)
+
+
+def test_an_online_pod_pending_because_batch_holds_the_node_outbids_it(fleet: tuple[TwinCluster, dict[str, Workload]]) -> None:
+    twin, workloads = fleet
+    workloads["api"] = Workload("api", 1, Template(100, 128))
+    web = twin.list_pods("web")[0]
+    twin.bind_pod(web.name, NODE, web.epoch)
+    batch = twin.list_pods("crunch")
+    assert twin.bind_pod(batch[0].name, NODE, batch[0].epoch).outcome is BindOutcome.BOUND  # the last unrequested core
+    for p in batch[1:]:
+        twin.bind_pod(p.name, NODE, p.epoch, reclaimed_milli=1000)
+    decisions: list[DecisionRecord] = []
+    colo = Colocation(Metrics(), decisions.append, ColocationConfig(stride_s=1.0))
+    full = AgentReport("c0", NODE, "a", 1, NodeSummary(NODE, Resources(4000, 8192), Resources(4000, 512)), ())
+    colo.tick(0.0, "c0", twin, twin.list_nodes(), [full], workloads)
+    assert not decisions  # one round's grace: the agents may place it
+    colo.tick(1.0, "c0", twin, twin.list_nodes(), [full], workloads)
+    assert [d.kind for d in decisions] == ["preempt"] and "a pending online pod outbid it" in decisions[0].reasons[1]
+    assert sum(p.phase is Phase.RUNNING for p in twin.list_pods("crunch")) == 2
+    room = AgentReport("c0", NODE, "a", 2, NodeSummary(NODE, Resources(4000, 8192), Resources(3000, 512)), ())
+    colo.tick(2.0, "c0", twin, twin.list_nodes(), [room], workloads)  # the escrow it freed is there: no more evictions
+    assert len(decisions) == 1
