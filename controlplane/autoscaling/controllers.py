@@ -36,6 +36,7 @@ class Observation:
     replicas: int       # pods asked for (ready + starting)
     forecast: float | None = None  # calibrated (q95) peak demand over the start-up horizon, if any
     tail: float | None = None      # the same peak at the tail quantile (q99), if any
+    trust: float = 1.0             # how far the forecast's calibration trusts it, 0..1 (peaks.PeakForecast.trust)
 
 
 @dataclass(slots=True)
@@ -74,7 +75,7 @@ class Hpa:
         if self.forecast_metric and obs.forecast is not None:
             f = self.external_rec(obs.forecast, cur)
             if f > rec:
-                rec, self.reason = f, f"forecast peak {obs.forecast:.1f} ahead"
+                rec, self.reason = f, f"forecast peak {obs.forecast:.1f} ahead" + (f" (trust {obs.trust:.0%})" if obs.trust < 1 else "")
         self.desired = self.behave(obs.now, cur, rec)
         if self.desired < rec:
             self.reason += f"; scale-up limited to {self.desired}"

@@ -29,13 +29,15 @@ def tick_demand(s: Series, start: int, days: float | None) -> np.ndarray:
 
 
 def peak_feed(s: Series, startup_s: float, model: str) -> np.ndarray:
-    """Per sample: the calibrated (q95, q99) peaks over start-up + one HPA period, made after seeing that sample only."""
+    """Per sample, over start-up + one HPA period, made after seeing that sample only: the guarded q95 peak (what the
+    forecast-fed HPA follows, :meth:`PeakForecast.guarded`), the q99 peak as calibrated (what the residual's floor is
+    sized on: less trust must not mean a lower floor) and the forecast's trust."""
     h = horizon_steps(s, startup_s + 15.0)
     pf = PeakForecast(fc.make(model, s.train, s.season, s.stride_s, h), h)
-    out = np.empty((len(s.values), 2))
+    out = np.empty((len(s.values), 3))
     for i, x in enumerate(s.values):
         pf.observe(float(x))
-        out[i] = pf.peak(), pf.peak(tail=True)
+        out[i] = pf.guarded(), pf.peak(tail=True), pf.trust()
     return out
 
 
@@ -43,7 +45,7 @@ def feed_at(s: Series, start: int, feed: np.ndarray) -> Forecast:
     """The forecast a controller sees at tick ``i``: the one from the last sample at or before it."""
     per = s.stride_s / TICK_S
 
-    def at(i: int) -> tuple[float, float]:
-        peak, tail = feed[start + int(i / per)]
-        return float(peak), float(tail)
+    def at(i: int) -> tuple[float, float, float]:
+        peak, tail, trust = feed[start + int(i / per)]
+        return float(peak), float(tail), float(trust)
     return at

@@ -1,12 +1,14 @@
-"""The learned controller: a PPO residual on top of the forecast-fed HPA, never acting alone.
+"""The learned controller: a PPO residual on a forecast floor rule, on top of the forecast-fed HPA.
 
-Every HPA period the policy sees the workload relative to its replicas and answers ``a`` in
-[-1, 1]: the utilization, from 70% (a = -1: HPA's own target) to its ``ceiling`` (a = 1), at
-which the tail (q99) forecast peak (or the demand now, if higher) must still be served. Replicas
-beyond that are removed; the residual never adds any above the forecast-fed HPA and never goes
-below the forecast-safe floor: the tail peak at the ceiling, the highest utilization at which that
-floor alone served every training day on time (chosen in the benchmark on training parts only).
-So it can only trade the HPA's headroom for utilization, down to that floor, and learns when.
+The floor rule: serve the tail (q99) forecast peak, or the demand now if higher, at a *ceiling*
+utilization (chosen in the benchmark on training parts only); replicas of the forecast-fed HPA beyond
+that are removed, none are ever added above it. Every HPA period the PPO policy sees the workload
+relative to its replicas and answers ``a`` in [-1, 1]: the utilization the rule uses, moved ``a`` ×
+``STRETCH`` from the ceiling (within 70%..100%). An untrained policy (``a`` = 0) *is* the floor rule,
+so training starts from it and keeps what beats it. How much the residual may remove is scaled by the
+forecast's trust (:meth:`controlplane.autoscaling.peaks.PeakForecast.trust`): on demand the forecast
+cannot calibrate (spikes, bursts) it removes nothing, and the forecast-fed HPA itself falls back
+towards HPA.
 
 Inference is numpy (the policy's two tanh layers and its mean head), so the control plane runs a
 trained policy without torch; training (stable-baselines3, the ``train`` extra) happens on the
@@ -25,12 +27,19 @@ import numpy as np
 from controlplane.autoscaling.controllers import Hpa, Observation
 
 UTIL_LOW, UTIL_HIGH = 0.7, 1.0   # the widest range the policy's utilization answer maps onto
-FEATURES = 8
+STRETCH = 0.1      # how far from the rule's ceiling the policy's answer reaches (a = ±1)
+FEATURES = 10
 MEMORY_S = 300.0   # demand kept for the volatility features
 
 
 def utilization(a: float, ceiling: float = UTIL_HIGH) -> float:
-    return UTIL_LOW + (min(1.0, max(-1.0, a)) + 1) / 2 * (ceiling - UTIL_LOW)
+    """The rule's utilization moved ``a`` × ``STRETCH`` from ``ceiling`` (a = 0: the floor rule itself)."""
+    return min(UTIL_HIGH, max(UTIL_LOW, ceiling + min(1.0, max(-1.0, a)) * STRETCH))
+
+
+def floor_rule(x: np.ndarray) -> float:
+    """The floor rule as a policy: the ceiling's utilization every period."""
+    return 0.0
 
 
 def floor_for(obs: Observation, util: float = UTIL_HIGH) -> int:
@@ -44,14 +53,17 @@ def features(obs: Observation, base: Hpa, recent: deque[tuple[float, float]]) ->
     scale = max(obs.replicas, 1)
     values = [v for _, v in recent] or [obs.demand]
     minute_ago = next((v for t, v in recent if t >= obs.now - 60.0), obs.demand)
-    return np.array([obs.demand / scale, (obs.forecast or obs.demand) / scale, obs.ready / scale,
+    forecast = obs.forecast or obs.demand
+    return np.array([obs.demand / scale, forecast / scale, obs.ready / scale,
                      base.desired / scale, floor_for(obs) / scale, math.log(scale) / 5,
-                     (max(values) - min(values)) / scale, (obs.demand - minute_ago) / scale], dtype=np.float32)
+                     (max(values) - min(values)) / scale, (obs.demand - minute_ago) / scale,
+                     ((obs.tail or forecast) - forecast) / scale, obs.trust], dtype=np.float32)
 
 
 def adjusted(base: int, obs: Observation, a: float, ceiling: float = UTIL_HIGH) -> int:
-    """The base's count, less what the tail peak at the policy's utilization does not need."""
-    return min(base, floor_for(obs, utilization(a, ceiling)))
+    """The base's count, less what the tail peak at the policy's utilization does not need, times the forecast's trust."""
+    spare = max(0, base - floor_for(obs, utilization(a, ceiling)))
+    return base - math.floor(min(1.0, max(0.0, obs.trust)) * spare)
 
 
 @dataclass(slots=True)

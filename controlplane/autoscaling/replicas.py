@@ -19,11 +19,11 @@ from controlplane.autoscaling.controllers import Observation
 TICK_S = 5.0
 
 
-Forecast = Callable[[int], tuple[float | None, float | None]]  # tick -> (q95 peak, q99 peak) over the start-up horizon
+Forecast = Callable[[int], tuple[float | None, float | None, float]]  # tick -> (q95 peak, q99 peak, trust) over the start-up
 
 
-def no_forecast(i: int) -> tuple[None, None]:
-    return None, None
+def no_forecast(i: int) -> tuple[None, None, float]:
+    return None, None, 0.0
 
 
 class Controller(Protocol):
@@ -95,8 +95,8 @@ class Sim:
 
     def observe(self) -> Observation:
         now = self.i * TICK_S
-        peak, tail = self.forecast(self.i)
-        return Observation(now, float(self.demand[self.i]), self.pods.ready(now), len(self.pods.ready_at), peak, tail)
+        peak, tail, trust = self.forecast(self.i)
+        return Observation(now, float(self.demand[self.i]), self.pods.ready(now), len(self.pods.ready_at), peak, tail, trust)
 
     def tick(self) -> None:
         obs = self.observe()

@@ -137,9 +137,10 @@ class Autoscaler:
                 if math.isfinite(v):
                     self.peaks.observe(v)
                 self.fed += 1
-            forecast = self.peaks.peak()
+            forecast = self.peaks.guarded()  # the calibrated peak, back towards the point forecast as trust falls
         d = self.demand(now)
-        want = self.hpa.decide(Observation(now, d, ready, replicas, forecast))
+        trust = self.peaks.trust() if self.peaks is not None else 0.0
+        want = self.hpa.decide(Observation(now, d, ready, replicas, forecast, None, trust))
         why = self.hpa.reason + (f" [{self.fallback}]" if self.fallback else "")
         self.last = Decision(want, d, forecast, f"{self.spec.policy if self.peaks else 'hpa'}: {why}")
         return self.last

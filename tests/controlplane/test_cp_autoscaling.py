@@ -76,20 +76,40 @@ def test_kpa_panics_at_twice_the_ready_pods_and_never_scales_down_in_panic() -> 
 
 def test_learned_residual_never_acts_alone() -> None:
     o = obs(0, 8.0, 20, 20, forecast=12.0)
-    assert adjusted(20, o, -1.0) == 18 and adjusted(20, o, 0.0) == 15 and adjusted(20, o, 1.0) == 12  # peak at 70/85/100%
+    assert adjusted(20, o, -1.0, 0.8) == 18 and adjusted(20, o, 0.0, 0.8) == 15 and adjusted(20, o, 1.0, 0.8) == 14  # 70/80/90%
     assert adjusted(10, o, 1.0) == 10                  # never above the base: the residual only removes headroom
     demand = np.full(400, 7.0)
-    a = simulate(Residual(lambda x: -1.0), demand, 60.0, 10, lambda i: (7.0, 7.0))
-    b = simulate(ctl.Hpa(forecast_metric=True, name="forecast_hpa"), demand, 60.0, 10, lambda i: (7.0, 7.0))
+    a = simulate(Residual(lambda x: -1.0, ceiling=0.8), demand, 60.0, 10, lambda i: (7.0, 7.0, 1.0))
+    b = simulate(ctl.Hpa(forecast_metric=True, name="forecast_hpa"), demand, 60.0, 10, lambda i: (7.0, 7.0, 1.0))
     assert np.array_equal(a.replicas, b.replicas)      # at the HPA's own target the residual changes nothing
 
 
 @pytest.mark.parametrize("a", [-1.0, -0.2, 0.6, 1.0, 7.0])
-def test_learned_residual_never_goes_below_its_forecast_safe_floor(a: float) -> None:
-    o = ctl.Observation(0.0, 8.0, 30, 30, forecast=12.0, tail=14.0)   # the floor is sized on the tail (q99) peak
-    floor = math.ceil(14.0 / 0.9)
-    assert floor <= adjusted(30, o, a, ceiling=0.9) <= 30
-    assert adjusted(30, o, 1.0, ceiling=0.9) == floor and adjusted(30, o, -1.0, ceiling=0.9) == 20  # 14 at 90% / at 70%
+def test_learned_residual_moves_at_most_its_stretch_from_the_floor_rule(a: float) -> None:
+    o = ctl.Observation(0.0, 8.0, 30, 30, forecast=12.0, tail=14.0)   # the rule is sized on the tail (q99) peak
+    assert adjusted(30, o, 0.0, ceiling=0.9) == math.ceil(14.0 / 0.9)  # action 0: the floor rule itself
+    assert math.ceil(14.0 / 1.0) <= adjusted(30, o, a, ceiling=0.9) <= math.ceil(14.0 / 0.8) <= 30  # 90% ± 10 points
+
+
+def test_an_untrusted_forecast_leaves_the_forecast_fed_hpa_and_the_residual_at_hpa() -> None:
+    untrusted = ctl.Observation(0.0, 8.0, 30, 30, forecast=12.0, tail=14.0, trust=0.0)
+    assert adjusted(30, untrusted, 1.0, ceiling=1.0) == 30              # no trust: nothing removed
+    half = ctl.Observation(0.0, 8.0, 30, 30, forecast=12.0, tail=14.0, trust=0.5)
+    assert adjusted(30, half, 1.0, ceiling=1.0) == 30 - (30 - 14) // 2  # half the spare replicas
+
+
+def test_trust_falls_on_spiky_demand_and_the_guarded_peak_drops_the_tail() -> None:
+    rng = np.random.default_rng(3)
+    calm = daily(6, 0.5)
+    spiky = np.where(rng.random(6 * DAY) < 0.1, 10 * calm, 0.2 * calm)   # request bursts over a trickle
+    trusts, tails = {}, {}
+    for name, x in (("calm", calm), ("spiky", spiky)):
+        pf = PeakForecast(fc.make("mstl_ets", x[: 4 * DAY], DAY, 300.0, 3), 3)
+        for v in x:
+            pf.observe(float(v))
+        trusts[name], tails[name] = pf.trust(), (pf.peak(tail=True), pf.guarded(tail=True))
+    assert trusts["calm"] == 1.0 and tails["calm"][0] == tails["calm"][1]
+    assert trusts["spiky"] == 0.0 and tails["spiky"][1] < 0.5 * tails["spiky"][0]
 
 
 # -- forecasts ------------------------------------------------------------------------------------

