@@ -17,6 +17,11 @@ its pid, its gRPC API):
    PARTITIONED or DOWN verdict in ``ListClusters``) and recovery (fault -> every replica of the workloads it held
    ready on clusters outside the region, read from ``GetPlacements``: the twins' own ready counts); then lost
    (desired - ready) and duplicated (ready beyond desired) with the region still dark.
+
+With ``ha`` > 0 the plane keeps its state in an etcd cluster of that many members on loopback
+(:class:`~fedplane.lab.drills.etcdcluster.EtcdCluster`; ``serve --etcd``, one plane member campaigning and leading)
+instead of its SQLite file, and the figures add etcd's: writes (puts and deletes) and transactions per second in the
+load, steady and outage phases, its keys and database size at the end (``/metrics`` of the first member).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from fedcore.agentcmd import dies_with_starter
 from fedcore.loopback import free_ports
 from fedplane.lab import credentialing
 from fedplane.lab.benches import scaleplane
+from fedplane.lab.drills.etcdcluster import EtcdCluster
 
 NODE_CPU_MILLI, NODE_MEMORY_MIB = 8000, 32768
 """The twin's node shape (``serve --twin-clusters``)."""
@@ -72,6 +78,8 @@ class ScaleConfig:
     """After the fault: how long to wait for every dark cluster's replicas to run elsewhere."""
     load_timeout_s: float = 900.0
     workdir: str = ""
+    ha: int = 0
+    """etcd members the plane keeps its state in (0: its embedded SQLite file)."""
 
     @property
     def region_count(self) -> int:
@@ -93,6 +101,8 @@ class Sample:
     reports: float
     gc: dict[str, dict[float, float]]
     """The plane's collections' pauses by generation (``fedplane_gc_pause_seconds`` buckets)."""
+    etcd: dict[str, float]
+    """etcd's counters and sizes (``ha`` only; empty otherwise)."""
 
 
 class _Plane:
@@ -106,6 +116,7 @@ class _Plane:
         self.conn: client.Connection | None = None
         self.tokens: dict[str, str] = {}
         """Cluster -> its agents' credential (one per cluster, as an operator issues them)."""
+        self.etcd = EtcdCluster(cfg.ha) if cfg.ha else None
 
     @property
     def target(self) -> str:
@@ -113,7 +124,8 @@ class _Plane:
 
     def start(self) -> None:
         admin = self.workdir / "admin.cred"
-        argv = [sys.executable, "-m", "fedplane.lab.benches.scaleplane", "--db", str(self.workdir / "plane.db"),
+        store = ["--etcd", ",".join(self.etcd.start())] if self.etcd else ["--db", str(self.workdir / "plane.db")]
+        argv = [sys.executable, "-m", "fedplane.lab.benches.scaleplane", *store,
                 "--port", str(self.port), "--agent-port", str(self.link), "--metrics-port", str(self.metrics_port),
                 "--twin-clusters", str(self.cfg.clusters), "--regions", str(self.cfg.region_count),
                 "--twin-nodes", str(self.cfg.nodes_per_cluster), "--agents-bind", "--ready-delay", "0.5",
@@ -148,6 +160,8 @@ class _Plane:
                 self.process.wait()
         if self.conn is not None:
             self.conn.close()
+        if self.etcd is not None:
+            self.etcd.stop()
 
     @property
     def api(self) -> Any:
@@ -169,7 +183,15 @@ class _Plane:
         gc: dict[str, dict[float, float]] = {}
         for generation, le, v in re.findall(r'^fedplane_gc_pause_seconds_bucket\{generation="(\d)",le="([^"]+)"\} (\S+)$', body, re.MULTILINE):
             gc.setdefault(generation, {})[math.inf if le == "+Inf" else float(le)] = float(v)
-        return Sample(time.monotonic(), times.user + times.system, rss, tick, reports, gc)
+        return Sample(time.monotonic(), times.user + times.system, rss, tick, reports, gc, self._etcd())
+
+    def _etcd(self) -> dict[str, float]:
+        if self.etcd is None:
+            return {}
+        body = urllib.request.urlopen(f"{self.etcd.endpoints[0]}/metrics", timeout=CALL_S).read().decode()
+        return {name: float(v) for name, v in re.findall(r"^etcd_(mvcc_put_total|mvcc_delete_total|mvcc_txn_total|"
+                                                         r"debugging_mvcc_keys_total|mvcc_db_total_size_in_bytes|"
+                                                         r"mvcc_db_total_size_in_use_in_bytes) (\S+)$", body, re.MULTILINE)}
 
 
 def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float:
@@ -416,6 +438,10 @@ def _measure(cfg: ScaleConfig, plane: _Plane, workers: _Workers, workdir: Path) 
     lost = sum(max(0, n - ready_total[w]) for w, n in desired.items())
     duplicated = sum(max(0, ready_total[w] - n) for w, n in desired.items())
 
+    etcd = {"members": cfg.ha, **_etcd_rates({"load": (agents1, steady0), "steady": (steady0, steady1), "outage": (outage0, outage1)}),
+            "keys": outage1.etcd.get("debugging_mvcc_keys_total"),
+            "db_mib": round(outage1.etcd.get("mvcc_db_total_size_in_bytes", 0.0) / 2**20, 1),
+            "db_in_use_mib": round(outage1.etcd.get("mvcc_db_total_size_in_use_in_bytes", 0.0) / 2**20, 1)} if cfg.ha else None
     idle_cpu, _ = _rates(idle0, idle1)
     agent_cpu, agent_reports = _rates(agents0, agents1)
     steady_cpu, steady_reports = _rates(steady0, steady1)
@@ -424,6 +450,7 @@ def _measure(cfg: ScaleConfig, plane: _Plane, workers: _Workers, workdir: Path) 
     recover = sorted(recovered.values())
     return {
         "agents": agents, "clusters": cfg.clusters, "regions": cfg.region_count, "pods": sum(desired.values()),
+        "store": f"etcd, {cfg.ha} members on loopback" if cfg.ha else "sqlite", "etcd": etcd,
         "workloads": len(workloads), "protocol": "real",
         "transport": "each simulated agent on its own TCP connection to the plane's agent link (fedapi.agentlink frames, "
                      "the TwinCluster service's ReportAgent/WatchPods/BindPod messages)",
@@ -460,6 +487,14 @@ def _measure(cfg: ScaleConfig, plane: _Plane, workers: _Workers, workdir: Path) 
     }
 
 
+def _etcd_rates(phases: dict[str, tuple[Sample, Sample]]) -> dict[str, dict[str, float]]:
+    """etcd's writes (puts and deletes) and transactions per second in each phase."""
+    def rate(a: Sample, b: Sample, *names: str) -> float:
+        return round(sum(b.etcd.get(n, 0.0) - a.etcd.get(n, 0.0) for n in names) / max(b.at - a.at, 1e-9), 1)
+    return {"writes_per_s": {p: rate(a, b, "mvcc_put_total", "mvcc_delete_total") for p, (a, b) in phases.items()},
+            "txns_per_s": {p: rate(a, b, "mvcc_txn_total") for p, (a, b) in phases.items()}}
+
+
 def _collections(a: Sample, b: Sample) -> dict[str, dict[str, float | None]]:
     """Per generation between two samples: how many collections, and their pause p99 (ms)."""
     return {g: {"count": after.get(math.inf, 0.0) - a.gc.get(g, {}).get(math.inf, 0.0),
@@ -484,9 +519,10 @@ def _s(seconds: float) -> float:
 @click.option("--steady", "steady_s", default=30.0, show_default=True, type=click.FloatRange(1, 3600), help="seconds of the loaded plane measured")
 @click.option("--phase", "phase_s", default=15.0, show_default=True, type=click.FloatRange(1, 600), help="seconds of the idle and agents-only phases")
 @click.option("--deadline", "deadline_s", default=120.0, show_default=True, type=click.FloatRange(5, 3600), help="seconds after the fault to wait for recovery")
+@click.option("--ha", default=0, show_default=True, type=click.IntRange(0, 7), help="keep the plane's state in an etcd cluster of this many members (0: SQLite)")
 @click.option("--json", "as_json", is_flag=True, help="print the figures as one JSON object")
 def bench_scale(agents: int, clusters: int, pods: int, regions: int, workers: int, steady_s: float, phase_s: float,
-                deadline_s: float, as_json: bool) -> None:
+                deadline_s: float, ha: int, as_json: bool) -> None:
     """One control plane process, thousands of simulated agents on the real agent link, a region outage.
 
     Timings are wall-clock on whatever host runs it (the plane, the agents' processes and the bench share its cores).
@@ -494,7 +530,7 @@ def bench_scale(agents: int, clusters: int, pods: int, regions: int, workers: in
     if agents < clusters:
         raise click.UsageError(f"--agents {agents} must be at least --clusters {clusters} (one node per agent)")
     cfg = ScaleConfig(agents=agents, clusters=clusters, pods=pods, regions=regions, workers=workers, steady_s=steady_s,
-                      phase_s=phase_s, deadline_s=deadline_s)
+                      phase_s=phase_s, deadline_s=deadline_s, ha=ha)
     try:
         figures = run(cfg)
     except RuntimeError as exc:
