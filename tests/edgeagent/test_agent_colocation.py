@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fedcore.nodes import Node
+from fedcore.pods import Pod, QoS
+
 from edgeagent import colocation
 from edgeagent.colocation import NodeColocation
 from edgeagent.config import IsolationSection
+from fedplane.lab.sims.placementsim import PlacementSim
 
 from test_agent_isolation import v1_tree, v2_tree
 
@@ -54,3 +58,19 @@ def test_check_says_what_isolation_would_write_and_names_an_unusable_tree(tmp_pa
     problem, summary = colocation.check(IsolationSection(enabled=True, root=str(tmp_path / "nothing")))
     assert problem is not None and problem.startswith("isolation: no cpu controller") and "unavailable" in summary
     assert colocation.check(IsolationSection(enabled=False, root=str(tmp_path / "nothing")))[0] is None  # off: only said
+
+
+def test_a_batch_pod_larger_than_any_escrow_binds_once_on_the_node_offering_reclaimed_cpu() -> None:
+    sim = PlacementSim([Node(f"n{i:02d}", 4000, 16384) for i in range(3)], seed=3)
+    sim.run(0.5)
+    for name, placer in sim.agents.items():  # the plane's offers, as the acks carry them: only n01 reclaims
+        placer.offer_reclaimed(2500 if name == "n01" else 0, sim.now)
+    sim.cluster.submit(Pod("online", 100, 256, qos=QoS.LATENCY_SENSITIVE))
+    sim.cluster.submit(Pod("batch", 6000, 1024, qos=QoS.BEST_EFFORT))
+    sim.run(4.0)
+    bound = {uid: sim.cluster.bound_node(uid) for uid in ("online", "batch")}
+    assert bound["batch"] == "n01" and bound["online"]  # one winner for each, the batch pod where reclaimed CPU is offered
+    holder = sim.agents["n01"]
+    part = holder.reclaimed.held["batch"]  # what n01's escrow lacked (2 cores, or 2.1 with the online pod there first)
+    assert part in (2000, 2100) and sim.cluster.pods["batch"].booked.cpu_milli == 6000 - part  # type: ignore[union-attr]
+    assert [n for n, p in sim.agents.items() if "batch" in p.running] == ["n01"] and sim.cluster.evidence.capacity_refusals == 0

@@ -9,6 +9,7 @@ the evidence (refused binds by reason, decision latencies).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from edgeagent.clusters import (
 from fedcore.backends import fencing
 from fedcore.nodes import Node
 from fedcore.nodetable import NO_DEVICE, NodeTable, OvercommitError, Placement
-from fedcore.pods import Pod
+from fedcore.pods import Pod, QoS
 
 
 @dataclass(slots=True)
@@ -38,6 +39,8 @@ class _Pod:
     placement: Placement | None = None
     pending_since: float = 0.0
     replaced: bool = False
+    booked: Pod | None = None
+    """What its node's table holds: the request less the CPU a batch pod took from reclaimed capacity."""
 
 
 class Decision(NamedTuple):
@@ -147,8 +150,11 @@ class InMemoryCluster:
         problem = self.table.device_problem(row, gpus)
         if problem:
             return BindResult(BindOutcome.REJECTED, node, p.epoch, problem)
+        if reclaimed_milli and (p.pod.qos is not QoS.BEST_EFFORT or not 0 < reclaimed_milli <= p.pod.cpu_milli):
+            return BindResult(BindOutcome.REJECTED, node, p.epoch, f"reclaimed_milli {reclaimed_milli}: batch pods only, within the request")
+        p.booked = dataclasses.replace(p.pod, cpu_milli=p.pod.cpu_milli - reclaimed_milli)
         try:
-            p.placement = self.table.allocate(p.pod, row, gpus or None)
+            p.placement = self.table.allocate(p.booked, row, gpus or None)
         except OvercommitError as exc:
             self.evidence.capacity_refusals += 1
             return BindResult(BindOutcome.REJECTED, node, p.epoch, str(exc))
@@ -217,7 +223,7 @@ class InMemoryCluster:
 
     def _release(self, p: _Pod) -> None:
         if p.placement is not None:
-            self.table.release(p.pod, p.placement)
+            self.table.release(p.booked or p.pod, p.placement)
             p.placement = None
 
     def _update(self, p: _Pod) -> PodUpdate:

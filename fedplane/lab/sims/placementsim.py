@@ -342,7 +342,7 @@ class PlacementSim:
         try:
             if name in self.cut:
                 raise ClusterUnavailable("host link cut")
-            result: BindResult | None = run_now(self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus))
+            result: BindResult | None = run_now(self.cluster.bind(effect.pod, effect.node, effect.epoch, effect.gpus, effect.reclaimed_milli))
         except ClusterUnavailable:
             result = None
         self._call(name, lambda p: p.bind_done(effect.pod, result, self.now))
