@@ -1,14 +1,17 @@
 """Online and batch on one fleet, in the reconcile tick: reclaimed capacity per node and the quota auction.
 
-For every cluster that runs a batch workload, each tick: each node's online usage (what its agent measured, in its
-report) feeds the node's forecast (:class:`controlplane.reclaiming.NodeReclaim`, one sample per ``stride_s``); the
-forecast peak of online use takes the node first and what is left is the batch supply; the auction
-(:class:`controlplane.auctions.Auction`) fits the running batch pods into it, suppressing (cgroup quota cut to a
-floor) and then preempting them lowest bid first (a batch workload's priority is its bid) at a bounded rate per node.
-Each preemption is an eviction at the back end, a decision (``preempt``) and a counter. The node's offer —
-reclaimed CPU for the agents' placement and the batch cgroup quota for their isolation — rides on the ack of the
-agent's next report (:func:`controlplane.service.report_agent`). New batch pods are not cleared here: agents place
-them (claims CRDT, one winner) against escrow plus the offer; the next tick counts them as running.
+A round runs every ``round_s`` on each cluster that runs a batch workload or whose agents measure their online use.
+Each node's online use (its agent's measurement, in its report) feeds the node's forecast
+(:class:`controlplane.reclaiming.NodeReclaim`, one sample per ``stride_s``); the forecast peak takes the node first
+and what is left is the batch supply. The auction (:class:`controlplane.auctions.Auction`) fits the running batch pods
+into it, suppressing them (the cgroup quota cut towards a floor) and then preempting them lowest bid first (a batch
+workload's priority is its bid) at a bounded rate per node; an online pod pending since the last round, which batch
+keeps off every node, has batch evicted for it the same way. Each preemption is an eviction at the back end, a
+decision (``preempt``) and a counter. The node's offer — reclaimed CPU for the agents' placement, the batch cgroup
+quota for their isolation — rides on the ack of the agent's next report (:func:`controlplane.service.report_agent`),
+and a bind asking more reclaimed CPU than the current offer is refused (:meth:`Colocation.refusal`). New batch pods
+are not cleared here: agents place them (claims CRDT, one winner) against escrow plus the offer; the next round
+counts them as running.
 """
 
 from __future__ import annotations
