@@ -184,3 +184,26 @@ def test_the_loop_across_hosts_meets_its_goals(traces: Path, tmp_path: Path) -> 
     assert j["trainer_killed"]["round_outcome"] in ("completed", "skipped") and j["trainer_killed"]["stall_s"] <= 60
     assert j["bad_models_promoted"] == 0 and j["rollback_drill"]["rounds_to_rollback"] == 1
     assert j["experience_kib_per_agent_round"] <= 256 and j["model_rollout_s_p99"] <= 10
+
+
+def test_a_trainer_runs_behind_its_hosts_wrapper_and_joins_the_superlink_where_it_listens(monkeypatch: pytest.MonkeyPatch,
+                                                                                          tmp_path: Path) -> None:
+    from federated.flower import engine, supervisor
+
+    spawned: list[list[str]] = []
+
+    class Started:
+        pid = 4242
+
+    def spawn(command: list[str], env: object, log: Path) -> Started:
+        spawned.append(command)
+        return Started()
+
+    monkeypatch.setattr(supervisor, "spawn", spawn)
+    eng = engine.Engine(tmp_path, 9092, "10.231.0.1")
+    eng.add_supernode("supernode-0", {"partition-id": 0, "feed": "http://10.231.0.1:7443"}, ["ip", "netns", "exec", "trainer-0"])
+    (command,) = spawned
+    assert command[:4] == ["ip", "netns", "exec", "trainer-0"] and command[4].endswith("flower-supernode")
+    assert command[command.index("--superlink") + 1] == "10.231.0.1:9092"
+    assert json.loads((tmp_path / engine.STATE).read_text())["host"] == "10.231.0.1", "federated down finds it again"
+    assert engine.attach(tmp_path).address == "10.231.0.1:9092"
