@@ -136,8 +136,10 @@ def checked(name: str, values: Sequence[float] | np.ndarray, min_len: int = 3) -
 
 def as_demand(name: str, stride_s: float, raw: np.ndarray) -> Series:
     x = checked(name, raw, min_len=8)
-    scale = PEAK_UNITS / max(float(np.percentile(x[: int(len(x) * (1 - HOLDOUT))], 99)), 1e-9)
-    return Series(name, stride_s, x * scale)
+    p99 = float(np.percentile(x[: int(len(x) * (1 - HOLDOUT))], 99))
+    if p99 <= 0:
+        raise SeriesError(f"series {name!r}: no demand in 99% of its training part, nothing to size replicas by")
+    return Series(name, stride_s, x * PEAK_UNITS / p99)
 
 
 def packaged_column(folder: str, filename: str, column: str) -> np.ndarray:
