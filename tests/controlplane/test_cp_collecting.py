@@ -34,3 +34,20 @@ def test_full_collections_freeze_their_survivors_and_every_pause_is_timed() -> N
         freezer.uninstall()
         gc.unfreeze()
     assert freezer._observe not in gc.callbacks
+
+
+def test_cycles_that_died_frozen_are_freed_once_the_frozen_set_grew_by_half() -> None:
+    freezer = Freezer(Histogram("pauses", "", ["generation"], registry=CollectorRegistry()))
+    try:
+        freezer.install()
+        at_start = gc.get_freeze_count()
+        leaked = [_Cycle() for _ in range(at_start)]  # e.g. closed connections' cycles, alive at a full collection
+        gc.collect(2)
+        assert gc.get_freeze_count() >= 2 * at_start, "frozen with the survivors"
+        del leaked  # they die frozen: no collection walks them now
+        gc.collect(2)  # the frozen set had grown past half: thawed
+        assert gc.collect(2) >= at_start, "the next full collection walked the thawed set and freed the dead cycles"
+        assert gc.get_freeze_count() < 1.5 * at_start, "frozen anew from what is alive"
+    finally:
+        freezer.uninstall()
+        gc.unfreeze()
