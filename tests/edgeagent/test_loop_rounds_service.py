@@ -1,6 +1,7 @@
 """The rounds service end to end (opt-in: FEDPLANE_LOOP_SLOW=1, minutes): ``fedplane federated rounds start`` beside
 real agents on the network transport, the regions' trainers joining its SuperLink as their own processes, rounds
-deciding through the plane's models directory, ``status`` following them and ``stop`` ending the service."""
+deciding through the plane's models directory, a second run going on from the first's model, ``status`` following
+them and ``stop`` ending the service."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_the_rounds_service_runs_rounds_for_the_plane_and_stops(traces: Path, tm
         try:
             fleet_file = loopconfig.write_fleet(tmp_path / "fleet.json", fleet.infos)
             started = runner.invoke(rounds, ["start", "--dir", str(service), "--models", str(fleet.shelf_dir), "--fleet", str(fleet_file),
-                                             "--traces", str(traces), "--rounds", "2", "--every", "600", "--warmup", "12",
+                                             "--traces", str(traces), "--rounds", "2", "--every", "5", "--warmup", "12",
                                              "--min-clients", "2", "--json"])
             assert started.exit_code == 0, started.output
             superlink = json.loads(started.output)["superlink"]
@@ -46,7 +47,7 @@ def test_the_rounds_service_runs_rounds_for_the_plane_and_stops(traces: Path, tm
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
                 status = json.loads(runner.invoke(rounds, ["status", "--dir", str(service), "--json"]).output)
-                if status["phase"] == "idle":
+                if status["phase"] == "idle" and status["run"] == 2:  # the second run went on from the first's model
                     break
                 await asyncio.sleep(2)
             stopped = runner.invoke(rounds, ["stop", "--dir", str(service)])
@@ -59,7 +60,10 @@ def test_the_rounds_service_runs_rounds_for_the_plane_and_stops(traces: Path, tm
     got = asyncio.run(scenario())
     status = got["status"]
     assert isinstance(status, dict) and status["phase"] == "idle" and status["last_run"] == "finished", status
-    assert [r["round"] for r in status["recent_rounds"]] == [1, 2], status
+    assert [r["round"] for r in status["recent_rounds"]] == [1, 2, 1, 2], status
+    starts = [json.loads(line) for line in (service / "report.jsonl").read_text().splitlines() if '"event": "start"' in line]
+    first_run_version = status["recent_rounds"][1]["model_version"]
+    assert starts[0]["cold_start"].startswith("random") and starts[1]["cold_start"] == f"resumed from {first_run_version}", starts
     assert all(r["canary"] in ("promoted", "rolled_back") and r["answered"] >= 1 for r in status["recent_rounds"]), status
     assert max(r["answered"] for r in status["recent_rounds"]) == 2, ("both regions' trainers took part", status)
     assert got["shelf"] == status["recent_rounds"][-1]["model_version"], "the plane's models directory holds the fleet's version"
