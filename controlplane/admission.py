@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,6 +43,9 @@ class ClusterView:
     taints: tuple[Taint, ...] = ()
     reclaimed_milli: int = 0
     """CPU its online pods request but, by forecast, will not use (:mod:`controlplane.colocating`): batch may take it."""
+    batch_used: Resources = Resources()
+    """The part of ``used`` batch workloads request: online work outbids it (the colocation round evicts batch for a
+    pending online pod), so online placement does not count it."""
 
     def for_batch(self) -> ClusterView:
         """This view as a batch workload sees it: its largest pool grown by the reclaimed CPU."""
@@ -51,7 +54,11 @@ class ClusterView:
         largest = max(self.pools, key=lambda a: (self.pools[a].cpu_milli, a))
         pools = dict(self.pools)
         pools[largest] = pools[largest] + Resources(self.reclaimed_milli, 0)
-        return ClusterView(self.name, self.region, pools, self.used, self.labels, self.taints)
+        return replace(self, pools=pools, reclaimed_milli=0)
+
+    def for_online(self) -> ClusterView:
+        """This view as an online workload sees it: batch's requests are not in the way."""
+        return replace(self, used=self.used - self.batch_used, batch_used=Resources()) if self.batch_used else self
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +217,7 @@ def choose(
     ``learned`` adds score plugins built once by the caller (:func:`learned_scores`).
     """
     want = workload.replicas if replicas is None else replicas
-    if workload.template.qos == "batch":
-        views = [v.for_batch() for v in views]
+    views = [v.for_batch() if workload.template.qos == "batch" else v.for_online() for v in views]
     nodes = pseudo_nodes(views, exclude)
     if not nodes:
         return Choice({}, ("no registered cluster has reported capacity yet",), want)
@@ -242,13 +248,14 @@ def choose(
     return Choice(dict(counts), tuple(reasons), 0)
 
 
-def used_by_cluster(workloads: Iterable[Workload], placements: Iterable[Placement]) -> dict[str, Resources]:
-    """What the placed replicas request, per cluster (the plane's own accounting, before agents report)."""
+def used_by_cluster(workloads: Iterable[Workload], placements: Iterable[Placement], qos: str = "") -> dict[str, Resources]:
+    """What the placed replicas request, per cluster (the plane's own accounting, before agents report); ``qos``: only
+    workloads of that class."""
     by_name = {w.name: w for w in workloads}
     used: dict[str, Resources] = {}
     for p in placements:
         w = by_name.get(p.workload)
-        if w is not None and p.state is PlacementState.PLACED:
+        if w is not None and p.state is PlacementState.PLACED and (not qos or w.template.qos == qos):
             t = w.template
             used[p.cluster] = used.get(p.cluster, Resources()) + Resources(
                 t.cpu_milli * p.replicas, t.memory_mib * p.replicas, 0, t.gpus * 1000 * p.replicas)

@@ -106,6 +106,10 @@ class Colocation:
         """The cluster's reclaimed CPU, over its nodes (what batch admission may count on beyond unrequested capacity)."""
         return sum(o.reclaimed_milli for (c, _), o in self.offers.items() if c == cluster)
 
+    def held(self, cluster: str) -> int:
+        """The CPU the cluster's batch pods hold on reclaimed capacity at its last round (booked outside allocatable)."""
+        return sum(s.reclaimed_milli for (_, c), s in self.shares.items() if c == cluster)
+
     def share(self, workload: str, cluster: str) -> Share:
         return self.shares.get((workload, cluster), Share())
 

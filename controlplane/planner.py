@@ -17,7 +17,7 @@ failovers avoid clusters its migrations in flight touch.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controlplane import admission, returning
 from controlplane.failbacks import Falls
@@ -49,6 +49,19 @@ class Plan:
 class Load:
     now: float
     forecast: float
+
+
+def online_load(capacity: Resources, online: Resources, booked: Resources, batch: Resources, reclaimed_milli: int) -> float:
+    """A cluster's load as online work meets it (what rebalancing reads), over CPU and memory: its online placements'
+    requests, or what its agents report booked (``booked``) less batch's part of it, whichever is more. Batch is
+    preemptible (online outbids it), so a cluster full of batch is not loaded for online work. ``batch``: what batch
+    placements request there, ``reclaimed_milli`` of it on reclaimed CPU (agents book that outside allocatable)."""
+    batch_booked = batch - Resources(min(reclaimed_milli, batch.cpu_milli), 0)
+    background = booked - batch_booked
+    return max(
+        max(online.cpu_milli, background.cpu_milli) / capacity.cpu_milli if capacity.cpu_milli else 0.0,
+        max(online.memory_mib, background.memory_mib) / capacity.memory_mib if capacity.memory_mib else 0.0,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +148,7 @@ class Planner:
         workloads: Mapping[str, Workload], placements: Sequence[Placement], moving: set[str], failed: set[str],
     ) -> list[Plan]:
         """Move the biggest movable workload that fits elsewhere (one plan per target cluster)."""
-        cool = {c for c, l in loads.items() if max(l.now, l.forecast) > self.config.target_max}
+        cool = {c for c, ld in loads.items() if max(ld.now, ld.forecast) > self.config.target_max}
         candidates = sorted(
             (p for p in placements if p.cluster == cluster and p.state is PlacementState.PLACED and p.workload not in moving
              and p.workload in workloads and workloads[p.workload].policy.movable),
@@ -194,4 +207,4 @@ def _charged(view: admission.ClusterView, w: Workload, plans: Sequence[Plan]) ->
         return view
     t = w.template
     extra = Resources(t.cpu_milli * k, t.memory_mib * k, 0, t.gpus * 1000 * k)
-    return admission.ClusterView(view.name, view.region, view.pools, view.used + extra, view.labels, view.taints)
+    return replace(view, used=view.used + extra, batch_used=view.batch_used + extra if t.qos == "batch" else view.batch_used)

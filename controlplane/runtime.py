@@ -32,7 +32,7 @@ from controlplane.capacities import Capacities
 from controlplane.colocating import Colocation, ColocationConfig
 from controlplane.pacing import Pacing
 from controlplane.podtypesbook import PodTypesBook
-from controlplane.planner import Load, Plan, Planner, PlannerConfig
+from controlplane.planner import Load, Plan, Planner, PlannerConfig, online_load
 from controlplane.retiring import Retiring
 from controlplane.registry import BackendKind, ClusterSpec, DecisionRecord, Home, Placement, PlacementState, Registry
 from controlplane.verdicts import Health, Timings, Verdict, judge
@@ -440,11 +440,12 @@ class ControlPlane:
                 self._judge(spec.name, now)
             listed, placements = self.registry.workloads(), self.registry.placements()
             used = admission.used_by_cluster(listed, placements)  # once a tick: loads and views read the same
-            self._measure_loads(now, used)
+            batch = admission.used_by_cluster(listed, placements, "batch")
+            self._measure_loads(now, used, batch)
             workloads = {w.name: w for w in listed}
             self._update_contexts(specs, workloads, placements, now)
             plans, notes = self.planner.plan(
-                now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(used, specs), self.loads,
+                now, {c: v for c, (v, _) in self.verdicts.items()}, self.views(used, specs, batch), self.loads,
                 workloads, placements, self.journal.active(),
                 self.registry.homes(), self._healthy_since(), self.wall(),
             )
@@ -474,15 +475,17 @@ class ControlPlane:
     def _healthy_since(self) -> dict[str, float]:
         return {c: since for c, (v, since) in self.verdicts.items() if v.health is Health.HEALTHY}
 
-    def views(self, used: Mapping[str, Resources] | None = None, specs: Sequence[ClusterSpec] = ()) -> list[admission.ClusterView]:
-        used = self._used() if used is None else used
+    def views(self, used: Mapping[str, Resources] | None = None, specs: Sequence[ClusterSpec] = (),
+              batch: Mapping[str, Resources] | None = None) -> list[admission.ClusterView]:
+        """``used``: what placements request per cluster, ``batch`` the batch part of it (None: read from the registry)."""
+        used, batch = self._used() if used is None else used, self._used("batch") if batch is None else batch
         views = []
         for spec in specs or self.registry.clusters():
             pools, skipped, _ready = self.capacities.of(spec.name, self.evidence.listing(spec.name))
             self._note_skipped(spec.name, skipped)
             verdict = self.verdicts.get(spec.name, (Verdict(Health.UNKNOWN, ()), 0.0))[0]
             views.append(admission.ClusterView(spec.name, spec.region, pools, used.get(spec.name, Resources()), dict(spec.labels), verdict.taints,
-                                               self.colocation.reclaimed(spec.name)))
+                                               self.colocation.reclaimed(spec.name), batch.get(spec.name, Resources())))
         return views
 
     # -- internals -----------------------------------------------------------------------------------
@@ -518,8 +521,8 @@ class ControlPlane:
                 self._warned.add((cluster, node, reason))
                 log.warning("cluster %s: node %s is left out of placement: %s", cluster, node, reason)
 
-    def _used(self) -> dict[str, Resources]:
-        return admission.used_by_cluster(self.registry.workloads(), self.registry.placements())
+    def _used(self, qos: str = "") -> dict[str, Resources]:
+        return admission.used_by_cluster(self.registry.workloads(), self.registry.placements(), qos)
 
     def _update_contexts(self, specs: Sequence[ClusterSpec], workloads: Mapping[str, Workload], placements: Sequence[Placement],
                          now: float) -> None:
@@ -551,18 +554,16 @@ class ControlPlane:
         with self.lock:
             return scorerjobs.adopt(outcome, now, self.contexts, self.selections, self.metrics, self._record, self.leading)
 
-    def _measure_loads(self, now: float, used: Mapping[str, Resources]) -> None:
+    def _measure_loads(self, now: float, used: Mapping[str, Resources], batch: Mapping[str, Resources]) -> None:
+        """Each cluster's online load (:func:`controlplane.planner.online_load`: batch does not push online work away)."""
         for cluster in self.verdicts:
             ev = self.evidence.about(cluster, now)
             cap = self.capacities.of(cluster, ev.nodes)[2]
-            background = Resources()
+            booked = Resources()
             for s in ev.summaries:  # what agents see allocated beyond our placements
-                background = background + s.allocated
-            u = used.get(cluster, Resources())
-            load = max(
-                max(u.cpu_milli, background.cpu_milli) / cap.cpu_milli if cap.cpu_milli else 0.0,
-                max(u.memory_mib, background.memory_mib) / cap.memory_mib if cap.memory_mib else 0.0,
-            )
+                booked = booked + s.allocated
+            b = batch.get(cluster, Resources())
+            load = online_load(cap, used.get(cluster, Resources()) - b, booked, b, self.colocation.held(cluster))
             if not cap.cpu_milli:  # unknown capacity: no basis for a rebalance
                 continue
             fc = self.forecasts.setdefault(cluster, LoadForecast())

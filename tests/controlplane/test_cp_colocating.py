@@ -3,13 +3,17 @@ CPU booked outside allocatable, suppression before preemption, preemptions lowes
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from controlplane.colocating import Colocation, ColocationConfig
 from controlplane.evidence import AgentReport, NodeSummary
 from controlplane.metrics import Metrics
-from controlplane.registry import DecisionRecord
-from controlplane.workloads import Template, Workload
+from controlplane.planner import online_load
+from controlplane.registry import ClusterSpec, DecisionRecord
+from controlplane.runtime import Backends, ControlPlane
+from controlplane.workloads import Policy, Template, Workload
 from fedcore.backends.model import BindOutcome, Phase, WorkloadSpec
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 from fedcore.resources import Resources
@@ -112,3 +116,31 @@ def test_an_online_pod_pending_because_batch_holds_the_node_outbids_it(fleet: tu
     room = AgentReport("c0", NODE, "a", 2, NodeSummary(NODE, Resources(4000, 8192), Resources(3000, 512)), ())
     colo.tick(2.0, "c0", twin, twin.list_nodes(), [room], workloads)  # the escrow it freed is there: no more evictions
     assert len(decisions) == 1
+
+
+def test_batch_neither_pushes_online_work_away_nor_keeps_it_out(tmp_path: Path) -> None:
+    """A cluster nearly full of batch reads as unloaded to rebalancing and has room for online work (online outbids it)."""
+    clock = [0.0]
+    plane = ControlPlane(tmp_path / "cp.db", Backends(lambda: clock[0], twin_ready_delay_s=0.0), lambda: clock[0])
+    for name in ("a", "b"):
+        plane.register_cluster(ClusterSpec(name, "r0", twin_nodes=2, twin_cpu_milli=8000))
+    plane.tick(0.0)
+    (home,) = plane.submit(Workload("web", 1, Template(500, 128)), dry_run=False).counts  # movable, to either cluster
+    away = "b" if home == "a" else "a"
+    assert plane.submit(Workload("crunch", 14, Template(1000, 128, qos="batch"), Policy(clusters=(home,))), dry_run=False).counts == {home: 14}
+    for t in range(1, 40):
+        clock[0] = float(t)
+        plane.tick(clock[0])
+    assert plane.loads[home].now == pytest.approx(500 / 16000) and away in plane.loads  # not (14000 + 500) / 16000, past the 0.85 overload
+    assert not plane.journal.active() and not [d for d in plane.registry.decisions() if d.kind == "rebalance"]
+    online = plane.submit(Workload("api", 4, Template(1000, 128), Policy(clusters=(home,))), dry_run=True)
+    assert online.counts == {home: 4}  # batch's requests are not in online's way
+    assert plane.submit(Workload("more", 4, Template(1000, 128, qos="batch"), Policy(clusters=(home,))), dry_run=True).unplaced
+    plane.close()
+
+
+def test_online_load_takes_batch_bookings_out_of_what_agents_report() -> None:
+    cap = Resources(16000, 32768)
+    batch = Resources(6000, 1024)  # 2000m of it on reclaimed CPU: agents book 4000m (and all its memory)
+    assert online_load(cap, Resources(2000, 1024), Resources(9000, 4096), batch, 2000) == pytest.approx(5000 / 16000)
+    assert online_load(cap, Resources(2000, 1024), Resources(9000, 4096), Resources(), 0) == pytest.approx(9000 / 16000)
