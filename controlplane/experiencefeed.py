@@ -15,6 +15,7 @@ credential bound to a node is a board, which must not read its peers' rows), or 
 from __future__ import annotations
 
 import re
+import socketserver
 import ssl
 import threading
 import urllib.parse
@@ -30,6 +31,16 @@ from controlplane.experienceinbox import ExperienceInbox
 PATH = re.compile(r"^/v1/experience/([A-Za-z0-9][A-Za-z0-9._-]{0,252})$")
 MAX_WINDOW = 100_000
 CONTENT_TYPE = "application/x-fedplane-experience"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def server_bind(self) -> None:
+        """Bind without :class:`HTTPServer`'s ``socket.getfqdn``: a reverse DNS lookup that can stall for seconds."""
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
 
 
 def may_read(principal: Principal, cluster: str) -> bool:
@@ -49,11 +60,10 @@ class ExperienceFeed:
         self.inbox, self.auth = inbox, auth
         self.served_bytes = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer((host, port), _handler(self))
+        self._server = _Server((host, port), _handler(self))
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="experience-feed", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,), name="experience-feed", daemon=True)
 
     @property
     def port(self) -> int:
