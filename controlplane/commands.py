@@ -90,6 +90,12 @@ def controlplane() -> None:
 @click.option("--experience-feed-port", default=-1, show_default=True, type=click.IntRange(-1, 65535),
               help="Serve --experience to the regions' trainers on this port (HTTPS with --tls-*; each pulls with a credential "
                    "of role agent for its cluster and no node); -1: none.")
+@click.option("--colocation-round-s", default=5.0, show_default=True, type=click.FloatRange(0, 3600),
+              help="Seconds between a colocation round's runs on a cluster (reclaimed CPU offers, the batch quota auction; 0: every tick).")
+@click.option("--colocation-stride-s", default=30.0, show_default=True, type=click.FloatRange(0, 3600, min_open=True),
+              help="Seconds between a node's online usage samples (its forecast's stride); at least --colocation-round-s.")
+@click.option("--colocation-headroom-milli", default=0, show_default=True, type=click.IntRange(0, 1_000_000),
+              help="CPU (millicores) every node keeps free of batch whatever its forecast says (system daemons, the agent).")
 @click.option("--insecure", is_flag=True, help="Check no credentials (anyone who reaches the port is admin): loopback only.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Log lines on stderr: text (UTC times) or one JSON object per line; every decision is one line.")
@@ -98,7 +104,8 @@ def serve(
     db: str, host: str, port: int, agent_port: int, metrics_port: int, ui_port: int, twin_clusters: int, regions: int, twin_nodes: int, ready_delay: float,
     agents_bind: bool, kubeconfig: str | None, contexts: Sequence[str], placer: str, probe_interval: float, return_after: float, score_profile: str,
     volumes_dir: str, scorer_selection: bool, etcd_endpoints: str, member: str, advertise: str, admin_credentials: str, models_dir: str, experience_dir: str,
-    experience_max_mib: int, experience_feed_port: int, insecure: bool,
+    experience_max_mib: int, experience_feed_port: int, colocation_round_s: float, colocation_stride_s: float,
+    colocation_headroom_milli: int, insecure: bool,
     log_format: str, tls_cert: str | None, tls_key: str | None, tls_ca: str | None,
 ) -> None:
     """Run the control plane: gRPC API, reconcile loop (probe, judge, plan, migrate) and /metrics.
@@ -113,6 +120,7 @@ def serve(
     from controlplane.experienceinbox import ExperienceInbox
     from federated.flower.shelf import ModelShelf
     from controlplane.planner import PlannerConfig
+    from controlplane.colocating import ColocationConfig
     from controlplane.registry import BackendKind, ClusterSpec, Placer
     from controlplane.runtime import Backends, ControlPlane
     from controlplane.store import StoreError
@@ -131,6 +139,9 @@ def serve(
             from controlplane.console import serving as console
         except ImportError as exc:
             fail(f"--ui-port: the web console needs aiohttp ({exc}): pip install 'fedplane[console]'")
+    if colocation_stride_s < colocation_round_s:
+        fail(f"--colocation-stride-s {colocation_stride_s:g} is shorter than --colocation-round-s {colocation_round_s:g}: a node's usage "
+             "is sampled at most once a round, so its forecast's stride (and horizon) would be longer than it says")
     if insecure and not auth.loopback(host):
         fail(f"--insecure refuses to serve on {host}: without credentials anyone who reaches the port is admin; bind 127.0.0.1 or drop --insecure")
     specs = [ClusterSpec(f"c{i}", f"r{i % regions}", twin_nodes=twin_nodes) for i in range(twin_clusters)]
@@ -140,6 +151,7 @@ def serve(
                 name = re.sub(r"[^a-z0-9-]+", "-", ctx.lower()).strip("-")[:63]
                 specs.append(ClusterSpec(name, "default", BackendKind.KUBERNETES, ctx, kubeconfig or "", placer=Placer(placer)))
         timings = Timings(probe_interval_s=probe_interval, report_interval_s=probe_interval, fresh_s=5 * probe_interval)
+        colocation = ColocationConfig(colocation_stride_s, colocation_round_s, headroom_milli=colocation_headroom_milli)
         if score_profile:
             profiles.make(score_profile, profiles.ProfileContext())  # fail now, not at the first placement
         binder = Binder.EXTERNAL if agents_bind else Binder.INTERNAL
@@ -154,14 +166,15 @@ def serve(
             endpoints = [e.strip() for e in etcd_endpoints.split(",") if e.strip()]
             store = EtcdStore(endpoints)
             plane = ControlPlane(store, backends, time.monotonic, timings, planning, lead=False, scorer_selection=scorer_selection,
-                                 volumes=volumes)
+                                 volumes=volumes, colocation=colocation)
             # credentials are only ever added, so every member writes them unfenced (no leader needed to issue one)
             checker = auth.Authenticator(EtcdStore(endpoints, prefix=store.prefix, require_fence=False))
             election = Election(store, member, advertise)
             election.leader()  # etcd must answer now: a clear error beats a member that campaigns into the void
             leadership = campaigning.Campaign(election, plane, specs)
         else:
-            plane = ControlPlane(db, backends, time.monotonic, timings, planning, scorer_selection=scorer_selection, volumes=volumes)
+            plane = ControlPlane(db, backends, time.monotonic, timings, planning, scorer_selection=scorer_selection, volumes=volumes,
+                                 colocation=colocation)
             checker = auth.Authenticator(plane.store)
             for spec in specs:
                 plane.register_cluster(spec)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from controlplane.colocating import Colocation, ColocationConfig
 from controlplane.evidence import AgentReport, NodeSummary
@@ -17,6 +18,7 @@ from controlplane.workloads import Policy, Template, Workload
 from fedcore.backends.model import BindOutcome, Phase, WorkloadSpec
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 from fedcore.resources import Resources
+from fedplane.cli import main
 
 NODE = "c0-n0"
 
@@ -144,3 +146,22 @@ def test_online_load_takes_batch_bookings_out_of_what_agents_report() -> None:
     batch = Resources(6000, 1024)  # 2000m of it on reclaimed CPU: agents book 4000m (and all its memory)
     assert online_load(cap, Resources(2000, 1024), Resources(9000, 4096), batch, 2000) == pytest.approx(5000 / 16000)
     assert online_load(cap, Resources(2000, 1024), Resources(9000, 4096), Resources(), 0) == pytest.approx(9000 / 16000)
+
+
+def test_serve_takes_the_colocation_round_from_its_flags_and_refuses_a_stride_shorter_than_a_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[ColocationConfig] = []
+
+    class Seen(ControlPlane):
+        def __init__(self, *args: object, colocation: ColocationConfig = ColocationConfig(), **kwargs: object) -> None:
+            seen.append(colocation)
+            raise OSError("stopped before serving")
+
+    monkeypatch.setattr("controlplane.runtime.ControlPlane", Seen)
+    base = ["controlplane", "serve", "--db", str(tmp_path / "cp.db"), "--metrics-port", "-1"]
+    result = CliRunner().invoke(main, [*base, "--colocation-round-s", "2", "--colocation-stride-s", "10", "--colocation-headroom-milli", "250"])
+    assert result.exit_code == 2 and "stopped before serving" in result.output
+    assert seen == [ColocationConfig(stride_s=10.0, round_s=2.0, headroom_milli=250)]
+    result = CliRunner().invoke(main, [*base, "--colocation-round-s", "20", "--colocation-stride-s", "10"])
+    assert result.exit_code == 2 and "--colocation-stride-s 10 is shorter than --colocation-round-s 20" in result.output
+    assert "Traceback" not in result.output and len(seen) == 1
