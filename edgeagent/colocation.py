@@ -5,7 +5,8 @@ the use measured, and it answers with the node's batch offer on the ack of every
 exchange for one agent: with ``isolation.enabled`` it makes the node's cgroups (:mod:`edgeagent.isolation`: online
 first, batch capped), reads the online group's CPU use between reports, and writes the offer's quota into the batch
 group; the offer's reclaimed CPU goes to the placer either way (:meth:`edgeagent.placing.Placer.offer_reclaimed`).
-Without isolation nothing is measured, so the plane reclaims nothing on this node: batch fits on escrow alone.
+Without isolation nothing is measured, so the plane reclaims nothing on this node: batch fits on escrow alone. With
+the Kubernetes back end the groups are kubelet's QoS groups (batch capped in BestEffort, online metered as the rest).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ log = logging.getLogger("edgeagent.colocation")
 class NodeColocation:
     """One node's isolation and meter; :meth:`start` applies the groups, :meth:`measure` and :meth:`take` run per report."""
 
-    def __init__(self, settings: IsolationSection) -> None:
-        self.settings = settings
+    def __init__(self, settings: IsolationSection, kubelet: bool = False) -> None:
+        """``kubelet``: the back end is Kubernetes, so pods run in kubelet's cgroups (:func:`edgeagent.isolation.detect`)."""
+        self.settings, self.kubelet = settings, kubelet
         self.layout: isolation.Layout | None = None
         self.quota: int | None = None
         """The batch CPU quota last written (None: none, the group runs uncapped)."""
@@ -32,14 +34,14 @@ class NodeColocation:
 
     def plan(self) -> tuple[isolation.Layout, list[tuple[Path, str]]]:
         """What :meth:`start` would write on this host (``fedplane agent --check``); raises IsolationError."""
-        layout = isolation.detect(Path(self.settings.root), Path(self.settings.resctrl))
+        layout = isolation.detect(Path(self.settings.root), Path(self.settings.resctrl), self.kubelet)
         return layout, isolation.settings(layout, self._limits(None))
 
     def start(self) -> None:
         """Make the groups with batch uncapped until the plane's first offer; raises IsolationError (named setting)."""
         if not self.settings.enabled:
             return
-        self.layout = isolation.detect(Path(self.settings.root), Path(self.settings.resctrl))
+        self.layout = isolation.detect(Path(self.settings.root), Path(self.settings.resctrl), self.kubelet)
         isolation.apply(self.layout, self._limits(None))
         if not self.layout.resctrl:
             log.info("isolation: %s", self.layout.describe()["cache_partitioning"])
@@ -85,16 +87,17 @@ class NodeColocation:
         return isolation.BatchLimits(quota, mib << 20 if mib else None)
 
 
-def check(settings: IsolationSection) -> tuple[str | None, str]:
-    """``(problem, summary)`` for ``--check``: what isolation would do on this host, and why it cannot (enabled only)."""
+def check(settings: IsolationSection, kubelet: bool = False) -> tuple[str | None, str]:
+    """``(problem, summary)`` for ``--check``: what isolation would do on this host (which groups it found), and why it
+    cannot (enabled only)."""
     try:
-        layout, writes = NodeColocation(settings).plan()
+        layout, writes = NodeColocation(settings, kubelet).plan()
     except isolation.IsolationError as exc:
         return (f"isolation: {exc}" if settings.enabled else None), f"isolation unavailable here ({exc})"
     where = layout.describe()
     summary = (f"isolation {'on' if settings.enabled else 'off (isolation.enabled)'}: would write {len(writes)} cgroup "
-               f"settings, cpu {where['cpu']}, memory {where['memory']}; cache partitioning {where['cache_partitioning']}")
-    base = layout.cpu[1] / isolation.PARENT
+               f"settings, groups {where['groups']}, cpu {where['cpu']}, memory {where['memory']}; cache partitioning {where['cache_partitioning']}")
+    base = layout.cpu[1] / (layout.groups.batch if kubelet else isolation.PARENT)
     writable = base if base.exists() else layout.cpu[1]
     if settings.enabled and not os.access(writable, os.W_OK):
         return f"isolation: {writable} is not writable by this user (run as root, or set isolation.enabled false)", summary

@@ -136,7 +136,7 @@ class WanSection:
 
 @dataclass(frozen=True, slots=True)
 class IsolationSection:
-    enabled: bool = _opt(False, "apply node isolation between online and batch pods: cgroup groups fedplane/online (highest CPU weight) and fedplane/batch (lowest weight, CPU quota from the control plane's batch offer), v2 or v1 by which hierarchy holds the controllers; the online group's CPU use is reported so the plane can reclaim what online pods reserve but do not use. Needs write access to the cgroup tree (root); off: no cgroup is written and nothing is reclaimed on this node")
+    enabled: bool = _opt(False, "apply node isolation between online and batch pods: cgroup groups fedplane/online (highest CPU weight) and fedplane/batch (lowest weight, CPU quota from the control plane's batch offer), v2 or v1 by which hierarchy holds the controllers; with backend.kind kubernetes, kubelet's QoS groups instead (batch capped in its BestEffort parent, online metered as all pods less BestEffort; systemd or cgroupfs driver naming); the online group's CPU use is reported so the plane can reclaim what online pods reserve but do not use. Needs write access to the cgroup tree (root); off: no cgroup is written and nothing is reclaimed on this node")
     root: str = _opt("/sys/fs/cgroup", "the cgroup tree's mount point")
     resctrl: str = _opt("/sys/fs/resctrl", "where Intel RDT cache and memory-bandwidth partitioning is mounted (reported absent otherwise)")
     batch_memory_mib: int = _opt(0, "memory ceiling of the batch group (v2 memory.high, v1 memory.limit_in_bytes); 0 = none")

@@ -120,7 +120,7 @@ class Agent:
         self.effects = EffectPipeline(self.data, config.journal_max_mib * 2**20, config.experience_max_mib * 2**20,
                                       self._perform, self._spawn)
         """Effects leave only after the journal commit of the ledger operations behind them."""
-        self.colocation = NodeColocation(config.isolation)
+        self.colocation = NodeColocation(config.isolation, config.backend.kind == "kubernetes")
         """Online/batch isolation on this node, its online CPU use for the plane, the plane's batch offer (edgeagent.colocation)."""
         self.metrics: AgentMetrics | None = None
         self._http: StatusServer | None = None

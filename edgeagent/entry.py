@@ -78,7 +78,7 @@ def run(config: agent_config.AgentConfig, path: str, check: bool) -> None:
     from edgeagent.policy import ModelWatcher
 
     problems = preflight.local_problems(config, ports=check)
-    isolated = colocation.check(config.isolation)
+    isolated = colocation.check(config.isolation, config.backend.kind == "kubernetes")
     problems += [isolated[0]] if isolated[0] else []
     if check:
         problem, note = asyncio.run(preflight.backend_answer(config))
