@@ -6,7 +6,8 @@ Each node's online use (its agent's measurement, in its report) feeds the node's
 and what is left is the batch supply. The auction (:class:`controlplane.auctions.Auction`) fits the running batch pods
 into it, suppressing them (the cgroup quota cut towards a floor) and then preempting them lowest bid first (a batch
 workload's priority is its bid) at a bounded rate per node; an online pod pending since the last round, which batch
-keeps off every node, has batch evicted for it the same way. Each preemption is an eviction at the back end, a
+keeps off every node (by the scheduler's own filters: resources, taints, selectors, architecture), has batch evicted
+for it the same way. Each preemption is an eviction at the back end, a
 decision (``preempt``) and a counter. The node's offer — reclaimed CPU for the agents' placement, the batch cgroup
 quota for their isolation — rides on the ack of the agent's next report (:func:`controlplane.service.report_agent`),
 and a bind asking more reclaimed CPU than the current offer is refused (:meth:`Colocation.refusal`). New batch pods
@@ -19,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from controlplane.auctions import BURST, EVICTIONS_PER_S, MIN_SHARE, Auction, Grant
 from controlplane.evidence import AgentReport, EvidenceBook
 from controlplane.metrics import Metrics
@@ -29,7 +32,10 @@ from fedcore.backends import errors
 from fedcore.backends.contract import ClusterBackend
 from fedcore.backends.model import EvictOutcome, EvictResult, NodeState, Phase, PodState
 from fedcore.backends.twin import TwinCluster
+from fedcore.nodetable import NodeTable, OvercommitError
 from fedcore.resources import Resources
+from fedcore.scheduling.filters import default_filters
+from fedcore.scheduling.framework import Profile, Scheduler
 
 BATCH = "batch"
 
@@ -141,6 +147,7 @@ class Colocation:
             return  # unreachable now: offers stand until the verdict or the next round says more
         used = {r.node: r.summary.online_used_milli for r in reports}
         online: dict[str, Resources] = {}
+        online_pods: list[PodState] = []
         running: dict[str, list[Grant]] = {}
         epochs: dict[str, PodState] = {}
         waiting: list[PodState] = []
@@ -156,6 +163,7 @@ class Colocation:
                 epochs[p.name] = p
             else:  # a pod nobody classed is online: never reclaimed from batch's side
                 online[p.node] = online.get(p.node, Resources()) + p.request
+                online_pods.append(p)
         online_request = {n: r.cpu_milli for n, r in online.items()}
         supply: dict[str, int] = {}
         reclaimed: dict[str, int] = {}
@@ -171,7 +179,7 @@ class Colocation:
         grants = [g for node, gs in running.items() if node in supply for g in gs]
         auction = self.auctions.setdefault(cluster, Auction(self.config.evictions_per_s, self.config.burst, self.config.min_share))
         booked = {r.node: r.summary.allocated.cpu_milli for r in reports}
-        cleared = auction.clear(now, supply, grants, [], self._outbid(cluster, waiting, listing, online, running, supply, booked))
+        cleared = auction.clear(now, supply, grants, [], self._outbid(cluster, waiting, listing, online_pods, running, supply, booked))
         for e in cleared.evictions:
             self._preempt(now, cluster, backend, epochs[e.pod], e.reason)
         offers = {k: v for k, v in self.offers.items() if k[0] != cluster}
@@ -181,28 +189,42 @@ class Colocation:
         self.metrics.reclaimed.labels(cluster).set(sum(reclaimed.values()))
         self._shares(cluster, listing, online_request, cleared.grants, epochs)
 
-    def _outbid(self, cluster: str, waiting: Sequence[PodState], listing: Sequence[NodeState], online: Mapping[str, Resources],
+    def _outbid(self, cluster: str, waiting: Sequence[PodState], listing: Sequence[NodeState], online: Sequence[PodState],
                 running: Mapping[str, Sequence[Grant]], supply: Mapping[str, int], booked: Mapping[str, int]) -> dict[str, int]:
         """CPU batch must give back, per node, for online pods pending since the last round that fit on no node as it is
         but would on one without its batch (the one running the most): online outbids batch for requests as for use.
-        ``booked``: what each node's agent reports its pods hold of its allocatable (batch only its part outside reclaimed
-        CPU); a node without a report counts its batch pods' whole requests."""
+        Fit is the scheduler's (:func:`fedcore.scheduling.filters.default_filters`: resources and GPU devices, taints,
+        selectors, architecture, replicas per node) on the nodes as their online pods leave them, so a pod pending for
+        another reason costs batch nothing. ``booked``: what each node's agent reports its pods hold of its allocatable
+        (batch only its part outside reclaimed CPU); a node without a report counts its batch pods' whole requests. A pod
+        or node the back end gives no scheduling spec for is not weighed."""
         before, self.waiting[cluster] = self.waiting.get(cluster, set()), {p.name for p in waiting}
-        nodes = {n.name: n.capacity for n in listing if n.name in supply}
-        batch = {n: sum(g.request_milli for g in running.get(n, ())) for n in nodes}
-        left = {n: cap - online.get(n, Resources()) for n, cap in nodes.items()}  # what online leaves, batch or not
-        escrow = {n: cap.cpu_milli - booked[n] if n in booked else left[n].cpu_milli - batch[n] for n, cap in nodes.items()}
-        free: dict[str, int] = {}
-        for p in sorted((p for p in waiting if p.name in before), key=lambda p: (-p.request.cpu_milli, p.name)):
-            if any(escrow[n] >= p.request.cpu_milli and p.request.fits_in(r) for n, r in left.items()):
+        due = sorted((p.spec for p in waiting if p.name in before and p.spec is not None), key=lambda s: (-s.cpu_milli, s.uid))
+        nodes = [n.spec for n in listing if n.name in supply and n.spec is not None]
+        if not due or not nodes:
+            return {}
+        table = NodeTable(nodes)  # what online leaves, batch or not
+        for p in online:
+            if p.spec is not None and p.node in table.index:
+                try:
+                    table.allocate(p.spec, table.index[p.node])
+                except OvercommitError:
+                    table.alive[table.index[p.node]] = False  # online alone overfills it as listed: no room there
+        fit = Scheduler(Profile("fit", default_filters(), []), table)
+        batch = [sum(g.request_milli for g in running.get(n.name, ())) for n in nodes]
+        escrow = [n.cpu_milli - booked[n.name] if n.name in booked else int(table.cpu_free[i]) - batch[i] for i, n in enumerate(nodes)]
+        free = [0] * len(nodes)
+        for spec in due:
+            rows = [int(i) for i in np.flatnonzero(fit.feasible(spec))]
+            if any(escrow[i] >= spec.cpu_milli for i in rows):
                 continue  # there is room for it as things are: the agents' to place
-            room = [n for n, r in left.items() if batch[n] > free.get(n, 0) and p.request.fits_in(r)]
+            room = [i for i in rows if batch[i] > free[i]]
             if room:
-                n = max(room, key=lambda n: (batch[n] - free.get(n, 0), n))
-                free[n] = free.get(n, 0) + p.request.cpu_milli
-                left[n] = left[n] - p.request
-                escrow[n] -= p.request.cpu_milli
-        return free
+                i = max(room, key=lambda i: (batch[i] - free[i], nodes[i].name))
+                free[i] += spec.cpu_milli
+                escrow[i] -= spec.cpu_milli
+                table.allocate(spec, i)
+        return {nodes[i].name: f for i, f in enumerate(free) if f}
 
     def _node(self, cluster: str, name: str, capacity: int, now: float, used: int | None) -> _Node:
         node = self.nodes.get((cluster, name))

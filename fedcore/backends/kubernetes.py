@@ -253,12 +253,12 @@ class KubernetesCluster:
             meta = p.get("metadata") or {}
             return PodState(meta.get("name", ""), (meta.get("labels") or {}).get(WORKLOAD_LABEL, ""), 1, Phase.PENDING)
         phase = Phase(pod.phase) if pod.phase != "Unknown" else Phase.PENDING
-        return PodState(pod.name, pod.workload, pod.epoch, phase, pod.ready, pod.node, pod.requests.resources)
+        return PodState(pod.name, pod.workload, pod.epoch, phase, pod.ready, pod.node, pod.requests.resources, pod.to_pod())
 
     def _node(self, n: Any) -> NodeState:
         node = kubeobjects.read_node(self._dict(n))
         return NodeState(node.name, node.capacity, node.ready, node.arch.value if node.arch else node.arch_label,
-                         node.labels, node.problem)
+                         node.labels, node.problem, None if node.problem or node.arch is None else node.to_node())
 
     def _read_raw(self, pod: str) -> dict[str, Any] | None:
         try:

@@ -11,6 +11,7 @@ import enum
 import re
 from dataclasses import dataclass, field
 
+from fedcore.nodes import Node
 from fedcore.pods import Pod, qos_of
 from fedcore.resources import Resources
 
@@ -98,6 +99,8 @@ class NodeState:
     arch: str = "amd64"
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     problem: str = ""
+    spec: Node | None = field(default=None, compare=False)
+    """The full scheduling spec (taints, GPU devices and model) where the back end knows it."""
 
 
 class EventKind(enum.Enum):

@@ -198,7 +198,7 @@ class TwinCluster:
     def list_nodes(self) -> list[NodeState]:
         self._enter()
         if len(self._listed) != len(self.table.nodes):
-            self._listed = tuple(NodeState(n.name, n.capacity, bool(self.table.alive[i]), n.arch.value, dict(n.labels))
+            self._listed = tuple(NodeState(n.name, n.capacity, bool(self.table.alive[i]), n.arch.value, dict(n.labels), spec=n)
                                  for i, n in enumerate(self.table.nodes))
         return list(self._listed)
 

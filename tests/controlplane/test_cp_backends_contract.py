@@ -172,6 +172,18 @@ class TestClusterBackendContract:
         assert all(p.workload == s.name and p.epoch == 5 and p.phase is Phase.PENDING and not p.node for p in pods)
         assert {p.workload for p in b.list_pods()} >= {s.name, other.name}
 
+    def test_pods_and_nodes_carry_their_scheduling_spec(self, harness: Harness) -> None:
+        """The plane weighs taints, selectors and devices with the scheduler's filters (controlplane.colocating)."""
+        nodes = harness.backend.list_nodes()
+        assert all(n.spec is not None and (n.spec.name, n.spec.cpu_milli) == (n.name, n.capacity.cpu_milli) for n in nodes)
+        if not harness.can_fabricate:
+            return
+        s = spec(replicas=1)
+        harness.backend.create_workload(s)
+        harness.pending_pods(s)
+        pods = harness.backend.list_pods(s.name)
+        assert pods and all(p.spec is not None and (p.spec.cpu_milli, p.spec.memory_mib) == (250, 256) for p in pods)
+
     def test_bind_is_fenced_by_epoch(self, harness: Harness) -> None:
         if not harness.can_fabricate:
             pytest.skip("needs fabricated pods")

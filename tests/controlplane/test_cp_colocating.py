@@ -3,6 +3,7 @@ CPU booked outside allocatable, suppression before preemption, preemptions lowes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from controlplane.runtime import Backends, ControlPlane
 from controlplane.workloads import Policy, Template, Workload
 from fedcore.backends.model import BindOutcome, Phase, WorkloadSpec
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
+from fedcore.nodes import Taint
 from fedcore.resources import Resources
 from fedplane.cli import main
 
@@ -165,3 +167,30 @@ def test_serve_takes_the_colocation_round_from_its_flags_and_refuses_a_stride_sh
     result = CliRunner().invoke(main, [*base, "--colocation-round-s", "20", "--colocation-stride-s", "10"])
     assert result.exit_code == 2 and "--colocation-stride-s 10 is shorter than --colocation-round-s 20" in result.output
     assert "Traceback" not in result.output and len(seen) == 1
+
+
+@pytest.mark.parametrize("why, evicted", [
+    ("selector", 0),  # it asks for a label no node has: pending whatever batch does
+    ("taint", 0),  # the node's taint keeps it off
+    ("tolerated", 1),  # it tolerates the taint: batch alone holds the node, batch goes
+])
+def test_only_a_pod_that_batch_keeps_off_the_node_costs_batch_an_eviction(why: str, evicted: int) -> None:
+    dedicated = ("dedicated", "ml", "NoSchedule")
+    node = make_nodes("c0", "r0", 1, cpu_milli=4000)[0]
+    twin = TwinCluster("c0", [replace(node, taints=(Taint("dedicated", "ml"),))], lambda: 0.0, 0.0, Binder.EXTERNAL)
+    twin.create_workload(WorkloadSpec("web", 1, 3000, 128, tolerations=(dedicated,)))
+    twin.create_workload(WorkloadSpec("crunch", 3, 1000, 128, tolerations=(dedicated,), qos="batch"))
+    twin.create_workload(WorkloadSpec("api", 1, 100, 128, node_selector={"disk": "ssd"} if why == "selector" else {},
+                                      tolerations=(dedicated,) if why != "taint" else ()))
+    workloads = {"web": Workload("web", 1, Template(3000, 128)), "api": Workload("api", 1, Template(100, 128)),
+                 "crunch": Workload("crunch", 3, Template(1000, 128, priority=5, qos="batch"))}
+    web = twin.list_pods("web")[0]
+    assert twin.bind_pod(web.name, NODE, web.epoch).outcome is BindOutcome.BOUND
+    for i, p in enumerate(twin.list_pods("crunch")):
+        assert twin.bind_pod(p.name, NODE, p.epoch, reclaimed_milli=1000 if i else 0).outcome is BindOutcome.BOUND
+    decisions: list[DecisionRecord] = []
+    colo = Colocation(Metrics(), decisions.append, ColocationConfig(stride_s=1.0))
+    full = AgentReport("c0", NODE, "a", 1, NodeSummary(NODE, Resources(4000, 8192), Resources(4000, 512)), ())
+    for t in (0.0, 1.0):
+        colo.tick(t, "c0", twin, twin.list_nodes(), [full], workloads)
+    assert [d.kind for d in decisions] == ["preempt"] * evicted
