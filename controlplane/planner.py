@@ -7,8 +7,8 @@
 - Return (failback): replicas failed over from a cluster move back, make-before-break, by their workload's
   failback policy (:mod:`controlplane.failbacks`; ``return_after_s`` is the default window, 0 = never), with
   hysteresis against flapping, groups moving together, paced by the eviction budget (:mod:`controlplane.returning`).
-- Rebalance: a healthy cluster whose load or forecast exceeds ``overload`` moves one movable
-  workload make-before-break to a cluster that stays under ``target_max`` after the move, at most
+- Rebalance: a healthy cluster whose online load (:func:`online_load`) or forecast exceeds ``overload`` moves one
+  movable online workload make-before-break to a cluster that stays under ``target_max`` after the move, at most
   ``evictions_per_window`` per cluster per ``window_s`` (a token bucket on injected time).
 A workload with a migration in flight from a cluster is not planned again from that cluster, and its
 failovers avoid clusters its migrations in flight touch.
@@ -151,7 +151,8 @@ class Planner:
         cool = {c for c, ld in loads.items() if max(ld.now, ld.forecast) > self.config.target_max}
         candidates = sorted(
             (p for p in placements if p.cluster == cluster and p.state is PlacementState.PLACED and p.workload not in moving
-             and p.workload in workloads and workloads[p.workload].policy.movable),
+             and p.workload in workloads and workloads[p.workload].policy.movable
+             and workloads[p.workload].template.qos != "batch"),  # the load is online's: moving batch relieves none of it
             key=lambda p: -p.replicas * workloads[p.workload].template.cpu_milli,
         )
         for p in candidates:

@@ -12,14 +12,16 @@ from click.testing import CliRunner
 from controlplane.colocating import Colocation, ColocationConfig
 from controlplane.evidence import AgentReport, NodeSummary
 from controlplane.metrics import Metrics
-from controlplane.planner import online_load
-from controlplane.registry import ClusterSpec, DecisionRecord
+from controlplane.admission import ClusterView
+from controlplane.planner import Load, Planner, online_load
+from controlplane.registry import ClusterSpec, DecisionRecord, Placement
 from controlplane.runtime import Backends, ControlPlane
 from controlplane.workloads import Policy, Template, Workload
 from fedcore.backends.model import BindOutcome, Phase, WorkloadSpec
 from fedcore.backends.twin import Binder, TwinCluster, make_nodes
 from fedcore.nodes import Taint
 from fedcore.resources import Resources
+from fedcore.topology import Cluster, Topology
 from fedplane.cli import main
 
 NODE = "c0-n0"
@@ -194,3 +196,15 @@ def test_only_a_pod_that_batch_keeps_off_the_node_costs_batch_an_eviction(why: s
     for t in (0.0, 1.0):
         colo.tick(t, "c0", twin, twin.list_nodes(), [full], workloads)
     assert [d.kind for d in decisions] == ["preempt"] * evicted
+
+
+def test_rebalancing_moves_online_work_not_batch() -> None:
+    """The load rebalancing reads is online's: moving batch away would relieve none of it (and batch yields on its own)."""
+    views = [ClusterView(c, "r0", {"amd64": Resources(16000, 65536)}) for c in ("a", "b")]
+    topology = Topology()
+    for v in views:
+        topology.add(Cluster(v.name, v.region))
+    workloads = {"crunch": Workload("crunch", 8, Template(1000, 128, qos="batch")), "web": Workload("web", 2, Template(1000, 128))}
+    placed = [Placement("crunch", "a", 8, 1), Placement("web", "a", 2, 1)]
+    plans, _ = Planner(topology).plan(0.0, {}, views, {"a": Load(0.9, 0.9), "b": Load(0.1, 0.1)}, workloads, placed, [])
+    assert [(p.workload, p.source, p.target) for p in plans] == [("web", "a", "b")]
