@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
-from federated.flower import appdir, supervisor
+from federated.flower import appdir, linktls, supervisor
 
 STATE = "engine.json"
 CONNECTION = "fedplane"
@@ -43,6 +43,8 @@ class Engine:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     """What ``fedplane federated run`` needs to know about this engine (e.g. its data directory)."""
+    security: linktls.LinkSecurity | None = None
+    """TLS and SuperNode authentication on the SuperLink (None: ``--insecure``, loopback labs)."""
 
     @property
     def home(self) -> Path:
@@ -57,8 +59,21 @@ class Engine:
 
     def add_supernode(self, name: str, node_config: Mapping[str, str | int | float], wrap: Sequence[str] = ()) -> None:
         """Start a SuperNode; ``wrap`` runs it elsewhere (``ip netns exec HOST``: a trainer on a host of its own)."""
-        command = supervisor.supernode_command(self.address, supervisor.free_port(), node_config)
+        security: list[str] = []
+        if self.security is not None:
+            self.register(name)
+            security = self.security.supernode_args(name)
+        command = supervisor.supernode_command(self.address, supervisor.free_port(), node_config, security)
         self._spawn(name, [*wrap, *command])
+
+    def register(self, name: str) -> None:
+        """Tell the SuperLink trainer ``name``'s public key (made the first time): only registered SuperNodes join."""
+        assert self.security is not None
+        public_key = linktls.node_keys(self.security, name)
+        command = [str(Path(sys.executable).parent / "flwr"), "supernode", "register", str(public_key), CONNECTION]
+        done = subprocess.run(command, check=False, env=self.env(), capture_output=True, text=True, timeout=60)
+        if done.returncode != 0 and "already" not in (done.stdout + done.stderr).lower():
+            raise EngineError(f"flwr supernode register {name} failed (exit {done.returncode}): {(done.stdout + done.stderr).strip()[-300:]}")
 
     def run(self, overrides: Mapping[str, str | int | float | bool], timeout_s: float, tag: str = "run",
             app: appdir.App = appdir.PLACEMENT) -> str:
@@ -96,32 +111,36 @@ class Engine:
         self._save()
 
     def _save(self) -> None:
-        state = {"port": self.port, "host": self.host, "groups": self.groups, "meta": self.meta}
+        state = {"port": self.port, "host": self.host, "groups": self.groups, "meta": self.meta,
+                 "security": str(self.security.directory) if self.security else None}
         (self.workdir / STATE).write_text(json.dumps(state, indent=2) + "\n")
 
 
-def write_connection(home: Path, address: str) -> None:
-    """``$FLWR_HOME/config.toml``: the one SuperLink connection ``flwr run`` uses."""
+def write_connection(home: Path, address: str, security: linktls.LinkSecurity | None = None) -> None:
+    """``$FLWR_HOME/config.toml``: the one SuperLink connection ``flwr run`` uses (TLS, verified with the service's CA,
+    when ``security`` is given)."""
     home.mkdir(parents=True, exist_ok=True)
-    (home / "config.toml").write_text(
-        f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\naddress = "{address}"\ninsecure = true\n'
-    )
+    channel = f'root-certificates = "{security.ca}"\n' if security else "insecure = true\n"
+    (home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\naddress = "{address}"\n{channel}')
 
 
 def start(
     workdir: Path, node_configs: Sequence[Mapping[str, str | int | float]], meta: Mapping[str, Any] | None = None,
-    ready_timeout_s: float = 60.0, host: str = "127.0.0.1", wraps: Sequence[Sequence[str]] = (),
+    ready_timeout_s: float = 60.0, host: str = "127.0.0.1", wraps: Sequence[Sequence[str]] = (), secure: bool = False,
 ) -> Engine:
     """Start a SuperLink on ``host`` and one SuperNode per entry of ``node_configs`` (the k-th behind ``wraps[k]`` when
-    given: on its own host); returns once the SuperLink answers."""
+    given: on its own host); returns once the SuperLink answers. ``secure``: TLS and SuperNode authentication, with a
+    CA kept in ``workdir/tls`` (:mod:`federated.flower.linktls`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     if (workdir / STATE).exists():
         raise EngineError(f"{workdir / STATE} exists: an engine may be running there (run `fedplane federated down`)")
-    engine = Engine(workdir, supervisor.free_port(host), host, meta=dict(meta or {}))
-    write_connection(engine.home, engine.address)
+    security = linktls.prepare(workdir / "tls", host) if secure else None
+    engine = Engine(workdir, supervisor.free_port(host), host, meta=dict(meta or {}), security=security)
+    write_connection(engine.home, engine.address, security)
     try:
         engine._spawn("superlink", [
-            str(Path(sys.executable).parent / "flower-superlink"), "--insecure", "--host", host, "--port", str(engine.port),
+            str(Path(sys.executable).parent / "flower-superlink"), *(security.superlink_args() if security else ["--insecure"]),
+            "--host", host, "--port", str(engine.port),
             "--database", str(workdir / "state.db"), "--disable-runtime-dependency-installation",
         ])
         wait_listening(engine, ready_timeout_s)
@@ -149,8 +168,9 @@ def attach(workdir: Path) -> Engine:
     """The engine recorded in ``workdir/engine.json`` (started by another process)."""
     try:
         state = json.loads((workdir / STATE).read_text())
+        security = linktls.LinkSecurity(Path(state["security"])) if state.get("security") else None
         return Engine(workdir, int(state["port"]), str(state.get("host", "127.0.0.1")), {k: int(v) for k, v in state["groups"].items()},
-                      meta=dict(state["meta"]))
+                      meta=dict(state["meta"]), security=security)
     except FileNotFoundError:
         raise EngineError(f"no engine recorded in {workdir} (start one with `fedplane federated up`)") from None
     except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:

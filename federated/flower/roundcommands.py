@@ -23,7 +23,6 @@ from fedcore.commands import fail
 _DIR = click.option("--dir", "directory", required=True, type=click.Path(file_okay=False, path_type=Path),
                     help="The service's directory on the plane's host (state, report, registry, SuperLink logs).")
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 READY_S = 60.0
 
 
@@ -52,7 +51,9 @@ def _options(f: Any) -> Any:
                      help="trainers connected before a round goes out (a round completes with whoever answers by its deadline)"),
         click.option("--canary", type=click.IntRange(1), default=1, show_default=True, help="agents that try a candidate first"),
         click.option("--host", default="127.0.0.1", show_default=True, help="where the SuperLink listens (the trainers' hosts reach it there)"),
-        click.option("--insecure", is_flag=True, help="allow a SuperLink on a non-loopback address without TLS (trusted network only)"),
+        click.option("--insecure", is_flag=True,
+                     help="serve the SuperLink without TLS and let any SuperNode join (trusted network only; default: TLS with the "
+                          "service's own CA and only the fleet's regions' trainers, each with its key)"),
     ]):
         f = option(f)
     return f
@@ -73,14 +74,14 @@ def start(directory: Path, models_dir: str, fleet_file: str, traces: str, rounds
     from federated.flower.loopconfig import read_fleet
     from federated.flower.runconfig import ConfigError
 
-    if host not in LOOPBACK and not insecure:
-        fail(f"--host {host}: the SuperLink serves without TLS; on a network only with --insecure (a trusted network)")
     if not Path(models_dir).is_dir():
         fail(f"--models {models_dir}: no such directory (the plane's: controlplane serve --models DIR creates it)")
     try:
-        read_fleet(Path(fleet_file))
+        agents = read_fleet(Path(fleet_file))
     except ConfigError as exc:
         fail(f"--fleet: {exc}")
+    if not agents:
+        fail(f"--fleet {fleet_file}: lists no agents (their regions name the trainers the SuperLink admits)")
     directory.mkdir(parents=True, exist_ok=True)
     state = _state(directory)
     if state is not None and roundservice.alive(state):
@@ -104,11 +105,15 @@ def start(directory: Path, models_dir: str, fleet_file: str, traces: str, rounds
         fail(f"the rounds service did not start its SuperLink within {READY_S:.0f} s; see {directory / 'rounds.log'}")
     superlink = state["superlink"]
     if as_json:
-        reporting.emit_json({"pid": process.pid, "superlink": superlink, "directory": str(directory)})
+        reporting.emit_json({"pid": process.pid, "superlink": superlink, "directory": str(directory), "tls": state.get("tls", False),
+                             "root_certificates": state.get("root_certificates"), "trainer_keys": state.get("trainer_keys", {})})
         return
+    channel = ("--insecure" if not state.get("tls") else
+               f"--root-certificates {state['root_certificates']} --auth-supernode-private-key {directory.resolve()}/engine/tls/supernodes/REGION.key")
     reporting.stderr.print(
-        f"rounds service pid {process.pid}, SuperLink at {superlink}. Each region's trainer joins from its own host with:\n"
-        f"  flower-supernode --insecure --superlink {superlink} --node-config "
+        f"rounds service pid {process.pid}, SuperLink at {superlink}{' (TLS; copy the CA and the region key to each trainer host)' if state.get('tls') else ' WITHOUT TLS'}. "
+        f"Each region's trainer joins from its own host with:\n"
+        f"  flower-supernode {channel} --superlink {superlink} --node-config "
         "\"feed='http://PLANE:FEEDPORT' region='REGION' token-file='PATH'\"")
 
 
@@ -166,10 +171,12 @@ def serve(directory: Path, models_dir: str, fleet_file: str, traces: str, rounds
           warmup: float, min_clients: int, canary: int, host: str, insecure: bool) -> None:
     """The companion process itself (``start`` launches it)."""
     from federated.flower import roundservice
+    from federated.flower.loopconfig import read_fleet
 
     timeout = rounds_per_run * (deadline + 90) + 600
+    regions = sorted({agent.region for agent in read_fleet(Path(fleet_file))})
     roundservice.Service(directory, _overrides(models_dir, fleet_file, traces, deadline, min_clients, canary), rounds_per_run,
-                         every_s, host, timeout + warmup, warmup).serve()
+                         every_s, host, timeout + warmup, warmup, regions, secure=not insecure).serve()
 
 
 def _state(directory: Path) -> dict[str, Any] | None:

@@ -8,9 +8,14 @@ models directory: the plane signs what is promoted or canaried, agents fetch it 
 each change as a decision (``controlplane decisions``: model-promote, model-canary, model-canary-end). Each run goes
 on from the model the registry last promoted (the cold start only the first time).
 
+The SuperLink is secure by default (:mod:`federated.flower.linktls`): TLS with a CA of the service's own, and only the
+regions' trainers it knows may join (one key per region of the fleet, registered at each start); ``--insecure`` is the
+explicit opt-out.
+
 In the service's directory: ``rounds.json`` (pid, SuperLink address, phase, run, next run), ``report.jsonl`` (the
-loop's lines, one per round), ``registry/`` and ``engine/`` (the SuperLink's state and logs). SIGTERM ends it: the run
-under way stops and the SuperLink with it.
+loop's lines, one per round), ``registry/`` and ``engine/`` (the SuperLink's state and logs; ``engine/tls/``: the CA a
+trainer verifies the SuperLink with and each region's trainer key). SIGTERM ends it: the run under way stops and the
+SuperLink with it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +76,10 @@ class Service:
     """The companion's loop; :meth:`serve` returns after one run without ``every_s``, else runs until SIGTERM."""
 
     def __init__(self, directory: Path, overrides: Mapping[str, str | int | float], rounds: int, every_s: float,
-                 host: str, timeout_s: float, warmup_s: float = 0.0) -> None:
+                 host: str, timeout_s: float, warmup_s: float = 0.0, trainers: Sequence[str] = (), secure: bool = True) -> None:
         self.directory, self.overrides, self.rounds, self.every_s = directory, dict(overrides), rounds, every_s
         self.host, self.timeout_s, self.warmup_s = host, timeout_s, warmup_s
+        self.trainers, self.secure = list(trainers), secure
         self.state: dict[str, Any] = {"pid": os.getpid(), "started_at": time.time(), "phase": "starting", "run": 0,
                                       "rounds_per_run": rounds, "every_s": every_s}
 
@@ -85,9 +91,11 @@ class Service:
 
     def serve(self) -> None:
         signal.signal(signal.SIGTERM, _raise_exit)
-        eng = engine.start(self.directory / "engine", [], {"service": "rounds"}, host=self.host)
+        eng = engine.start(self.directory / "engine", [], {"service": "rounds"}, host=self.host, secure=self.secure)
         try:
-            self.write(phase="waiting", superlink=eng.address)
+            for name in self.trainers if eng.security else ():
+                eng.register(name)
+            self.write(phase="waiting", superlink=eng.address, **self.channel(eng))
             while True:
                 run = int(self.state["run"]) + 1
                 self.write(phase="running", run=run, run_started_at=time.time())
@@ -101,6 +109,13 @@ class Service:
             eng.stop()
             if self.state.get("phase") != "done":
                 self.write(phase="stopped", stopped_at=time.time())
+
+    def channel(self, eng: engine.Engine) -> dict[str, Any]:
+        """What a trainer needs to join: the CA that verifies the SuperLink and its region's key (none: insecure)."""
+        if eng.security is None:
+            return {"tls": False}
+        return {"tls": True, "root_certificates": str(eng.security.ca),
+                "trainer_keys": {name: str(eng.security.node_key(name)) for name in self.trainers}}
 
     def run_once(self, eng: engine.Engine, run: int) -> str:
         registry = self.directory / "registry"

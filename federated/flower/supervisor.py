@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,10 +63,11 @@ def node_config_arg(values: Mapping[str, str | int | float]) -> str:
     return " ".join(f"{key}={quote(value)}" for key, value in values.items())
 
 
-def supernode_command(superlink: str, port: int, node_config: Mapping[str, str | int | float]) -> list[str]:
-    """The ``flower-supernode`` command line (insecure loopback; runtime dependency installation stays off)."""
+def supernode_command(superlink: str, port: int, node_config: Mapping[str, str | int | float], security: Sequence[str] = ()) -> list[str]:
+    """The ``flower-supernode`` command line (runtime dependency installation stays off); ``security``: the TLS and
+    authentication flags (:meth:`federated.flower.linktls.LinkSecurity.supernode_args`), else ``--insecure``."""
     return [
-        str(Path(sys.executable).parent / "flower-supernode"), "--insecure", "--superlink", superlink,
+        str(Path(sys.executable).parent / "flower-supernode"), *(security or ["--insecure"]), "--superlink", superlink,
         "--host", "127.0.0.1", "--port", str(port), "--node-config", node_config_arg(node_config),
     ]
 

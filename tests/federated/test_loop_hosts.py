@@ -152,10 +152,30 @@ def test_the_rounds_service_commands_fail_clearly_without_a_service(tmp_path: Pa
     fleet.write_text("[]")
     done = runner.invoke(rounds, ["start", "--dir", str(tmp_path / "svc"), "--models", str(tmp_path), "--fleet", str(fleet),
                                   "--host", "10.0.0.1"])
-    assert done.exit_code != 0 and "without TLS" in done.output
+    assert done.exit_code != 0 and "lists no agents" in done.output
     fleet.write_text("{not json")
     done = runner.invoke(rounds, ["start", "--dir", str(tmp_path / "svc"), "--models", str(tmp_path), "--fleet", str(fleet)])
     assert done.exit_code != 0 and "not a fleet file" in done.output
+
+
+@pytest.mark.parametrize(("flags", "secure"), [([], True), (["--insecure"], False)])
+def test_the_rounds_service_is_secure_unless_told_insecure_and_admits_the_fleet_s_regions(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, flags: list[str], secure: bool) -> None:
+    made: dict[str, object] = {}
+
+    class Service:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            made.update(trainers=args[7], secure=kwargs["secure"])
+
+        def serve(self) -> None:
+            pass
+
+    monkeypatch.setattr(roundservice, "Service", Service)
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(json.dumps([{"name": f"n{k}", "region": f"c{k % 2}", "models": "m", "data": "d", "http": 9000 + k} for k in range(4)]))
+    done = CliRunner().invoke(rounds, ["serve", "--dir", str(tmp_path), "--models", str(tmp_path), "--fleet", str(fleet), *flags])
+    assert done.exit_code == 0, done.output
+    assert made == {"trainers": ["c0", "c1"], "secure": secure}
 
 
 def test_status_reads_the_state_and_the_last_rounds_and_never_trusts_a_recycled_pid(tmp_path: Path) -> None:

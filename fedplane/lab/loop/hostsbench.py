@@ -231,11 +231,13 @@ async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png
         "hosts": DESCRIPTION + f"; {settings.regions} trainer hosts on the control network, one SuperNode each",
         "engine": f"flower deployment engine: 1 SuperLink on the plane's host ({CONTROL_PLANE_ADDRESS}), 1 SuperNode per region on a "
                   "trainer host of its own; trainers pull their region's experience from the plane's feed (HTTP, bearer "
-                  "credential for that region only); SuperLink-SuperNode channel without TLS (lab)",
+                  "credential for that region only); SuperLink-SuperNode channel over TLS (the SuperLink's own CA) with SuperNode "
+                  "authentication (each trainer's key registered with the SuperLink)",
         "bad_models": "a promotion whose fleet model measures more than 0.5% below the fleet before it on the report seeds, "
                       "or a drill candidate promoted",
         "min_clients": settings.regions - 1,
     })
+    result["superlink_channel"] = "tls+supernode-auth" if engines and engines[0].security else "insecure"
     if png is not None:
         result["curve_png"] = str(plot(result, png))
     return result

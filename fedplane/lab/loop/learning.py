@@ -295,7 +295,8 @@ async def run_federation(fleet: LoopFleet, tag: str, overrides: dict[str, str | 
         "registry-dir": str(workdir / "registry"), "report-file": str(report),
         **({"shelf-dir": str(fleet.shelf_dir)} if s.transport == "network" else {}), **overrides,
     }
-    eng = await asyncio.to_thread(engine.start, workdir, node_configs, {"tag": tag}, 60.0, fleet.plane_host, wraps)
+    # trainers on hosts of their own join over the network: TLS and SuperNode authentication, as the rounds service does
+    eng = await asyncio.to_thread(engine.start, workdir, node_configs, {"tag": tag}, 60.0, fleet.plane_host, wraps, trainers is not None)
     if on_engine is not None:
         on_engine(eng)
     lines: list[Line] = []
