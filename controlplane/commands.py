@@ -179,7 +179,7 @@ def serve(
             for spec in specs:
                 plane.register_cluster(spec)
         gate: auth.Authenticator | auth.Insecure = auth.INSECURE if insecure else checker
-        shelf = ModelShelf(Path(models_dir), learninglink.recorder(plane)) if models_dir else None
+        shelf = ModelShelf(Path(models_dir), learninglink.recorder(plane), learninglink.noter(plane)) if models_dir else None
         inbox = ExperienceInbox(Path(experience_dir), experience_max_mib << 20) if experience_dir else None
         if insecure:
             reporting.stderr.print("warning: --insecure: no credentials are checked, anyone who reaches this port is admin")

@@ -17,7 +17,7 @@ import grpc
 
 from controlplane.campaigning import Leadership, Solo
 from controlplane.experienceinbox import ExperienceInbox
-from federated.flower.shelf import Assignment, Change, ModelShelf, changes
+from federated.flower.shelf import Assignment, Change, ModelShelf, Note, changes
 from controlplane.registry import DecisionRecord
 from controlplane.runtime import ControlPlane
 from controlplane.service import TwinClusterService
@@ -34,6 +34,15 @@ def recorder(plane: ControlPlane) -> Change:
     def record(old: Assignment, new: Assignment) -> None:
         for kind, version, why in changes(old, new):
             plane._record(DecisionRecord(plane.clock(), kind, "", "", version, (why,)))
+
+    return record
+
+
+def noter(plane: ControlPlane) -> Note:
+    """The rounds service's own events (started, a run ended, stopped) as the plane's decisions."""
+
+    def record(kind: str, subject: str, why: str) -> None:
+        plane._record(DecisionRecord(plane.clock(), kind, "", "", subject, (why,)))
 
     return record
 

@@ -5,7 +5,8 @@ join (SuperNodes deployed beside each region, on hosts of their own, pulling the
 feed: :mod:`federated.flower.loopclient`), and the loop's rounds (:mod:`federated.flower.loopserver`) on a schedule
 (a run of ``rounds`` rounds every ``every_s`` seconds) or once, on demand. Every decision goes through the plane's
 models directory: the plane signs what is promoted or canaried, agents fetch it over their link, and the plane logs
-each change as a decision (``controlplane decisions``: model-promote, model-canary, model-canary-end). Each run goes
+each change as a decision (``controlplane decisions``: model-promote, model-canary, model-canary-end), and the
+service's own start, each run's end and its stop too (rounds-start, rounds-run, rounds-stop: :func:`shelf.note`). Each run goes
 on from the model the registry last promoted (the cold start only the first time).
 
 The SuperLink is secure by default (:mod:`federated.flower.linktls`): TLS with a CA of the service's own, and only the
@@ -28,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from federated.flower import appdir, engine
+from federated.flower import appdir, engine, shelf
 
 STATE = "rounds.json"
 REPORT = "report.jsonl"
@@ -96,10 +97,14 @@ class Service:
             for name in self.trainers if eng.security else ():
                 eng.register(name)
             self.write(phase="waiting", superlink=eng.address, **self.channel(eng))
+            self.note("rounds-start", eng.address, f"SuperLink at {eng.address} "
+                      f"({'TLS, trainers ' + ', '.join(self.trainers) if eng.security else 'WITHOUT TLS, any trainer'}); "
+                      f"{self.rounds} rounds a run, " + (f"every {self.every_s:g} s" if self.every_s > 0 else "one run"))
             while True:
                 run = int(self.state["run"]) + 1
                 self.write(phase="running", run=run, run_started_at=time.time())
                 outcome = self.run_once(eng, run)
+                self.note("rounds-run", f"run-{run}", run_summary(run, outcome, last_rounds(self.directory, self.rounds)))
                 if self.every_s <= 0:
                     self.write(phase="done", last_run=outcome)
                     return
@@ -109,6 +114,14 @@ class Service:
             eng.stop()
             if self.state.get("phase") != "done":
                 self.write(phase="stopped", stopped_at=time.time())
+            self.note("rounds-stop", eng.address, f"after {self.state['run']} run(s): {self.state['phase']}")
+
+    def note(self, kind: str, subject: str, why: str) -> None:
+        """An event of the service, for the plane to log as a decision (through its models directory)."""
+        try:
+            shelf.note(Path(str(self.overrides["shelf-dir"])), kind, subject, why)
+        except OSError as exc:  # the rounds go on; the plane's log misses one line
+            print(f"cannot note {kind} in the models directory: {exc}", flush=True)
 
     def channel(self, eng: engine.Engine) -> dict[str, Any]:
         """What a trainer needs to join: the CA that verifies the SuperLink and its region's key (none: insecure)."""
@@ -127,6 +140,13 @@ class Service:
         except engine.EngineError as exc:
             return f"failed: {exc}"
         return "finished"
+
+
+def run_summary(run: int, outcome: str, rounds: list[dict[str, Any]]) -> str:
+    """One line for a run's end: its outcome, its rounds' verdicts and the model the fleet is on after it."""
+    verdicts = ", ".join(f"round {line['round']} {line.get('canary') or '-'}" for line in rounds) or "no round reported"
+    fleet = rounds[-1].get("model_version") if rounds else None
+    return f"run {run} {outcome}: {verdicts}; fleet on {fleet or '-'}"
 
 
 def _raise_exit(signum: int, frame: object) -> None:

@@ -10,7 +10,9 @@ On disk, in the plane's models directory: ``signing.key`` (the Ed25519 seed, 060
 public key is what agents pin), ``bundles/<version>.bundle`` with ``<version>.json`` (its signature), and
 ``shelf.json`` (the assignment), each written by rename, so a restarted plane offers what it offered before. The
 plane re-reads ``shelf.json`` when it changes: the process that runs the rounds, or an operator
-(``fedplane controlplane models``), decides on the same host through the same directory.
+(``fedplane controlplane models``), decides on the same host through the same directory. ``events.jsonl``: what the
+rounds service did besides deciding models (started, a run ended, stopped: :func:`note`), one line each, appended; the
+plane reads the lines added since it started at the same looks and records each as a decision too.
 A replicated plane's members each keep their own directory: a promotion reaches the agents of the member that
 made it (the agents' link follows the leader).
 """
@@ -33,6 +35,7 @@ log = logging.getLogger(__name__)
 
 KEY = "signing.key"
 STATE = "shelf.json"
+EVENTS = "events.jsonl"
 BUNDLES = "bundles"
 SEED_BYTES = 32
 
@@ -55,6 +58,8 @@ class Offer:
     weight: float
 
 
+Note = Callable[[str, str, str], None]
+"""Told (kind, subject, why) once per line another process appended to ``events.jsonl`` (:func:`note`)."""
 Change = Callable[["Assignment", "Assignment"], None]
 """Told (old, new) once per change of the assignment the plane sees, whichever process made it (the plane's decisions
 log); changes another process makes between two of the plane's looks are seen as one."""
@@ -81,8 +86,8 @@ def changes(old: Assignment, new: Assignment) -> list[tuple[str, str, str]]:
 class ModelShelf:
     """See the module's docstring; safe to call from the link's event loop and the rounds' thread at once."""
 
-    def __init__(self, directory: Path, on_change: Change | None = None) -> None:
-        self.directory, self.on_change = directory, on_change
+    def __init__(self, directory: Path, on_change: Change | None = None, on_note: Note | None = None) -> None:
+        self.directory, self.on_change, self.on_note = directory, on_change, on_note
         (directory / BUNDLES).mkdir(parents=True, exist_ok=True)
         self._seed = _seed(directory / KEY)
         self.signer = modelbundles.public_key(self._seed)
@@ -90,6 +95,7 @@ class ModelShelf:
         self._signed: dict[str, Signed] = {}
         self._stamp = _stamp(directory / STATE)
         self._assignment = _read_assignment(directory / STATE)
+        self._events_seen = _size(directory / EVENTS)  # what happened before this plane started is not its decision
 
     def publish(self, artifact: Path) -> Signed:
         """Pack and sign the artifact directory ``artifact`` as version ``artifact.name`` (once; raises ValueError for a
@@ -129,6 +135,7 @@ class ModelShelf:
     @property
     def assignment(self) -> Assignment:
         """The current assignment, re-read when another process changed it (one stat a call)."""
+        self._read_notes()
         stamp = _stamp(self.directory / STATE)
         if stamp != self._stamp:
             try:
@@ -181,6 +188,29 @@ class ModelShelf:
             except Exception:  # the log is told, never in the way: agents still get the new assignment
                 log.exception("model assignment changed, but recording it failed")
 
+    def _read_notes(self) -> None:
+        """Tell ``on_note`` each complete line appended to ``events.jsonl`` since the last look (a torn line waits)."""
+        path = self.directory / EVENTS
+        if self.on_note is None or _size(path) <= self._events_seen:
+            return
+        with self._lock:
+            try:
+                with path.open("rb") as f:
+                    f.seek(self._events_seen)
+                    data = f.read()
+            except OSError:
+                return
+            complete = data[: data.rfind(b"\n") + 1]
+            self._events_seen += len(complete)
+        for raw in complete.splitlines():
+            try:
+                doc = json.loads(raw)
+                self.on_note(str(doc["kind"]), str(doc.get("subject", "")), str(doc["why"]))
+            except (ValueError, KeyError, TypeError):
+                log.warning("%s: skipped an unreadable line", path)
+            except Exception:  # the log is told, never in the way
+                log.exception("recording a rounds event failed")
+
     def _bundle(self, version: str) -> Path:
         return self.directory / BUNDLES / f"{version}.bundle"
 
@@ -204,6 +234,23 @@ def _seed(path: Path) -> bytes:
     if len(seed) != SEED_BYTES:
         raise ValueError(f"{path}: a signing key is {SEED_BYTES} bytes, this file holds {len(seed)}")
     return seed
+
+
+def note(directory: Path, kind: str, subject: str, why: str) -> None:
+    """Append one event for the plane that serves ``directory`` (one ``write`` of one line: appends never interleave)."""
+    line = json.dumps({"kind": kind, "subject": subject, "why": why}).encode() + b"\n"
+    fd = os.open(directory / EVENTS, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _stamp(path: Path) -> tuple[int, int]:
