@@ -276,12 +276,26 @@ def learning(s: Snapshot) -> Page:
                    ((c.name, a.node, _model(a), a.scorer, f"v{a.context_version}" if a.context_version else "-", a.state)
                     for c in s.clusters for a in c.agents), empty="No agent has reported, so no model is known to run anywhere.")
     selections = _decision_table([d for d in s.decisions if d.kind.startswith("scorer")][:LOG_ROWS])
-    note = tag("p", "This plane keeps no federated-learning rounds: training and its canary/promote/rollback loop run in the lab "
-                    "(fedplane bench loop, fedplane federated). What the plane knows is below: which family each cluster places with, "
-                    "which model each agent reports, and the scorer selections it made.", class_="note")
-    return Page("Learning", "/learning", (("note", note), ("families", tag("h2", "Scorer family per cluster") + families),
+    note = tag("p", "The learning loop's rounds run beside the plane (fedplane federated rounds start) and decide through its models "
+                    "directory: below, the models the plane hands its agents and the loop's decisions, then which family each "
+                    "cluster places with, which model each agent reports, and the scorer selections it made.", class_="note")
+    loop = [d for d in s.decisions if d.kind.startswith(("model-", "rounds-"))]
+    return Page("Learning", "/learning", (("note", note), ("models", tag("h2", "Models the plane hands out") + _models(loop)),
+                                          ("rounds", tag("h2", "The loop's decisions: rounds and model changes") + _decision_table(loop[:LOG_ROWS])),
+                                          ("families", tag("h2", "Scorer family per cluster") + families),
                                           ("agents", tag("h2", "Which agent runs which model") + agents),
                                           ("selections", tag("h2", "Scorer selections") + selections)))
+
+
+def _models(loop: list[DecisionView]) -> Html:
+    """Promoted and on-trial versions as the newest model decisions the plane keeps say (newest first)."""
+    promoted = next((d for d in loop if d.kind == "model-promote"), None)
+    trial = next((d for d in loop if d.kind in ("model-canary", "model-canary-end", "model-promote")), None)
+    rows = [("promoted (every agent)", promoted.target if promoted else "-", when(promoted.at) if promoted else "-"),
+            ("on trial (canary)", trial.target if trial and trial.kind == "model-canary" else "none",
+             "; ".join(trial.reasons) if trial and trial.kind == "model-canary" else "-")]
+    return table(("", "Version", "Since / why"), rows) if promoted or trial else tag(
+        "p", "No model decision in the newest decisions this plane keeps (serve --models DIR; the rounds service decides).", class_="muted")
 
 
 def drills(s: Snapshot) -> Page:

@@ -93,6 +93,22 @@ def _html(s: Snapshot, path: str) -> str:
     return page.html()
 
 
+def test_the_learning_page_shows_the_promoted_and_canary_models_and_the_loop_s_decisions() -> None:
+    loop = (DecisionView(T0 - 1, "rounds-run", "", "", "run-2", ("run 2 finished: round 4 canary; fleet on v000003",)),
+            DecisionView(T0 - 2, "model-canary", "", "", "v000004", ("v000004 on trial for 20% of the decisions of c0/n0",)),
+            DecisionView(T0 - 3, "model-promote", "", "", "v000003", ("every agent runs v000003 (was v000002)",)),
+            DecisionView(T0 - 4, "rounds-start", "", "", "10.0.0.1:9092", ("SuperLink at 10.0.0.1:9092 (TLS, trainers c0, c1)",)))
+    html = _html(dataclasses.replace(_snapshot(), decisions=loop + _snapshot().decisions), "/learning")
+    models = html[html.index("Models the plane hands out"):html.index("rounds and model changes")]
+    assert "v000003" in models and "v000004 on trial for 20%" in models
+    rounds = html[html.index("rounds and model changes"):html.index("Scorer family per cluster")]
+    assert "rounds-run" in rounds and "rounds-start" in rounds and "place" not in rounds
+    ended = (DecisionView(T0, "model-canary-end", "", "", "v000004", ("trial of v000004 ended: rolled back",)), *loop)
+    html = _html(dataclasses.replace(_snapshot(), decisions=ended), "/learning")
+    assert "v000004 on trial" not in html[html.index("Models the plane hands out"):html.index("rounds and model changes")]
+    assert "No model decision" in _html(_snapshot(), "/learning")
+
+
 def test_an_agent_told_learned_but_running_the_heuristic_is_flagged() -> None:
     c0 = _cluster("c0")
     fallback = dataclasses.replace(c0, agents=(dataclasses.replace(c0.agents[0], model_version="heuristic"),))
