@@ -127,6 +127,27 @@ def test_the_bench_kills_one_trainer_host_and_with_rounds_enough_cuts_another() 
     assert [(f.kind, f.round) for f in hostsbench.faults_for(LoopSettings(rounds=4))] == [("kill", 4)]
 
 
+def test_an_agent_cut_off_ships_its_experience_after_the_heal_and_the_inbox_holds_each_frame_once(tmp_path: Path) -> None:
+    inbox = ExperienceInbox(tmp_path / "experience", 1 << 20)
+    frames = [[_row(f"p{i}").encode()] for i in range(6)]
+
+    def ship(first: int, last: int) -> int:
+        return inbox.take("region-2", "r2-edge-2", first, last - first, zlib.compress(msgpack.packb(frames[first:last])))
+
+    cut = hostsbench.AgentCut("r2-edge-2", "region-2")
+    ship(0, 3)
+    cut.frames["cut"], cut.at["cut"] = 3, 10.0
+    cut.frames["healed"], cut.at["healed"] = 3, 70.0  # nothing got through while cut
+    assert ship(1, 6) == 6, "after the heal the agent ships again from its last acknowledged frame: 1 and 2 were kept already"
+    seqs = hostsbench.inbox_seqs(tmp_path / "experience" / "region-2" / "r2-edge-2")
+    inbox.close()
+    out = hostsbench.agent_cut_outcome(cut, seqs)
+    assert seqs == [0, 1, 2, 3, 4, 5]
+    assert (out["frames_before_cut"], out["frames_arrived_while_cut"], out["frames_arrived_after_heal"]) == (3, 0, 3)
+    assert out["duplicate_seqs"] == 0 and out["missing_seqs"] == 0 and out["cut_s"] == 60.0
+    assert hostsbench.agent_cut_outcome(hostsbench.AgentCut("x", "y"), [])["outcome"] == "not reached"
+
+
 def test_a_promotion_to_a_worse_fleet_or_of_the_drill_counts_as_bad() -> None:
     measured = {"event": "measured", "metrics": [0.80, 0.85, 0.84, 0.70, 0.90], "drill_canary_metric": {}}
     lines = [_line(1, 1.0), _line(2, 1.0), _line(3, 1.0), _line(4, 1.0, drill=True), measured]

@@ -14,7 +14,10 @@ so when round ``kill_round - 2`` is reported, region 0's SuperNode and every pro
 round ``kill_round``'s training is under way. That round must end by its deadline with the other regions
 (``completed``) or without a candidate (``skipped``). After it is reported the host comes back (a reboot: a new
 SuperNode), so later rounds have every region again. With rounds enough, region 1's trainer host is then cut off
-(every link down) the same way in round :data:`CUT_ROUND` and healed after it (``trainer_cut``).
+(every link down) the same way in round :data:`CUT_ROUND` and healed after it (``trainer_cut``). With ``--agent-cut``
+an agent's host is cut off from round :data:`AGENT_CUT_ROUND` - 2's report to round :data:`AGENT_CUT_ROUND`'s (``agent_cut``): its
+experience waits in its own log and arrives after the heal, and the plane's inbox, which keeps frames by the agent's
+sequence numbers, holds each frame once (no number twice, none missing).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ import psutil
 
 from controlplane.experiencefeed import ExperienceFeed
 from fedapi import credentials
+from fedcore.framelog import read_frames
 from federated.flower import engine
+from federated.runtime.experience import CURRENT, OLDER
 from fedplane.lab.drills.netns import CONTROL_PLANE_ADDRESS, DESCRIPTION, Fabric
 from fedplane.lab.loop.learning import (
     Line,
@@ -52,6 +57,8 @@ KILL_ROUND = 4
 """The round during which a trainer host dies (the cold start's first rounds have settled by then)."""
 CUT_ROUND = 7
 """The round during which another trainer host is cut off."""
+AGENT_CUT_ROUND = 5
+"""The round by whose report a cut-off agent host is healed (cut two rounds earlier)."""
 
 
 def agent_nodes(settings: LoopSettings) -> list[str]:
@@ -147,6 +154,43 @@ def fault_outcome(fault: HostFault, lines: list[Line], faults: list[HostFault]) 
     }
 
 
+@dataclass(slots=True)
+class AgentCut:
+    """An agent host cut off (every link down) and healed: the inbox's frames of that agent at each step."""
+
+    node: str
+    cluster: str
+    frames: dict[str, int] = field(default_factory=dict)
+    at: dict[str, float] = field(default_factory=dict)
+
+
+def inbox_seqs(directory: Path) -> list[int]:
+    """The sequence numbers of every frame the plane's inbox holds for one agent, oldest first (older file, then
+    current)."""
+    seqs: list[int] = []
+    for name in (OLDER, CURRENT):
+        if (directory / name).is_file():
+            seqs.extend(int(frame["seq"]) for frame in read_frames(directory / name))
+    return seqs
+
+
+def agent_cut_outcome(cut: AgentCut, seqs: list[int]) -> dict[str, Any]:
+    """What the inbox holds of a cut-off agent: frames before, during and after the cut, and whether any sequence
+    number is there twice or missing (a shipment retried after the heal must not count twice)."""
+    if "cut" not in cut.frames:
+        return {"node": cut.node, "outcome": "not reached"}
+    return {
+        "node": cut.node, "cluster": cut.cluster, "round": AGENT_CUT_ROUND,
+        "fault": "every link of the agent's host cut for two rounds (plane, peers, feed), then healed",
+        "cut_s": round(cut.at.get("healed", cut.at["cut"]) - cut.at["cut"], 2),
+        "frames_before_cut": cut.frames["cut"],
+        "frames_arrived_while_cut": cut.frames.get("healed", cut.frames["cut"]) - cut.frames["cut"],
+        "frames_arrived_after_heal": len(seqs) - cut.frames.get("healed", cut.frames["cut"]),
+        "frames_held": len(seqs), "duplicate_seqs": len(seqs) - len(set(seqs)),
+        "missing_seqs": (max(seqs) - min(seqs) + 1 - len(set(seqs))) if seqs else 0,
+    }
+
+
 def bad_promotions(lines: list[Line], tolerance: float) -> list[int]:
     """Rounds whose promotion moved the fleet to a worse model, measured on the report seeds (more than ``tolerance``
     below the fleet before it), and any drill candidate promoted."""
@@ -159,14 +203,21 @@ def bad_promotions(lines: list[Line], tolerance: float) -> list[int]:
 
 
 async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png: Path | None,
-                      on_line: Callable[[str, Line], None]) -> dict[str, Any]:
-    """The run described in the module's docstring; returns ``bench loop``'s keys plus the hosts' figures."""
+                      on_line: Callable[[str, Line], None], agent_cut: bool = False) -> dict[str, Any]:
+    """The run described in the module's docstring; returns ``bench loop``'s keys plus the hosts' figures (``agent_cut``:
+    with the agent host's cut too)."""
     started = time.monotonic()
     fleet = LoopFleet(settings, workdir, hosts=fabric, plane_host=CONTROL_PLANE_ADDRESS)
     faults = faults_for(settings)
     engines: list[engine.Engine] = []
     supernode: list[float] = []
     feed: ExperienceFeed | None = None
+
+    cut = AgentCut(agent_nodes(settings)[-1], f"region-{settings.regions - 1}") if agent_cut and settings.rounds > AGENT_CUT_ROUND else None
+
+    def agent_frames() -> int:
+        assert fleet.inbox is not None and cut is not None
+        return len(inbox_seqs(fleet.inbox.directory / cut.cluster / cut.node))
 
     def strike(fault: HostFault) -> None:
         fault.at = time.monotonic()
@@ -186,6 +237,12 @@ async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png
 
     def follow(line: Line) -> None:
         on_line("hosts", line)
+        if cut is not None and line.get("round") == AGENT_CUT_ROUND - 2 and "cut" not in cut.at:
+            cut.frames["cut"], cut.at["cut"] = agent_frames(), time.monotonic()
+            fabric.isolate([cut.node])
+        elif cut is not None and line.get("round") == AGENT_CUT_ROUND and "cut" in cut.at and "healed" not in cut.at:
+            cut.frames["healed"], cut.at["healed"] = agent_frames(), time.monotonic()
+            fabric.heal([cut.node])
         for fault in faults:
             if line.get("round") == fault.round - 2 and fault.at is None:
                 strike(fault)
@@ -213,6 +270,7 @@ async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png
                      "min-clients": settings.regions - 1}
         lines = await run_federation(fleet, "hosts", overrides, {}, follow, on_engine)
         placed = fleet.placed()
+        cut_seqs = inbox_seqs(fleet.inbox.directory / cut.cluster / cut.node) if cut is not None else []
     finally:
         if feed is not None:
             feed.stop()
@@ -224,6 +282,7 @@ async def bench_hosts(settings: LoopSettings, fabric: Fabric, workdir: Path, png
         "agent_hosts": len(fleet.agents), "trainer_hosts": settings.regions, "plane_hosts": 1,
         "trainer_killed": fault_outcome(faults[0], lines, faults),
         **({"trainer_cut": fault_outcome(faults[1], lines, faults)} if len(faults) > 1 else {}),
+        **({"agent_cut": agent_cut_outcome(cut, cut_seqs)} if cut is not None else {}),
         "bad_models_promoted": len(bad_promotions(lines, 0.005)),
         "experience_pulled_kib_per_trainer_round": round((feed.served_bytes if feed else 0) / 1024 / max(1, settings.regions * len(learning)), 2),
     })

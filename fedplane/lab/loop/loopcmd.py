@@ -148,16 +148,21 @@ def loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rat
               help="netns (root): the plane, every agent and every regional trainer on a network-namespace host of its own, "
                    "experience and models over the network (implies --transport network); a trainer host killed mid-round; "
                    "no poisoned run")
+@click.option("--agent-cut", is_flag=True,
+              help="with --hosts netns: also cut an agent's host off for two rounds; its experience arrives after the heal and "
+                   "the plane's inbox holds each frame once (JSON: agent_cut). Promotions in those rounds wait for that agent")
 def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: str, rate: float, canary_weight: float,
                traces: str | None, transport: str, workdir: Path | None, as_json: bool, poison: str, robust: str, png: Path,
-               hosts: str) -> None:
+               hosts: str, agent_cut: bool) -> None:
     """The loop's must-show: clean loop vs best heuristic vs central, rollback drill, poisoned region; one JSON object."""
     from fedplane.lab.loop.learning import bench
 
     if hosts == "netns":
         _bench_hosts(_settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight, "network"),
-                     workdir, png, as_json)
+                     workdir, png, as_json, agent_cut)
         return
+    if agent_cut:
+        raise click.UsageError("--agent-cut needs --hosts netns (hosts of their own to cut off)")
     settings = _settings(regions, agents_per_region, rounds, cold_start, rate, traces, canary_weight, transport)
     root, temporary = _workdir(workdir)
     try:
@@ -168,7 +173,7 @@ def bench_loop(regions: int, agents_per_region: int, rounds: int, cold_start: st
     _emit(result, as_json)
 
 
-def _bench_hosts(settings: Any, workdir: Path | None, png: Path, as_json: bool) -> None:
+def _bench_hosts(settings: Any, workdir: Path | None, png: Path, as_json: bool, agent_cut: bool = False) -> None:
     """``bench loop --hosts netns``: :mod:`fedplane.lab.loop.hostsbench` inside a namespace fabric it builds and removes."""
     from fedplane.lab.drills import netns
     from fedplane.lab.loop.hostsbench import bench_hosts, hosts_for
@@ -180,7 +185,7 @@ def _bench_hosts(settings: Any, workdir: Path | None, png: Path, as_json: bool) 
     try:
         with netns.Fabric(hosts_for(settings)) as fabric:
             fabric.enter()
-            result = _run(bench_hosts(settings, fabric, root, png.resolve(), lambda run, line: progress(run, line, as_json)))
+            result = _run(bench_hosts(settings, fabric, root, png.resolve(), lambda run, line: progress(run, line, as_json), agent_cut))
     except netns.NetnsError as exc:
         raise click.ClickException(f"--hosts netns: {exc}") from None
     finally:
