@@ -108,13 +108,14 @@ def start(directory: Path, models_dir: str, fleet_file: str, traces: str, rounds
         reporting.emit_json({"pid": process.pid, "superlink": superlink, "directory": str(directory), "tls": state.get("tls", False),
                              "root_certificates": state.get("root_certificates"), "trainer_keys": state.get("trainer_keys", {})})
         return
-    channel = ("--insecure" if not state.get("tls") else
-               f"--root-certificates {state['root_certificates']} --auth-supernode-private-key {directory.resolve()}/engine/tls/supernodes/REGION.key")
+    keys = state.get("trainer_keys") or {}
+    channel = f"--root-certificates {state['root_certificates']} --auth-supernode-private-key KEY" if state.get("tls") else "--insecure"
     reporting.stderr.print(
-        f"rounds service pid {process.pid}, SuperLink at {superlink}{' (TLS; copy the CA and the region key to each trainer host)' if state.get('tls') else ' WITHOUT TLS'}. "
-        f"Each region's trainer joins from its own host with:\n"
+        f"rounds service pid {process.pid}, SuperLink at {superlink}{' over TLS' if state.get('tls') else ' WITHOUT TLS'}. "
+        f"Each region's trainer joins from its own host (copy the CA and its region's KEY there) with:\n"
         f"  flower-supernode {channel} --superlink {superlink} --node-config "
-        "\"feed='http://PLANE:FEEDPORT' region='REGION' token-file='PATH'\"")
+        "\"feed='http://PLANE:FEEDPORT' region='REGION' token-file='PATH'\""
+        + "".join(f"\n  {region}: KEY {key}" for region, key in sorted(keys.items())))
 
 
 @rounds.command()

@@ -39,10 +39,13 @@ def test_the_rounds_service_runs_rounds_for_the_plane_and_stops(traces: Path, tm
                                              "--traces", str(traces), "--rounds", "2", "--every", "5", "--warmup", "12",
                                              "--min-clients", "2", "--json"])
             assert started.exit_code == 0, started.output
-            superlink = json.loads(started.output)["superlink"]
-            for r in range(2):  # each region's trainer: its own process, joining the service's SuperLink
+            joined = json.loads(started.output)
+            superlink = joined["superlink"]
+            assert joined["tls"] is True and sorted(joined["trainer_keys"]) == ["region-0", "region-1"], "secure by default"
+            for r in range(2):  # each region's trainer: its own process, joining the service's SuperLink over TLS with its key
+                secure = ["--root-certificates", joined["root_certificates"], "--auth-supernode-private-key", joined["trainer_keys"][f"region-{r}"]]
                 command = supervisor.supernode_command(superlink, supervisor.free_port(),
-                                                       {"partition-id": r, "agents": os.pathsep.join(fleet.region_dirs(r))})
+                                                       {"partition-id": r, "agents": os.pathsep.join(fleet.region_dirs(r))}, secure)
                 trainers.append(supervisor.spawn(command, supervisor.flower_env(tmp_path / f"trainer-{r}"), tmp_path / f"trainer-{r}.log").pid)
             deadline = time.monotonic() + 600
             while time.monotonic() < deadline:
@@ -52,7 +55,7 @@ def test_the_rounds_service_runs_rounds_for_the_plane_and_stops(traces: Path, tm
                 await asyncio.sleep(2)
             stopped = runner.invoke(rounds, ["stop", "--dir", str(service)])
             assert stopped.exit_code == 0, stopped.output
-            return {"status": status, "shelf": ModelShelf(fleet.shelf_dir).assignment.current}
+            return {"status": status, "shelf": ModelShelf(fleet.shelf_dir).assignment.current, "models": str(fleet.shelf_dir)}
         finally:
             supervisor.stop_groups(trainers)
             await fleet.stop()
@@ -69,3 +72,5 @@ def test_the_rounds_service_runs_rounds_for_the_plane_and_stops(traces: Path, tm
     assert got["shelf"] == status["recent_rounds"][-1]["model_version"], "the plane's models directory holds the fleet's version"
     after = json.loads(runner.invoke(rounds, ["status", "--dir", str(service), "--json"]).output)
     assert after["alive"] is False and after["phase"] == "stopped"
+    events = [json.loads(line)["kind"] for line in (Path(str(got["models"])) / "events.jsonl").read_text().splitlines()]
+    assert events[0] == "rounds-start" and events[-1] == "rounds-stop" and events[1:3] == ["rounds-run"] * 2, events
