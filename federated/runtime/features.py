@@ -136,6 +136,8 @@ class _NodeCache:
     ``classes`` numbers what each row's features are made of (capacities, usage, device state, health,
     load trend, GPU model, architecture): rows of one class get bit-identical features for any pod
     whose workload has no placed replicas, so a scorer may compute one row per class and copy.
+    The live classes are kept grouped as rows change (:meth:`one_per_class`): a pod shape's first
+    sight scores one row of each without sorting the fleet's rows into classes again.
     """
 
     def __init__(self, table: NodeTable, slots: np.ndarray) -> None:
@@ -159,7 +161,50 @@ class _NodeCache:
         self._class_of: dict[tuple[object, ...], int] = {}
         self._keys: list[tuple[object, ...]] = [()] * len(table)
         self._static = list(zip(table.cpu_cap.tolist(), table.mem_cap.tolist(), table.gpu_model.tolist(), table.arch.tolist()))
+        self.slot = np.empty(len(table), dtype=np.intp)  # per row: its class's place among the live classes
+        self._chosen = np.empty(len(table), dtype=np.intp)  # per place: one row of that class
+        self._members: list[set[int]] = []  # per place: the rows of that class
+        self._slot_of: dict[int, int] = {}  # live class -> its place
         self._update(range(len(table)), first=True)
+
+    def one_per_class(self) -> tuple[np.ndarray, np.ndarray]:
+        """(one row of each live class, for every row the index of its class's row there): what scoring the whole
+        fleet one row per class needs, kept up to date as rows change instead of recomputed per call."""
+        return self._chosen[: len(self._members)], self.slot
+
+    def _group(self) -> None:
+        """Group every row by its class anew (on first sight, and when the classes are renumbered)."""
+        self._members, self._slot_of = [], {}
+        for row, c in enumerate(self.classes.tolist()):
+            place = self._slot_of.setdefault(c, len(self._members))
+            if place == len(self._members):
+                self._members.append(set())
+                self._chosen[place] = row
+            self._members[place].add(row)
+            self.slot[row] = place
+
+    def _regroup(self, row: int, old: int, new: int) -> None:
+        """Move ``row`` from class ``old`` to class ``new``: an emptied class's place takes the last place's class."""
+        place = self._slot_of[old]
+        members = self._members[place]
+        members.discard(row)
+        if not members:
+            del self._slot_of[old]
+            moved = self._members.pop()
+            last = len(self._members)
+            if place != last:
+                self._members[place] = moved
+                self._chosen[place] = self._chosen[last]
+                self._slot_of[int(self.classes[self._chosen[last]])] = place
+                self.slot[list(moved)] = place
+        elif self._chosen[place] == row:
+            self._chosen[place] = next(iter(members))
+        place = self._slot_of.setdefault(new, len(self._members))
+        if place == len(self._members):
+            self._members.append(set())
+            self._chosen[place] = row
+        self._members[place].add(row)
+        self.slot[row] = place
 
     def set_slots(self, slots: np.ndarray) -> None:
         """Hold each row's room beyond these slot shapes (a new workload profile), from the table as it stands."""
@@ -210,11 +255,17 @@ class _NodeCache:
             v[_WHOLE, row] = free.count(MILLI)
             # Everything a row's features read (the workload columns aside: placed replicas are never shared).
             key = self._keys[row] = (self._static[row], cpu_used, mem_used, tuple(sorted(free)), bool(t.slow[row]), float(v[4, row]))
-            self.classes[row] = self._class_of.setdefault(key, len(self._class_of))
+            c = self._class_of.setdefault(key, len(self._class_of))
+            if not first:
+                self._regroup(row, int(self.classes[row]), c)
+            self.classes[row] = c
         if len(self._class_of) > 2 * len(self._keys) + 64:  # classes no row holds any more: number the live ones anew
             self._class_of = {}
             for row, key in enumerate(self._keys):
                 self.classes[row] = self._class_of.setdefault(key, len(self._class_of))
+            first = True
+        if first:
+            self._group()
 
 
 class FeatureBuilder:

@@ -221,7 +221,7 @@ class PolicyRuntime:
         last scored go through features and model, with bit-identical results.
         """
         epoch = self.features.follow(table)  # once per decision, as inputs() would: the load trend sees every step
-        return self._kept.scores(pod, table, rows, self._score, epoch, epoch.classes)[0]
+        return self._kept.scores(pod, table, rows, self._score, epoch, epoch)[0]
 
     def assess(self, pod: Pod, table: NodeTable, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Scores for ``pod`` on ``rows`` with the model's inputs that gave them: ``(scores, pod_x, node_x)``.

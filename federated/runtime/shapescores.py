@@ -12,6 +12,7 @@ call, bit for bit (tests replay this against the uncached path over whole fleets
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Protocol
 
 import numpy as np
 
@@ -30,6 +31,16 @@ SHARE_AT = 32
 Scored = tuple[np.ndarray, np.ndarray, np.ndarray]
 """The model's inputs and its scores: ``pod_x`` (1, pod features), ``node_x`` (rows, node features), scores (rows,)."""
 Score = Callable[[Pod, NodeTable, np.ndarray], Scored]
+
+
+class Classes(Protocol):
+    """Rows whose features are equal for any pod (``features._NodeCache``): ``classes`` numbers them per row."""
+
+    classes: np.ndarray
+
+    def one_per_class(self) -> tuple[np.ndarray, np.ndarray]:
+        """(one row of each class, for every row the index of its class's row there)."""
+        ...
 
 
 def shape_of(pod: Pod) -> Hashable:
@@ -68,13 +79,14 @@ class ShapeScores:
         self._shapes.clear()
 
     def scores(self, pod: Pod, table: NodeTable, rows: np.ndarray, score: Score, epoch: object,
-               classes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+               classes: Classes | None = None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
         """``score(pod, table, rows)``'s scores as a fresh float64 array, calling ``score`` only for rows not kept;
         with ``pod_x`` and ``node_x`` for ``rows`` when inputs are kept, else None.
 
         ``epoch`` names the features' history (it changes when the feature caches were rebuilt, which
         resets the load trend): kept scores from another epoch are dropped. ``classes`` (per row, when
-        given) marks rows whose features are equal for any pod: of many stale rows, one per class is scored.
+        given) marks rows whose features are equal for any pod: of many stale rows, one per class is scored (when
+        every row is stale, as on a shape's first sight, the classes' kept grouping says which, with no regrouping).
         """
         if pod.workload and table.per_workload.get(pod.workload, np.zeros(1)).any():
             pod_x, node_x, fresh = score(pod, table, rows)  # placed replicas: its latency and spread columns change on every node
@@ -93,9 +105,14 @@ class ShapeScores:
         whole = all_rows(rows, len(table))
         stale = np.flatnonzero(table.stamp > kept.at) if whole else rows[table.stamp[rows] > kept.at[rows]]
         if stale.size >= SHARE_AT and classes is not None and kept.node_x is None:
-            scored, copies = _one_per_class(stale, classes)
-            pod_x, node_x, fresh = score(pod, table, scored)
-            kept.scores[stale] = fresh[copies]
+            if whole and stale.size == len(table):
+                scored, copies = classes.one_per_class()
+                pod_x, node_x, fresh = score(pod, table, scored)
+                np.take(fresh, copies, out=kept.scores)
+            else:
+                scored, copies = _one_per_class(stale, classes.classes)
+                pod_x, node_x, fresh = score(pod, table, scored)
+                kept.scores[stale] = fresh[copies]
             kept.at[stale] = table.changes
         elif stale.size:
             pod_x, node_x, kept.scores[stale] = score(pod, table, rows if stale.size == rows.size else stale)

@@ -66,6 +66,19 @@ def test_kept_scores_equal_a_fresh_scoring_of_every_node(seed: int) -> None:
     assert sum(scored) < asked / 5, "the model saw only the rows that changed since each shape was last scored"
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_kept_grouping_names_one_row_of_every_live_class_and_each_row_s_place(seed: int) -> None:
+    """What a shape's first sight scores instead of sorting the rows into classes: kept right through placements,
+    releases, health changes and the classes' renumbering."""
+    runtime = shipped()
+    for step, (pod, table) in enumerate(replay(seed, 400)):
+        nodes = runtime.features.follow(table)
+        chosen, place = nodes.one_per_class()
+        classes = nodes.classes
+        assert sorted(classes[chosen].tolist()) == sorted(set(classes.tolist())), step  # each live class once
+        assert np.array_equal(classes[chosen[place]], classes), step  # every row points at a row of its own class
+
+
 def test_pods_of_a_placed_workload_are_scored_fresh_every_time() -> None:
     """Their latency and spread columns read where the workload's replicas run: every node's score moves with a placement."""
     kept, fresh = shipped(), shipped()
