@@ -5,10 +5,10 @@ utilization (chosen in the benchmark on training parts only); replicas of the fo
 that are removed, none are ever added above it. Every HPA period the PPO policy sees the workload
 relative to its replicas and answers ``a`` in [-1, 1]: the utilization the rule uses, moved ``a`` ×
 ``STRETCH`` from the ceiling (within 70%..100%). An untrained policy (``a`` = 0) *is* the floor rule,
-so training starts from it and keeps what beats it. How much the residual may remove is scaled by the
-forecast's trust (:meth:`controlplane.autoscaling.peaks.PeakForecast.trust`): on demand the forecast
-cannot calibrate (spikes, bursts) it removes nothing, and the forecast-fed HPA itself falls back
-towards HPA.
+so training starts from it and keeps what beats it. The floor is sized on the tail as calibrated, never
+on the trust-guarded peak the forecast-fed HPA follows: on demand the forecast cannot calibrate (spikes,
+bursts) the tail is far above the base, so the residual removes nothing there, and the base itself falls
+back towards HPA (:meth:`controlplane.autoscaling.peaks.PeakForecast.trust`).
 
 Inference is numpy (the policy's two tanh layers and its mean head), so the control plane runs a
 trained policy without torch; training (stable-baselines3, the ``train`` extra) happens on the
@@ -61,9 +61,8 @@ def features(obs: Observation, base: Hpa, recent: deque[tuple[float, float]]) ->
 
 
 def adjusted(base: int, obs: Observation, a: float, ceiling: float = UTIL_HIGH) -> int:
-    """The base's count, less what the tail peak at the policy's utilization does not need, times the forecast's trust."""
-    spare = max(0, base - floor_for(obs, utilization(a, ceiling)))
-    return base - math.floor(min(1.0, max(0.0, obs.trust)) * spare)
+    """The base's count, less what the tail peak at the policy's utilization does not need."""
+    return min(base, floor_for(obs, utilization(a, ceiling)))
 
 
 @dataclass(slots=True)

@@ -91,11 +91,9 @@ def test_learned_residual_moves_at_most_its_stretch_from_the_floor_rule(a: float
     assert math.ceil(14.0 / 1.0) <= adjusted(30, o, a, ceiling=0.9) <= math.ceil(14.0 / 0.8) <= 30  # 90% ± 10 points
 
 
-def test_an_untrusted_forecast_leaves_the_forecast_fed_hpa_and_the_residual_at_hpa() -> None:
-    untrusted = ctl.Observation(0.0, 8.0, 30, 30, forecast=12.0, tail=14.0, trust=0.0)
-    assert adjusted(30, untrusted, 1.0, ceiling=1.0) == 30              # no trust: nothing removed
-    half = ctl.Observation(0.0, 8.0, 30, 30, forecast=12.0, tail=14.0, trust=0.5)
-    assert adjusted(30, half, 1.0, ceiling=1.0) == 30 - (30 - 14) // 2  # half the spare replicas
+def test_an_untrusted_forecast_leaves_the_residual_no_headroom_to_remove() -> None:
+    untrusted = ctl.Observation(0.0, 8.0, 30, 30, forecast=9.0, tail=40.0, trust=0.0)  # the guarded q95 near the level,
+    assert adjusted(12, untrusted, 1.0, ceiling=1.0) == 12                               # the tail as calibrated: no cut
 
 
 def test_trust_falls_on_spiky_demand_and_the_guarded_peak_drops_the_tail() -> None:
