@@ -19,12 +19,13 @@ def test_arrivals_count_events_per_interval_including_quiet_ones() -> None:
 
 def test_dlrm_series_are_creation_requests_live_vcpus_and_unseen_services(tmp_path: Path) -> None:
     trace = tmp_path / "dlrm.csv"
-    trace.write_text(HEADER + "\n".join([
+    rows = (
         "i0,app_2,4,,",                # present for the whole trace
         "i1,app_2,2,100,700",          # created in the first interval, gone in the third
         "i2,app_20,8,650,",            # created in the third interval, never deleted
         "i3,app_9,1,660,1000",
-    ]) + "\n")
+    )
+    trace.write_text(HEADER + "".join(f"{r}\n" for r in rows))
     got = {name: (kind, stride, x.tolist()) for name, kind, stride, x in au.dlrm_series(trace)}
     assert got["dlrm-requests"] == ("request rate", 300.0, [1.0, 0.0, 2.0])
     assert got["dlrm-vcpus"][2] == [4.0, 6.0, 6.0]       # at 0 s, 300 s, 600 s: i1 runs 100..700, i2 from 650 on
