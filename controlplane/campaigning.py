@@ -3,8 +3,9 @@
 A campaign polls the election key every ``poll_s``; when nobody holds it, it campaigns, and on
 winning runs ``plane.take_over`` (clusters attached, twins rebuilt from the store, missing
 replicas re-created; the migration journal resumes on the next tick) before it answers as the
-leader. While leading it refreshes the lease every ``ttl / 20`` and steps down when the lease is
-gone or no refresh got through for a whole TTL. The gRPC service asks it before every write:
+leader. From the moment it wins, a thread of its own (:class:`Keepalive`) refreshes the lease every ``ttl / 20``:
+neither a long take-over nor an event loop busy with a fleet's reports may starve the lease (a standby deposes a
+leader silent for 4 s). The campaign steps down when the lease is gone or no refresh got through for a whole TTL. The gRPC service asks it before every write:
 standbys answer reads and name the leader to writers.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -70,6 +72,37 @@ class Solo:
         """Never called: the only process always leads."""
 
 
+class Keepalive:
+    """Refreshes the leader's lease every ``ttl / 20`` on a thread of its own until stopped or the lease is gone."""
+
+    def __init__(self, election: Election) -> None:
+        self.election = election
+        self.last_ok = time.monotonic()  # the campaign's win just wrote the key under a fresh lease
+        self.lost = False
+        self._stop = threading.Event()
+        threading.Thread(target=self._run, name="lease-keepalive", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.election.ttl_s / 20):
+            try:
+                if not self.election.refresh():
+                    self.lost = True
+                    return
+                self.last_ok = time.monotonic()
+            except StoreError as exc:
+                log.debug("lease refresh failed: %s", exc)  # retried; a whole TTL of failures steps down
+            except Exception:
+                log.exception("lease refresh failed")
+
+    @property
+    def gone(self) -> bool:
+        """The lease expired (etcd said so), or no refresh got through for a whole TTL (it may have)."""
+        return self.lost or time.monotonic() - self.last_ok > self.election.ttl_s
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
 class Campaign:
     def __init__(self, election: Election, plane: ControlPlane, specs: Sequence[ClusterSpec] = (), poll_s: float = 0.05) -> None:
         self.election, self.plane, self.specs, self.poll_s = election, plane, list(specs), poll_s
@@ -83,6 +116,7 @@ class Campaign:
         self.links: tuple[str, ...] = ()
         """Every joined member's agents' link, as etcd listed them at most :data:`ROSTER_EVERY_S` ago."""
         self._roster_at = float("-inf")
+        self._keepalive: Keepalive | None = None
 
     @property
     def is_leader(self) -> bool:
@@ -143,6 +177,7 @@ class Campaign:
         if self.leading:
             self.leading, self.known = False, None
             await asyncio.to_thread(self.plane.step_down)
+        self._stop_keepalive()
         await self._etcd(self.election.resign)
         try:
             await self._etcd(self.election.leave)
@@ -151,17 +186,22 @@ class Campaign:
 
     async def _watch(self) -> None:
         held = await self._etcd(self.election.holder)
-        self.known = None
+        known = None
         if held is not None:
             leader, lease = held
-            self.known = await self._etcd(lambda: self.election.confirmed(leader, lease))
-            if self.known is None and lease and await self._etcd(lambda: self.election.dead(lease)):
+            known = await self._etcd(lambda: self.election.confirmed(leader, lease))
+        self.known = known  # swapped whole: GetLeader never reads a blank between two etcd calls
+        if held is not None and known is None:
+            leader, lease = held
+            if lease and await self._etcd(lambda: self.election.dead(lease)):
                 log.warning("leader %s missed every lease refresh for %ds: revoking its lease", leader.member, DEAD_AFTER_S)
                 await self._etcd(lambda: self.election.depose(lease))
                 held = None
         if held is None:
             fence = await self._etcd(self.election.campaign)
             if fence is not None:
+                self._stop_keepalive()
+                self._keepalive = Keepalive(self.election)  # before the take-over: a long one must not lose the lease
                 started = time.monotonic()
                 await asyncio.to_thread(self.plane.take_over, self.plane.clock(), self.specs)
                 self.known = Leader(self.election.member, self.election.address, fence.token, self.election.link)
@@ -172,19 +212,17 @@ class Campaign:
         await asyncio.sleep(self.poll_s)
 
     async def _hold(self) -> None:
-        interval = self.election.ttl_s / 20  # a crash costs at most one interval more than the TTL before a standby wins
-        deadline = time.monotonic() + self.election.ttl_s
-        while time.monotonic() < deadline:
-            try:
-                alive = await self._etcd(self.election.refresh)
-            except StoreError:
-                await asyncio.sleep(interval)
-                continue
-            if alive:
-                await asyncio.sleep(interval)
-                return
-            break
+        keepalive = self._keepalive
+        if keepalive is not None and not keepalive.gone:
+            await asyncio.sleep(self.election.ttl_s / 20)
+            return
         log.warning("lost the lease: stepping down")
+        self._stop_keepalive()
         self.leading, self.known = False, None  # never name ourselves once we do not lead
         self.election.step_down()
         await asyncio.to_thread(self.plane.step_down)
+
+    def _stop_keepalive(self) -> None:
+        if self._keepalive is not None:
+            self._keepalive.stop()
+            self._keepalive = None

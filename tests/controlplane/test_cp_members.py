@@ -64,3 +64,18 @@ def test_a_standby_deposes_a_holder_dead_for_dead_after_s_and_wins_before_its_ke
     assert won is not None and won.token > fence.token
     assert time.monotonic() - stopped < a.ttl_s, "no faster than waiting the TTL out"
     assert a.refresh() is False  # the stalled one wakes to a revoked lease: it steps down, its writes are fenced
+
+
+def test_the_keepalive_thread_holds_the_lease_while_the_caller_is_busy(etcd: list[str]) -> None:
+    from controlplane.campaigning import Keepalive
+
+    a, b = (Election(EtcdStore(etcd), m, f"h{m}:1") for m in ("a", "b"))
+    assert a.campaign() is not None
+    keepalive = Keepalive(a)
+    try:
+        time.sleep(a.ttl_s + 1)  # a take-over, or an event loop busy with a fleet's reports: nothing refreshes from here
+        held = b.holder()
+        assert held is not None and not b.dead(held[1]) and b.leader() is not None
+        assert not keepalive.gone
+    finally:
+        keepalive.stop()

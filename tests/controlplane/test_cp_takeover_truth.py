@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from controlplane.agentviews import AgentSeries
-from controlplane.campaigning import Campaign
+from controlplane.campaigning import Campaign, Keepalive
 from controlplane.evidence import AgentReport, ClusterEvidence, NodeSummary, PeerState
 from controlplane.leading import Leader
 from controlplane.registry import ClusterSpec
@@ -207,8 +207,15 @@ def test_a_leader_that_lost_its_lease_never_names_itself(tmp_path: Path) -> None
 
     async def run() -> None:
         campaign.leading, campaign.known = True, Leader("m1", "h1:1", 4, "h1:2")
-        election.leases_alive = False  # cut off: etcd says the lease is gone
+        campaign._keepalive = Keepalive(election)  # type: ignore[arg-type]
         await campaign._hold()
+        assert campaign.is_leader
+        election.leases_alive = False  # cut off: etcd says the lease is gone
+        for _ in range(100):
+            await campaign._hold()
+            if not campaign.is_leader:
+                break
+        assert campaign._keepalive is None
         shown = await service.GetLeader(cp.GetLeaderRequest(), Context())  # type: ignore[arg-type]
         assert not shown.is_leader and shown.leader == ""
 
