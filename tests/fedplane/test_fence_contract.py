@@ -90,7 +90,8 @@ class LinkFence(TwinFence):
 
         super().__init__()
         self.run = Loop()
-        plane = SimpleNamespace(backends=SimpleNamespace(twins=lambda: {"t": self.twin}))
+        plane = SimpleNamespace(backends=SimpleNamespace(twins=lambda: {"t": self.twin}),
+                                colocation=SimpleNamespace(refusal=lambda cluster, node, reclaimed_milli: ""))  # no batch here
         self.server = LinkServer(TwinClusterService(plane))  # type: ignore[arg-type]
         port = self.run(self.server.start())
         self.client = PlaneClient(f"127.0.0.1:{port}", "t", 5.0)
