@@ -24,6 +24,9 @@ from controlplane.store import Doc, StoreError, StoreInUse, prefix_end
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, doc TEXT NOT NULL) WITHOUT ROWID"
 OLD_TABLES = ("workloads", "placements", "migrations")  # the schema before the store contract
+HELD = ("clusters/", "workloads/", "placements/", "homes/", "migrations-active/")
+"""Prefixes every tick scans whole: their decoded rows are held until a write under one of them (10,000 agents, 1,000
+workloads: the tick decoded ~3,000 JSON documents it had read unchanged the tick before, a third of its time)."""
 
 
 def _lock(path: str) -> int:
@@ -43,23 +46,40 @@ def _lock(path: str) -> int:
 class _SqliteTxn:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        self.held: dict[str, list[tuple[str, Doc]]] = {}
+        """A whole forward scan of each :data:`HELD` prefix, as decoded; dropped by a write under it or a rollback."""
 
     def get(self, key: str) -> Doc | None:
         row = self.conn.execute("SELECT doc FROM kv WHERE key = ?", (key,)).fetchone()
         return dict(json.loads(row[0])) if row else None
 
     def scan(self, prefix: str, limit: int = 0, reverse: bool = False) -> list[tuple[str, Doc]]:
-        order = "DESC" if reverse else "ASC"
-        rows = self.conn.execute(
-            f"SELECT key, doc FROM kv WHERE key >= ? AND key < ? ORDER BY key {order} LIMIT ?", (prefix, prefix_end(prefix), limit or -1),
-        )
-        return [(k, dict(json.loads(d))) for k, d in rows]
+        """Rows under ``prefix``; a held prefix's from memory (each document a copy of its top level, as when decoded:
+        the documents under those prefixes are read, never changed in place below it)."""
+        held = prefix in HELD and not limit and not reverse
+        rows = self.held.get(prefix) if held else None
+        if rows is None:
+            order = "DESC" if reverse else "ASC"
+            found = self.conn.execute(
+                f"SELECT key, doc FROM kv WHERE key >= ? AND key < ? ORDER BY key {order} LIMIT ?", (prefix, prefix_end(prefix), limit or -1),
+            )
+            rows = [(k, json.loads(d)) for k, d in found]
+            if held:
+                self.held[prefix] = rows
+        return [(k, dict(d)) for k, d in rows]
 
     def put(self, key: str, doc: Doc) -> None:
         self.conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, json.dumps(doc, separators=(",", ":"))))
+        self._forget(key)
 
     def delete(self, key: str) -> None:
         self.conn.execute("DELETE FROM kv WHERE key = ?", (key,))
+        self._forget(key)
+
+    def _forget(self, key: str) -> None:
+        for prefix in HELD:
+            if key.startswith(prefix):
+                self.held.pop(prefix, None)
 
 
 class SqliteStore:
@@ -91,9 +111,14 @@ class SqliteStore:
             try:
                 yield self._txn
             except BaseException:
+                self._txn.held.clear()  # it may hold what the rolled-back writes made
                 self.conn.execute("ROLLBACK")
                 raise
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.Error:
+                self._txn.held.clear()
+                raise
 
     def close(self) -> None:
         with self.lock:

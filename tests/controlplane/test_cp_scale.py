@@ -223,3 +223,43 @@ def test_bench_scale_small_run() -> None:
     assert figures["outage_agents"] == 100 and figures["detected"] == "2/2" and figures["recovered"] == "2/2"
     assert figures["lost"] == 0 and figures["duplicated"] == 0
     assert figures["tick_ms_p99"] is not None and figures["per_agent_bytes"] > 0 and figures["per_report_us"] > 0
+
+
+def test_held_scans_answer_as_the_file_does_after_writes_rollbacks_and_callers_changes() -> None:
+    """The SQLite store holds the tick's whole-prefix scans decoded (controlplane.sqlitestore.HELD): a write or delete
+    under the prefix, a rolled-back transaction and a caller changing what it got back all leave the next scan equal to
+    what the file holds."""
+    from controlplane.sqlitestore import SqliteStore
+
+    store = SqliteStore(":memory:")
+    try:
+        def scan() -> list[tuple[str, dict[str, object]]]:
+            with store.tx() as t:
+                return t.scan("workloads/")
+
+        def on_file() -> list[tuple[str, dict[str, object]]]:
+            rows = store.conn.execute("SELECT key, doc FROM kv WHERE key >= 'workloads/' AND key < 'workloads0' ORDER BY key")
+            return [(k, json.loads(d)) for k, d in rows]
+
+        with store.tx() as t:
+            t.put("workloads/a", {"epoch": 1})
+            t.put("placements/a/c0", {"replicas": 1})
+        assert scan() == on_file() == [("workloads/a", {"epoch": 1})]
+        scan()[0][1]["epoch"] = 99  # a caller's copy
+        assert scan() == on_file()
+        with store.tx() as t:
+            t.put("workloads/b", {"epoch": 2})
+        assert scan() == on_file() and len(on_file()) == 2
+        with pytest.raises(RuntimeError), store.tx() as t:
+            t.delete("workloads/a")
+            assert [k for k, _ in t.scan("workloads/")] == ["workloads/b"]  # the transaction sees its own delete
+            raise RuntimeError("rolled back")
+        assert scan() == on_file() and len(on_file()) == 2
+        with store.tx() as t:
+            t.put("workloadsX", {"epoch": 3})  # not under the prefix
+            t.delete("workloads/b")
+        assert scan() == on_file() == [("workloads/a", {"epoch": 1})]
+        with store.tx() as t:
+            assert t.scan("workloads/", limit=1, reverse=True) == [("workloads/a", {"epoch": 1})]
+    finally:
+        store.close()
