@@ -184,7 +184,7 @@ class Registry:
 
     def _workload(self, spec: dict[str, Any]) -> Workload:
         held = self._parsed.get(str(spec.get("name")))
-        if held is not None and held[0] == spec:
+        if held is not None and (held[0] is spec or held[0] == spec):  # the store may hand back the document it held
             return held[1]
         w = Workload.from_dict(spec)
         self._parsed[w.name] = (spec, w)

@@ -21,7 +21,7 @@ from controlplane.autoscaling.specs import Book
 from controlplane.sqlitestore import SqliteStore
 from controlplane.store import Store
 from controlplane.adopting import Adopting
-from controlplane.evidence import AgentReport, AgentRow, EvidenceBook
+from controlplane.evidence import AgentReport, AgentRow, ClusterEvidence, EvidenceBook
 from controlplane.expecting import ExpectedAgents
 from controlplane.forecast import LoadForecast
 from controlplane.handoffs import Volumes
@@ -436,12 +436,11 @@ class ControlPlane:
             self.expected.learn(self.evidence.reports.keys())
             for cluster, n in self.adopting.close(self.backends.twins(), self.expected.nodes, now).items():
                 self._record(DecisionRecord(now, "adoption-closed", "", cluster, "", (f"{n} rebuilt pods no agent runs: a new epoch",)))
-            for spec in specs:
-                self._judge(spec.name, now)
+            seen = {spec.name: self._judge(spec.name, now) for spec in specs}  # the evidence, read once a tick
             listed, placements = self.registry.workloads(), self.registry.placements()
             used = admission.used_by_cluster(listed, placements)  # once a tick: loads and views read the same
             batch = admission.used_by_cluster(listed, placements, "batch")
-            self._measure_loads(now, used, batch)
+            self._measure_loads(now, used, batch, seen)
             workloads = {w.name: w for w in listed}
             self._update_contexts(specs, workloads, placements, now)
             plans, notes = self.planner.plan(
@@ -502,7 +501,8 @@ class ControlPlane:
             nodes, error = None, str(exc)
         self.evidence.add_probe(cluster, now, nodes, error)
 
-    def _judge(self, cluster: str, now: float) -> None:
+    def _judge(self, cluster: str, now: float) -> ClusterEvidence:
+        """The cluster's verdict from its evidence now; returns the evidence read."""
         ev = self.evidence.about(cluster, now)
         verdict = judge(ev, self.timings, self.expected.count(cluster, ev.nodes))
         old = self.verdicts.get(cluster)
@@ -512,6 +512,7 @@ class ControlPlane:
             self._record(DecisionRecord(now, f"verdict:{verdict.health.value}", "", cluster, "", verdict.reasons))
         else:
             self.verdicts[cluster] = (verdict, old[1])
+        return ev
 
     def _note_skipped(self, cluster: str, skipped: list[tuple[str, str]]) -> None:
         """Nodes placement leaves out: a gauge per cluster, and one warning per node and reason."""
@@ -554,14 +555,14 @@ class ControlPlane:
         with self.lock:
             return scorerjobs.adopt(outcome, now, self.contexts, self.selections, self.metrics, self._record, self.leading)
 
-    def _measure_loads(self, now: float, used: Mapping[str, Resources], batch: Mapping[str, Resources]) -> None:
-        """Each cluster's online load (:func:`controlplane.planner.online_load`: batch does not push online work away)."""
+    def _measure_loads(self, now: float, used: Mapping[str, Resources], batch: Mapping[str, Resources],
+                       seen: Mapping[str, ClusterEvidence]) -> None:
+        """Each cluster's online load (:func:`controlplane.planner.online_load`: batch does not push online work away);
+        ``seen``: the evidence this tick judged by."""
         for cluster in self.verdicts:
-            ev = self.evidence.about(cluster, now)
+            ev = seen[cluster] if cluster in seen else self.evidence.about(cluster, now)
             cap = self.capacities.of(cluster, ev.nodes)[2]
-            booked = Resources()
-            for s in ev.summaries:  # what agents see allocated beyond our placements
-                booked = booked + s.allocated
+            booked = _summed([s.allocated for s in ev.summaries])  # what agents see allocated beyond our placements
             b = batch.get(cluster, Resources())
             load = online_load(cap, used.get(cluster, Resources()) - b, booked, b, self.colocation.held(cluster))
             if not cap.cpu_milli:  # unknown capacity: no basis for a rebalance
@@ -585,3 +586,8 @@ class ControlPlane:
         self.registry.record_decision(d)
         logs.decision(d.kind, d.workload, d.source, d.target, d.reasons)
 
+
+def _summed(parts: Sequence[Resources]) -> Resources:
+    """The sum of ``parts``, added per field (a cluster's 100 agents' bookings every tick: one vector, not 100)."""
+    return Resources(sum(r.cpu_milli for r in parts), sum(r.memory_mib for r in parts), sum(r.disk_mib for r in parts),
+                     sum(r.gpu_milli for r in parts))
