@@ -30,7 +30,7 @@ from controlplane.metrics import Metrics
 from controlplane.migrations import CrashHook, Executor, RetryPolicy, no_crash
 from controlplane.capacities import Capacities
 from controlplane.colocating import Colocation, ColocationConfig
-from controlplane.pacing import Pacing
+from controlplane.pacing import Backpressure, Pacing
 from controlplane.podtypesbook import PodTypesBook
 from controlplane.planner import Load, Plan, Planner, PlannerConfig, online_load
 from controlplane.retiring import Retiring
@@ -121,6 +121,8 @@ class ControlPlane:
         """Nodes that ever had an agent reporting: a new leader reads their silence, not an empty book, as silence."""
         self.pacing = Pacing(timings.report_interval_s, timings.fresh_s)
         """How often agents are asked to report as the fleet grows (:mod:`controlplane.pacing`)."""
+        self.backpressure = Backpressure()
+        """How much slower while the serving event loop runs late (fed by :func:`controlplane.server.reconcile`)."""
         self.verdicts: dict[str, tuple[Verdict, float]] = {}
         self.forecasts: dict[str, LoadForecast] = {}
         self.loads: dict[str, Load] = {}
@@ -230,7 +232,7 @@ class ControlPlane:
 
     def report_interval_s(self) -> float:
         """The interval each agent is asked to report at now (the ack's ``report_interval_ms``)."""
-        return self.pacing.interval_s(len(self.evidence))
+        return self.pacing.interval_s(len(self.evidence), self.backpressure.slowdown)
 
     def submit(self, workload: Workload, dry_run: bool, request_id: str = "") -> admission.Choice:
         """Choose clusters for a new workload and (unless ``dry_run``) create it there.
@@ -429,7 +431,7 @@ class ControlPlane:
     # -- the reconcile tick ---------------------------------------------------------------------------
     def tick(self, now: float) -> None:
         with self.lock, self.metrics.tick.time():
-            self.evidence.fresh_s = self.pacing.fresh_for(len(self.evidence))
+            self.evidence.fresh_s = self.pacing.fresh_for(len(self.evidence), self.backpressure.slowdown)
             specs = self.registry.clusters()
             for spec in specs:
                 self._probe(spec.name, now)

@@ -44,6 +44,8 @@ from fedapi import agentlink
 from fedapi.linkserver import LinkServer
 
 log = logging.getLogger(__name__)
+LAG_SAMPLE_S = 0.25
+"""How often the event loop's lag is sampled for the report backpressure."""
 SERVICES = (
     controlplane_pb2.DESCRIPTOR.services_by_name["ControlPlane"].full_name,
     twincluster_pb2.DESCRIPTOR.services_by_name["TwinCluster"].full_name,
@@ -96,11 +98,23 @@ async def reconcile(plane: ControlPlane, interval_s: float, clock: Callable[[], 
     waits on the event loop, which a fleet of thousands of agents' reports and binds keeps busy (a tick scheduled
     through it waited whole seconds between rounds). Ends when cancelled (the thread stops after its current tick)."""
     stop, thread = threading.Event(), ThreadPoolExecutor(1, thread_name_prefix="reconcile")  # not one of the API's pool
+    lag = asyncio.create_task(_sample_lag(plane))
     try:
         await asyncio.get_running_loop().run_in_executor(thread, _ticking, plane, interval_s, clock, stop)
     finally:
+        lag.cancel()
         stop.set()
         thread.shutdown(wait=False)
+
+
+async def _sample_lag(plane: ControlPlane) -> None:
+    """The event loop's lag (how late a timer fires) into the plane's report backpressure (:mod:`controlplane.pacing`)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + LAG_SAMPLE_S
+        await asyncio.sleep(LAG_SAMPLE_S)
+        now = loop.time()
+        plane.backpressure.lag(now - due, now, plane.report_interval_s())
 
 
 def _ticking(plane: ControlPlane, interval_s: float, clock: Callable[[], float], stop: threading.Event) -> None:

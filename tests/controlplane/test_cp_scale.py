@@ -20,7 +20,7 @@ from controlplane.evidence import (
     PeerState,
 )
 from controlplane.forecast import LoadForecast
-from controlplane.pacing import REPORT_BUDGET_PER_S, Pacing
+from controlplane.pacing import MAX_SLOWDOWN, MIN_FRESH_INTERVALS, REPORT_BUDGET_PER_S, WINDOW_S, Backpressure, Pacing
 from controlplane.podtypesbook import PodTypesBook
 from controlplane.registry import Placement, PlacementState
 from controlplane.verdicts import Timings, judge
@@ -175,6 +175,34 @@ def test_the_pace_holds_ingest_within_its_budget_and_freshness_follows() -> None
         assert pace.fresh_for(agents) >= 3 * interval
     assert pace.interval_s(10_000) == 10_000 / REPORT_BUDGET_PER_S
     assert len({pace.interval_s(n) for n in range(10_001)}) <= 12, "a fleet joining one by one moves the pace a few times"
+
+
+def test_a_late_event_loop_slows_a_large_fleet_s_pace_by_halves_and_an_on_time_one_brings_it_back() -> None:
+    pace, pressure = Pacing(T.report_interval_s, T.fresh_s), Backpressure()
+    now, paces = 0.0, []
+
+    def window(lag_s: float) -> None:
+        nonlocal now
+        interval = pace.interval_s(10_000, pressure.slowdown)
+        until = now + max(WINDOW_S, interval)
+        while now <= until:
+            pressure.lag(lag_s, now, interval)
+            now += 0.25
+        paces.append(pace.interval_s(10_000, pressure.slowdown))
+
+    for _ in range(4):
+        window(0.2)  # a starved loop
+    assert paces == [20.0, 40.0, 40.0, 40.0] and pressure.slowdown == MAX_SLOWDOWN
+    window(0.03)  # between the marks: held
+    assert paces[-1] == 40.0
+    before = pace.interval_s(10_000, pressure.slowdown)
+    window(0.0)
+    assert paces[-1] == 20.0 and pace.fresh_for(10_000, pressure.slowdown) >= MIN_FRESH_INTERVALS * 20.0 > before, \
+        "a quickened pace still keeps an agent on the old one fresh"
+    window(0.0)
+    window(0.0)
+    assert paces[-2:] == [10.0, 10.0] and pressure.slowdown == 1.0
+    assert pace.interval_s(16, MAX_SLOWDOWN) == T.report_interval_s, "a small fleet's pace is the timings' whatever the lag"
 
 
 def test_the_running_trend_is_the_least_squares_slope_over_the_window() -> None:
