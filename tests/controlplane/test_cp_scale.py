@@ -289,5 +289,21 @@ def test_held_scans_answer_as_the_file_does_after_writes_rollbacks_and_callers_c
         assert scan() == on_file() == [("workloads/a", {"epoch": 1})]
         with store.tx() as t:
             assert t.scan("workloads/", limit=1, reverse=True) == [("workloads/a", {"epoch": 1})]
+        rng = random.Random(7)
+        for step in range(300):  # writes in place, in and out of order, some rolled back
+            try:
+                with store.tx() as t:
+                    for _ in range(rng.randrange(1, 4)):
+                        key = f"workloads/{rng.choice(['a', 'b', 'B', 'é', 'a/x', 'a0', 'z'])}"
+                        if rng.random() < 0.3:
+                            t.delete(key)
+                        else:
+                            t.put(key, {"epoch": step, "spec": {"tags": (step, "t")}})
+                        assert t.scan("workloads/") == on_file(), step
+                    if rng.random() < 0.2:
+                        raise RuntimeError("rolled back")
+            except RuntimeError:
+                pass
+            assert scan() == on_file(), step
     finally:
         store.close()
