@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from controlplane.autoscaling import controllers as ctl, feeds, forecasters as fc, series as sr
 from fedplane.lab.benches import autoscalebench
+from fedplane.lab.benches.autoscalebounds import Foresight
 from controlplane.autoscaling.actuating import shares
 from controlplane.autoscaling.learned import Residual, adjusted
 from controlplane.autoscaling.peaks import PeakForecast
@@ -194,6 +195,16 @@ def test_bench_reports_every_policy_and_model(tmp_path: Path) -> None:
     assert row["hpa"]["cost_rel_hpa"] == 1.0 and row["static"]["late_pct"] == 0.0
     assert set(out["forecast_mae_vs_naive"]) == set(fc.MODELS)
     assert (tmp_path / "autoscale-sine-300s.png").stat().st_size > 10_000
+    b = out["bounds"]["300"]
+    assert b["foresight_late_pct"] == 0.0
+    assert b["ready_only_cost_rel_hpa"] <= b["foresight_cost_rel_hpa"] <= b["foresight_95_cost_rel_hpa"] < 1.0
+
+
+def test_foresight_is_never_late_on_a_step_that_makes_hpa_late() -> None:
+    demand = np.r_[np.full(200, 5.0), np.full(200, 30.0)]
+    seen = simulate(Foresight(demand, 300.0), demand, 300.0, 8)
+    assert seen.late.sum() == 0.0 and seen.replicas[-1] == 30
+    assert simulate(ctl.Hpa(), demand, 300.0, 8).late.sum() > 0.0
 
 
 def test_simulated_pods_serve_only_after_their_start_up() -> None:

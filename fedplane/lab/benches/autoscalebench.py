@@ -17,6 +17,9 @@ the last two days of every training part (never trained on) against the floor ru
 attempt that was cheaper at no more late share there is what ``learned`` runs, else ``learned`` is the
 floor rule. Every attempt's validation and held-out figures are in ``ppo_attempts``, failures included.
 
+``bounds``: what perfect foresight and ready pods alone would cost ÷ HPA's on the same held-out days
+(:mod:`fedplane.lab.benches.autoscalebounds`): how far any forecast could take ``learned``.
+
 ``unseen``: every controller as chosen on the bench's series (forecast target, ceiling, PPO), run on
 kinds of series none of them saw (:mod:`fedplane.lab.benches.autoscaleunseen`: traffic, request rates,
 memory, fleet totals), pooled the same way.
@@ -42,6 +45,7 @@ from controlplane.autoscaling.feeds import (
 )
 from controlplane.autoscaling.replicas import TICK_S, Controller, Run, simulate
 from controlplane.autoscaling.series import Series
+from fedplane.lab.benches.autoscalebounds import bounds
 from controlplane.autoscaling.training import LATE_WEIGHT, VALIDATION_DAYS
 
 STARTUPS = (60.0, 300.0)
@@ -205,7 +209,8 @@ def judge(series: list[Series], feeds: dict[tuple[str, float], np.ndarray], targ
     ÷ HPA's, on the validation days (``starts`` None) or from ``starts`` on."""
     out = {}
     for st in STARTUPS:
-        make = lambda startup: learned.Residual(policy, targets[startup], ceilings[startup])
+        def make(startup: float) -> Controller:
+            return learned.Residual(policy, targets[startup], ceilings[startup])
         per = [run_series(s, st, feeds[(s.name, st)], targets[st], make, a, ("hpa", "floor_rule", "learned"), ceilings[st])
                for s, a in zip(series, starts or validation_starts(series))]
         v = summarize(per)
@@ -285,8 +290,9 @@ def bench(series: list[Series], train_steps: int, seed: int, plot_dir: Path | No
     mae = forecast_mae(series, available_models())
     result: dict[str, object] = {
         "series": len(series), "startup_s": out, "forecast_mae_vs_naive": {m: round(r, 4) for m, r in mae.items()},
-        "variants": VARIANTS, "chosen_on_training": {"forecast_target": {f"{st:.0f}": v for st, v in targets.items()},
-                                                     "learned_ceiling": {f"{st:.0f}": v for st, v in ceilings.items()}}}
+        "variants": VARIANTS, "bounds": bounds(series, STARTUPS, EVAL_DAYS),
+        "chosen_on_training": {"forecast_target": {f"{st:.0f}": v for st, v in targets.items()},
+                               "learned_ceiling": {f"{st:.0f}": v for st, v in ceilings.items()}}}
     if train_steps > 0:
         result["learned_is"] = "ppo" if any(a["shipped"] for a in attempts) else "floor_rule"
         result["ppo_attempts"] = attempts
