@@ -14,6 +14,7 @@ credential bound to a node is a board, which must not read its peers' rows), or 
 
 from __future__ import annotations
 
+import collections
 import re
 import socketserver
 import ssl
@@ -110,7 +111,8 @@ def server_tls(cert: str, key: str) -> ssl.SSLContext:
 
 
 def _newest(inbox: ExperienceInbox, cluster: str, node: str, window: int) -> list[Any]:
-    return list(inbox.rows(cluster, node))[-window:]
+    """The agent's newest ``window`` rows, read in one pass that holds no more than ``window`` of them at once."""
+    return list(collections.deque(inbox.rows(cluster, node), maxlen=window))
 
 
 def _handler(feed: ExperienceFeed) -> type[BaseHTTPRequestHandler]:
