@@ -67,6 +67,29 @@ def test_dropping_dead_device_states_keeps_drops_exact() -> None:
         np.testing.assert_allclose(drop, ref.of_rows(table, rows) - expected_after, rtol=0, atol=1e-6)
 
 
+def test_a_used_up_device_keys_as_an_absent_one() -> None:
+    """A node whose GPUs a whole-GPU pod used up meets the GPU-less node's device state (no new state is computed), on
+    a followed table and on one seen anew, and its drops stay the reference's."""
+    types = PodTypes.from_pods(
+        [Pod("s", 1000, 1, gpu=GpuRequest(1, 500))] * 3 + [Pod("w", 2000, 1, gpu=GpuRequest(2, 1000))] * 2 + [Pod("c", 4000, 1)] * 2,
+        coverage=1.0,
+    )
+    table = NodeTable([Node("cpu", 32000, 65536), Node("two", 32000, 65536, gpus=2), Node("one", 32000, 65536, gpus=1)])
+    rows, probe, ref = np.arange(len(table)), Pod("p", 1000, 1, gpu=GpuRequest(1, 500)), Fragmentation(types)
+    followed = fragments.FragmentDrops(types)
+    followed.drop(probe, table, rows)
+    assert len(followed._states) == 3
+    table.allocate(Pod("x", 1000, 1, gpu=GpuRequest(2, 1000)), 1)  # both devices of "two": 0 free each
+    anew = fragments.FragmentDrops(types)
+    for drops in (followed, anew):
+        drop, after = drops.drop(probe, table, rows)
+        assert drops._sid[0] == drops._sid[1] and len(drops._states) <= 3
+        expected_after = ref.after(probe, table, rows).min(axis=1)
+        np.testing.assert_allclose(after, expected_after, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(drop, ref.of_rows(table, rows) - expected_after, rtol=0, atol=1e-6)
+    assert len(anew._states) == 2
+
+
 def test_fragment_tables_that_grow_keep_exact_drops(monkeypatch: pytest.MonkeyPatch) -> None:
     """Laid out with no room to spare, the tables grow as new device states come: values copied over stay exact."""
     monkeypatch.setattr(fragments, "ROOM", 0)
