@@ -9,7 +9,9 @@ bad input -> INVALID_ARGUMENT, unknown names -> NOT_FOUND, unreachable cluster -
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NoReturn, TypeVar
 
@@ -30,6 +32,30 @@ T = TypeVar("T")
 DrillRunner = Callable[[str, int, int], dict[str, Any]]
 WATCH_POLL_S = 0.05
 MAX_DRILL_RUNS = 1000  # as the CLI's --runs
+
+
+class Wakeup:
+    """Wakes a watch stream when its twin has a new event, from whichever thread made it (a bind's, the tick's): one
+    callback on the loop until it has run, however many events come meanwhile. Without it an event waited for the
+    stream's next poll (up to ``WATCH_POLL_S``) at each hop: the agent's watch, then whoever watches the bind."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.event = loop, asyncio.Event()
+        self._due = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._due:
+                return
+            self._due = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the plane stops, no stream is left to wake
+            self.loop.call_soon_threadsafe(self._set)
+
+    def _set(self) -> None:
+        with self._lock:
+            self._due = False
+        self.event.set()
 
 
 LEADER_KEY = "fedplane-leader"  # trailing metadata: where writes go when this member does not lead
@@ -254,15 +280,22 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
         for state in current:
             if not request.pending_only or (state.phase is Phase.PENDING and not state.node):
                 yield tw.PodEvent(type=tw.EVENT_ADDED, pod=convert.pod(state))
-        while True:
-            try:
-                events, cursor = twin.events_since(cursor)
-            except errors.BackendError as exc:
-                await _abort(context, exc)
-            for e in events:
-                if not request.pending_only or e.pod.phase is Phase.PENDING or e.kind.value == "DELETED":
-                    yield convert.pod_event(e)
-            await asyncio.sleep(WATCH_POLL_S)
+        wakeup = Wakeup(asyncio.get_running_loop())
+        forget = twin.listen(wakeup)
+        try:
+            while True:
+                wakeup.event.clear()
+                try:
+                    events, cursor = twin.events_since(cursor)
+                except errors.BackendError as exc:
+                    await _abort(context, exc)
+                for e in events:
+                    if not request.pending_only or e.pod.phase is Phase.PENDING or e.kind.value == "DELETED":
+                        yield convert.pod_event(e)
+                with contextlib.suppress(TimeoutError):  # the poll: the twin's clock moves pods without an event
+                    await asyncio.wait_for(wakeup.event.wait(), WATCH_POLL_S)
+        finally:
+            forget()
 
     async def BindPod(self, request: tw.BindPodRequest, context: grpc.aio.ServicerContext) -> tw.BindPodResponse:
         twin = await _run(context, self._twin, request.cluster)

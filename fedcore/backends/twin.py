@@ -127,6 +127,8 @@ class TwinCluster:
         self.safety = SafetyCounters()
         self._events: list[PodEvent] = []
         self._event_base = 0
+        self._listeners: list[Callable[[], None]] = []
+        """Called (under the twin's lock, from whichever thread changed it) after every event: a watch shell's wakeup."""
         self.lock = threading.RLock()
 
     # -- faults (the drill's and tests' hands; not part of the contract) -----------------
@@ -251,6 +253,18 @@ class TwinCluster:
     @_locked
     def cursor(self) -> int:
         return self._event_base + len(self._events)
+
+    @_locked
+    def listen(self, wake: Callable[[], None]) -> Callable[[], None]:
+        """Call ``wake`` after every new event (it must only schedule work: it runs under the twin's lock, on the thread
+        that changed the twin) until the returned function is called; a watch then need not poll to see a change."""
+        self._listeners.append(wake)
+        return lambda: self._forget(wake)
+
+    @_locked
+    def _forget(self, wake: Callable[[], None]) -> None:
+        if wake in self._listeners:
+            self._listeners.remove(wake)
 
     @_locked
     def events_since(self, cursor: int) -> tuple[list[PodEvent], int]:
@@ -438,6 +452,8 @@ class TwinCluster:
             drop = len(self._events) - MAX_EVENTS // 2
             del self._events[:drop]
             self._event_base += drop
+        for wake in self._listeners:
+            wake()
 
 
 def _reclaim_problem(pod: Pod, reclaimed_milli: int) -> str:

@@ -16,7 +16,7 @@ import pytest_asyncio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from controlplane import server
+from controlplane import server, service as cpservice
 from controlplane.auth import INSECURE
 from controlplane.runtime import Backends, ControlPlane
 from controlplane.verdicts import Timings
@@ -221,6 +221,25 @@ async def test_twin_cluster_api_for_agents(api: Api) -> None:
     assert done.outcome == tw.BIND_BOUND
     nodes = await api.twin.ListNodes(tw.ListNodesRequest(cluster="edge"))
     assert [n.ready for n in nodes.nodes] == [False, True]
+
+
+@pytest.mark.asyncio
+async def test_a_watch_sees_a_bind_when_it_happens_not_at_its_next_poll(api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpservice, "WATCH_POLL_S", 30.0)  # a change must wake the stream, not the poll
+    await api.control.RegisterCluster(cp.RegisterClusterRequest(cluster=cp.ClusterSpec(name="edge", region="r1")))
+    await asyncio.sleep(0.2)  # its capacity probed
+    assert (await api.control.SubmitWorkload(cp.SubmitWorkloadRequest(workload=web("one", replicas=1)))).accepted
+    stream = api.twin.WatchPods(tw.WatchPodsRequest(cluster="edge"))
+    pending = await asyncio.wait_for(stream.read(), 5.0)
+    assert pending.pod.phase == tw.POD_PENDING
+    await asyncio.sleep(0.2)  # the stream now waits on the twin
+    began = time.monotonic()
+    bound = await api.twin.BindPod(tw.BindPodRequest(cluster="edge", pod=pending.pod.name, node="edge-n0", epoch=pending.pod.epoch))
+    assert bound.outcome == tw.BIND_BOUND
+    event = await asyncio.wait_for(stream.read(), 5.0)
+    stream.cancel()
+    assert event.pod.name == pending.pod.name and event.pod.node == "edge-n0"
+    assert time.monotonic() - began < 2.0
 
 
 @pytest.mark.asyncio
