@@ -5,7 +5,10 @@ utilization (chosen in the benchmark on training parts only); replicas of the fo
 that are removed, none are ever added above it. Every HPA period the PPO policy sees the workload
 relative to its replicas and answers ``a`` in [-1, 1]: the utilization the rule uses, moved ``a`` ×
 ``STRETCH`` from the ceiling (within 70%..100%). An untrained policy (``a`` = 0) *is* the floor rule,
-so training starts from it and keeps what beats it. The floor is sized on the tail as calibrated, never
+so training starts from it and keeps what beats it. A *hold* (``hold_s``, chosen on training days like the
+ceiling) scales down only to the highest answer of its last ``hold_s``: a pod removed and asked for again
+within its start-up serves late, and on training days that churn, not the margin, was most of the rule's
+late share at 60 s start-up. The floor is sized on the tail as calibrated, never
 on the trust-guarded peak the forecast-fed HPA follows: on demand the forecast cannot calibrate (spikes,
 bursts) the tail is far above the base, so the residual removes nothing there, and the base itself falls
 back towards HPA (:meth:`controlplane.autoscaling.peaks.PeakForecast.trust`).
@@ -70,11 +73,13 @@ class Residual:
     policy: Callable[[np.ndarray], float]
     forecast_target: float = 1.0
     ceiling: float = UTIL_HIGH     # the utilization of the forecast-safe floor
+    hold_s: float = 0.0            # scale down only to the highest answer of this long (0: at once)
     name: str = "learned"
     base: Hpa = field(init=False)
     desired: int = 1
     reason: str = ""
     recent: deque[tuple[float, float]] = field(default_factory=deque)
+    answers: deque[tuple[float, int]] = field(default_factory=deque)   # the last ``hold_s`` of answers
 
     def __post_init__(self) -> None:
         self.base = Hpa(forecast_metric=True, forecast_target=self.forecast_target, name="forecast_hpa")
@@ -93,8 +98,13 @@ class Residual:
             return self.desired
         a = float(self.policy(x))
         want = self.base.decide(obs)
-        self.desired = max(1, adjusted(want, obs, a, self.ceiling))
-        self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{self.desired - want} (tail peak fits at {utilization(a, self.ceiling):.0%})"
+        now = max(1, adjusted(want, obs, a, self.ceiling))
+        self.answers.append((obs.now, now))
+        while self.answers[0][0] < obs.now - self.hold_s:
+            self.answers.popleft()
+        self.desired = max(n for _, n in self.answers)
+        held = f"; {self.hold_s:.0f} s hold keeps {self.desired}" if self.desired > now else ""
+        self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{now - want} (tail peak fits at {utilization(a, self.ceiling):.0%}){held}"
         return self.desired
 
 

@@ -16,7 +16,7 @@ from controlplane.autoscaling import controllers as ctl, feeds, forecasters as f
 from fedplane.lab.benches import autoscalebench
 from fedplane.lab.benches.autoscalebounds import Foresight
 from controlplane.autoscaling.actuating import shares
-from controlplane.autoscaling.learned import Residual, adjusted
+from controlplane.autoscaling.learned import Residual, adjusted, floor_rule as learned_floor
 from controlplane.autoscaling.peaks import PeakForecast
 from controlplane.autoscaling.scaler import Autoscaler
 from controlplane.autoscaling.replicas import TICK_S, simulate
@@ -90,6 +90,15 @@ def test_learned_residual_moves_at_most_its_stretch_from_the_floor_rule(a: float
     o = ctl.Observation(0.0, 8.0, 30, 30, forecast=12.0, tail=14.0)   # the rule is sized on the tail (q99) peak
     assert adjusted(30, o, 0.0, ceiling=0.9) == math.ceil(14.0 / 0.9)  # action 0: the floor rule itself
     assert math.ceil(14.0 / 1.0) <= adjusted(30, o, a, ceiling=0.9) <= math.ceil(14.0 / 0.8) <= 30  # 90% ± 10 points
+
+
+def test_the_hold_scales_down_only_to_its_highest_answer_of_the_hold() -> None:
+    demand = np.r_[np.full(60, 20.0), np.full(240, 5.0)]
+    at_once = simulate(Residual(learned_floor, ceiling=1.0), demand, 60.0, 30, lambda i: (float(demand[i]),) * 2 + (1.0,))
+    held = simulate(Residual(learned_floor, ceiling=1.0, hold_s=600.0), demand, 60.0, 30, lambda i: (float(demand[i]),) * 2 + (1.0,))
+    drop = 60 + int(300 / TICK_S)   # past the base's own 300 s stabilization
+    assert at_once.replicas[drop] < 20 and held.replicas[drop] == 20
+    assert held.replicas[-1] < 20   # the hold ends: it delays scale-down, never adds
 
 
 def test_an_untrusted_forecast_leaves_the_residual_no_headroom_to_remove() -> None:
@@ -188,7 +197,10 @@ def test_bench_reports_every_policy_and_model(tmp_path: Path) -> None:
     out = autoscalebench.bench([s], train_steps=0, seed=0, plot_dir=tmp_path)
     assert out["series"] == 1 and set(out["startup_s"]) == {"60", "300"}
     row = out["startup_s"]["300"]
-    assert set(row) == {"hpa", "keda", "kpa", "static", "forecast_hpa"} | set(out["variants"])
+    assert set(row) == {"hpa", "keda", "kpa", "static", "forecast_hpa", "learned"} | set(out["variants"])
+    shipped = out["schedule_attempt"]["shipped"]["300"]
+    assert out["learned_is"]["300"] == ("floor_rule+schedule" if shipped else "floor_rule")
+    assert shipped or row["learned"] == row["floor_rule"]
     assert set(out["variants"]) == {"hpa_80", "floor_rule"}
     assert row["hpa_80"]["util_mean"] > row["hpa"]["util_mean"]
     assert out["chosen_on_training"]["learned_ceiling"]["300"] in autoscalebench.CEILINGS + (0.7,)

@@ -17,6 +17,11 @@ the last two days of every training part (never trained on) against the floor ru
 attempt that was cheaper at no more late share there is what ``learned`` runs, else ``learned`` is the
 floor rule. Every attempt's validation and held-out figures are in ``ppo_attempts``, failures included.
 
+When no PPO attempt ships, a *schedule attempt* is judged the same way, start-up by start-up: the floor's
+ceiling and a scale-down hold (:class:`controlplane.autoscaling.learned.Residual`) chosen on the two-day blocks
+of training days just before the validation days; ``learned`` runs it at a start-up only where it beat the
+rule on the validation days (``schedule_attempt``, and ``learned_is`` per start-up, say which).
+
 ``bounds``: what perfect foresight and ready pods alone would cost ÷ HPA's on the same held-out days
 (:mod:`fedplane.lab.benches.autoscalebounds`): how far any forecast could take ``learned``.
 
@@ -59,6 +64,9 @@ FORECAST_TARGETS = (1.0, 0.9, 0.85, 0.8, 0.7)  # candidates for the forecast met
 COST_BUDGET = {60.0: 1.0, 300.0: 1.05}        # replica-seconds ÷ HPA's allowed when choosing it (the issue's goals)
 CEILINGS = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75)   # candidates for the learned residual's floor utilization
 ATTEMPTS = (LATE_WEIGHT, 5 * LATE_WEIGHT)      # PPO attempts, by the reward's price of late demand
+SCHEDULE_CEILINGS = (1.0, 0.95, 0.9)           # the schedule attempt's candidates: the floor's utilization...
+HOLDS_S = (0.0, 300.0, 600.0)                  # ...and how long it holds its highest answer before scaling down
+SCHEDULE_BLOCKS = 2                            # two-day blocks of training days (before validation) that choose them
 
 
 def controller(policy: str, s: Series, forecast_target: float, ceiling: float,
@@ -202,15 +210,19 @@ def validation_starts(series: list[Series]) -> list[int]:
     return [s.split - 1 - int(VALIDATION_DAYS * s.season) for s in series]
 
 
+def residual(policy: Callable[[np.ndarray], float], targets: dict[float, float],
+             schedules: dict[float, tuple[float, float]]) -> Callable[[float], Controller]:
+    """The learned controller per start-up: ``policy`` on the floor rule at that start-up's (ceiling, hold)."""
+    return lambda startup: learned.Residual(policy, targets[startup], *schedules[startup])
+
+
 def judge(series: list[Series], feeds: dict[tuple[str, float], np.ndarray], targets: dict[float, float],
-          ceilings: dict[float, float], policy: Callable[[np.ndarray], float],
+          ceilings: dict[float, float], make: Callable[[float], Controller],
           starts: list[int] | None = None) -> dict[str, dict[str, float]]:
-    """``policy`` as the residual against the floor rule alone, per start-up: late shares and cost ÷ the rule's and
+    """The controller ``make`` builds against the floor rule alone, per start-up: late shares and cost ÷ the rule's and
     ÷ HPA's, on the validation days (``starts`` None) or from ``starts`` on."""
     out = {}
     for st in STARTUPS:
-        def make(startup: float) -> Controller:
-            return learned.Residual(policy, targets[startup], ceilings[startup])
         per = [run_series(s, st, feeds[(s.name, st)], targets[st], make, a, ("hpa", "floor_rule", "learned"), ceilings[st])
                for s, a in zip(series, starts or validation_starts(series))]
         v = summarize(per)
@@ -220,9 +232,61 @@ def judge(series: list[Series], feeds: dict[tuple[str, float], np.ndarray], targ
     return out
 
 
+def beats(f: dict[str, float]) -> bool:
+    """Cheaper than the floor rule at no more late share (one start-up's figures from :func:`judge`)."""
+    return f["cost_rel_floor"] < 1.0 and f["late_pct"] <= f["floor_late_pct"]
+
+
 def beats_rule(figures: dict[str, dict[str, float]]) -> bool:
     """Cheaper than the floor rule at no more late share, at every start-up."""
-    return all(f["cost_rel_floor"] < 1.0 and f["late_pct"] <= f["floor_late_pct"] for f in figures.values())
+    return all(beats(f) for f in figures.values())
+
+
+def schedule_starts(s: Series) -> list[int]:
+    """The two-day blocks of ``s``'s training part just before its validation days (its first, calibrating day left out)."""
+    v = validation_starts([s])[0]
+    return [a for a in (v - int(k * EVAL_DAYS * s.season) for k in range(1, SCHEDULE_BLOCKS + 1)) if a >= s.season]
+
+
+def choose_schedule(series: list[Series], feeds: dict[tuple[str, float], np.ndarray], startup_s: float,
+                    forecast_target: float) -> tuple[float, float] | None:
+    """The cheapest (ceiling, hold) at which the floor rule was late no more than the forecast-fed HPA, series by
+    series, on the training days before the validation days (None: no candidate was)."""
+    blocks = [schedule_starts(s) for s in series]
+
+    def totals(policy: str, make: Callable[[float], Controller] | None) -> list[tuple[float, float]]:
+        runs = [[run_series(s, startup_s, feeds[(s.name, startup_s)], forecast_target, make, a, (policy,))[policy] for a in b]
+                for s, b in zip(series, blocks)]
+        return [(sum(float(r.late.sum()) for r in rs), sum(r.cost for r in rs)) for rs in runs]
+
+    base = totals("forecast_hpa", None)
+    best: tuple[float, float, float] | None = None
+    for ceiling in SCHEDULE_CEILINGS:
+        for hold in HOLDS_S:
+            got = totals("learned", residual(learned.floor_rule, {startup_s: forecast_target}, {startup_s: (ceiling, hold)}))
+            cost = sum(c for _, c in got)
+            if all(late <= b + 1e-9 for (late, _), (b, _) in zip(got, base)) and (best is None or cost < best[0]):
+                best = (cost, ceiling, hold)
+    return None if best is None else best[1:]
+
+
+def schedule_attempt(series: list[Series], feeds: dict[tuple[str, float], np.ndarray], targets: dict[float, float],
+                     ceilings: dict[float, float], log: Callable[[str], None]) -> tuple[dict[float, tuple[float, float]], dict[str, object]]:
+    """The floor rule with a ceiling and a scale-down hold chosen per start-up on the training days before validation,
+    judged on the validation days against the rule: the (ceiling, hold) ``learned`` runs per start-up (the rule's own,
+    no hold, where it did not beat the rule) and the report."""
+    rule = {st: (ceilings[st], 0.0) for st in STARTUPS}
+    chosen = {st: choose_schedule(series, feeds, st, targets[st]) or rule[st] for st in STARTUPS}
+    make = residual(learned.floor_rule, targets, chosen)
+    figures = judge(series, feeds, targets, ceilings, make)
+    shipped = {st: beats(figures[f"{st:.0f}"]) for st in STARTUPS}
+    log("scale-down schedule, chosen on training days: " + ", ".join(
+        f"ceiling {c:.2f} hold {h:.0f} s at {st:.0f} s ({'beat' if shipped[st] else 'did not beat'} the rule on validation)"
+        for st, (c, h) in chosen.items()))
+    report = {"chosen_on_training": {f"{st:.0f}": {"ceiling": c, "hold_s": h} for st, (c, h) in chosen.items()},
+              "validation": figures, "held_out": judge(series, feeds, targets, ceilings, make, [s.split for s in series]),
+              "shipped": {f"{st:.0f}": shipped[st] for st in STARTUPS}}
+    return {st: chosen[st] if shipped[st] else rule[st] for st in STARTUPS}, report
 
 
 def ppo_attempts(series: list[Series], feeds: dict[tuple[str, float], np.ndarray], targets: dict[float, float],
@@ -237,13 +301,14 @@ def ppo_attempts(series: list[Series], feeds: dict[tuple[str, float], np.ndarray
     held_out = [s.split for s in series]
     for k, weight in enumerate(ATTEMPTS):
         policies.append(training.train(series, STARTUPS, feeds, targets, ceilings, train_steps, seed + k, weight))
-        figures = judge(series, feeds, targets, ceilings, policies[k])
+        make = residual(policies[k], targets, {st: (ceilings[st], 0.0) for st in STARTUPS})
+        figures = judge(series, feeds, targets, ceilings, make)
         kept = beats_rule(figures)
         cost = sum(f["cost_rel_floor"] for f in figures.values())
         if kept and cost < chosen[0]:
             chosen = (cost, k)
         report.append({"late_weight": weight, "seed": seed + k, "steps": train_steps, "beat_rule_on_validation": kept,
-                       "validation": figures, "held_out": judge(series, feeds, targets, ceilings, policies[k], held_out)})
+                       "validation": figures, "held_out": judge(series, feeds, targets, ceilings, make, held_out)})
         log(f"PPO attempt {k + 1}/{len(ATTEMPTS)} (late weight {weight:g}): " + ("beat" if kept else "did not beat")
             + " the floor rule on the validation days")
     for k, r in enumerate(report):
@@ -279,12 +344,15 @@ def bench(series: list[Series], train_steps: int, seed: int, plot_dir: Path | No
     log("forecast target per pod, chosen on the training parts: " + ", ".join(f"{t:.2f} at {st:.0f} s" for st, t in targets.items()))
     ceilings = {st: choose_ceiling(series, feeds, st, targets[st]) for st in STARTUPS}
     log("learned residual's floor utilization, chosen on the training parts: " + ", ".join(f"{c:.2f} at {st:.0f} s" for st, c in ceilings.items()))
-    make_learned: Callable[[float], Controller] | None = None
+    policy: Callable[[np.ndarray], float] = learned.floor_rule
     attempts: list[dict[str, object]] = []
     if train_steps > 0:
         policy, attempts = ppo_attempts(series, feeds, targets, ceilings, train_steps, seed, log)
-        make_learned = lambda startup: learned.Residual(policy, targets[startup], ceilings[startup])  # noqa: E731
         log("learned runs " + ("a PPO residual" if policy is not learned.floor_rule else "the floor rule: no PPO attempt beat it"))
+    schedules, schedule = {st: (ceilings[st], 0.0) for st in STARTUPS}, {}
+    if policy is learned.floor_rule:  # a shipped PPO policy runs on the floor it was trained on
+        schedules, schedule = schedule_attempt(series, feeds, targets, ceilings, log)
+    make_learned = residual(policy, targets, schedules)
     out = pooled(series, feeds, targets, ceilings, make_learned, plot_dir)
     log("held-out parts simulated")
     mae = forecast_mae(series, available_models())
@@ -293,9 +361,12 @@ def bench(series: list[Series], train_steps: int, seed: int, plot_dir: Path | No
         "variants": VARIANTS, "bounds": bounds(series, STARTUPS, EVAL_DAYS),
         "chosen_on_training": {"forecast_target": {f"{st:.0f}": v for st, v in targets.items()},
                                "learned_ceiling": {f"{st:.0f}": v for st, v in ceilings.items()}}}
+    result["learned_is"] = {f"{st:.0f}": "ppo" if policy is not learned.floor_rule else
+                            "floor_rule+schedule" if schedules[st] != (ceilings[st], 0.0) else "floor_rule" for st in STARTUPS}
     if train_steps > 0:
-        result["learned_is"] = "ppo" if any(a["shipped"] for a in attempts) else "floor_rule"
         result["ppo_attempts"] = attempts
+    if schedule:
+        result["schedule_attempt"] = schedule
     if unseen:
         more = {(s.name, st): peak_feed(s, st, CHOSEN) for _, s in unseen for st in STARTUPS}
         result["unseen"] = {"series": {s.name: kind for kind, s in unseen},
