@@ -50,9 +50,19 @@ class _SqliteTxn:
         self.conn = conn
         self.held: dict[str, list[tuple[str, Doc]]] = {}
         """A whole forward scan of each :data:`HELD` prefix, as decoded; kept up to date by writes, dropped by a rollback."""
+        self.depth = 0
+        """Open :meth:`SqliteStore.tx` calls (nested ones join the outermost)."""
+        self.begun = False
+        """Whether this transaction has begun SQLite's (at its first statement)."""
+
+    def _sql(self, statement: str, args: tuple[object, ...] = ()) -> sqlite3.Cursor:
+        if not self.begun:
+            self.conn.execute("BEGIN IMMEDIATE")
+            self.begun = True
+        return self.conn.execute(statement, args)
 
     def get(self, key: str) -> Doc | None:
-        row = self.conn.execute("SELECT doc FROM kv WHERE key = ?", (key,)).fetchone()
+        row = self._sql("SELECT doc FROM kv WHERE key = ?", (key,)).fetchone()
         return dict(json.loads(row[0])) if row else None
 
     def scan(self, prefix: str, limit: int = 0, reverse: bool = False) -> list[tuple[str, Doc]]:
@@ -62,7 +72,7 @@ class _SqliteTxn:
         rows = self.held.get(prefix) if held else None
         if rows is None:
             order = "DESC" if reverse else "ASC"
-            found = self.conn.execute(
+            found = self._sql(
                 f"SELECT key, doc FROM kv WHERE key >= ? AND key < ? ORDER BY key {order} LIMIT ?", (prefix, prefix_end(prefix), limit or -1),
             )
             rows = [(k, json.loads(d)) for k, d in found]
@@ -72,11 +82,11 @@ class _SqliteTxn:
 
     def put(self, key: str, doc: Doc) -> None:
         text = json.dumps(doc, separators=(",", ":"))
-        self.conn.execute("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, text))
+        self._sql("INSERT OR REPLACE INTO kv VALUES (?, ?)", (key, text))
         self._write(key, text)
 
     def delete(self, key: str) -> None:
-        self.conn.execute("DELETE FROM kv WHERE key = ?", (key,))
+        self._sql("DELETE FROM kv WHERE key = ?", (key,))
         self._write(key, None)
 
     def _write(self, key: str, text: str | None) -> None:
@@ -121,23 +131,34 @@ class SqliteStore:
 
     @contextmanager
     def tx(self) -> Iterator[_SqliteTxn]:
-        """One atomic transaction (nested calls join the outer one)."""
+        """One atomic transaction (nested calls join the outer one). SQLite's own begins at the first statement: one
+        that only reads held scans runs none (every tick reads a dozen times; each statement lets go of the GIL, and
+        a tick thread sharing it with a busy event loop waited up to a switch interval to get it back, each time)."""
         with self.lock:
-            if self.conn.in_transaction:
-                yield self._txn
+            txn = self._txn
+            if txn.depth:
+                txn.depth += 1
+                try:
+                    yield txn
+                finally:
+                    txn.depth -= 1
                 return
-            self.conn.execute("BEGIN IMMEDIATE")
+            txn.depth, txn.begun = 1, False
             try:
-                yield self._txn
+                yield txn
             except BaseException:
-                self._txn.held.clear()  # it may hold what the rolled-back writes made
-                self.conn.execute("ROLLBACK")
+                if txn.begun:
+                    txn.held.clear()  # it may hold what the rolled-back writes made
+                    self.conn.execute("ROLLBACK")
                 raise
-            try:
-                self.conn.execute("COMMIT")
-            except sqlite3.Error:
-                self._txn.held.clear()
-                raise
+            finally:
+                txn.depth = 0
+            if txn.begun:
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error:
+                    txn.held.clear()
+                    raise
 
     def close(self) -> None:
         with self.lock:

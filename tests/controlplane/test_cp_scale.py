@@ -307,3 +307,40 @@ def test_held_scans_answer_as_the_file_does_after_writes_rollbacks_and_callers_c
             assert scan() == on_file(), step
     finally:
         store.close()
+
+
+def test_a_transaction_reading_only_held_scans_runs_no_statement_and_a_write_commits_whole() -> None:
+    """SQLite's transaction begins at a transaction's first statement: a tick's reads of held scans run none (each lets go
+    of the GIL); a write begins it, nested calls join it, and a failure rolls back all of it."""
+    from controlplane.sqlitestore import SqliteStore
+
+    store = SqliteStore(":memory:")
+    ran: list[str] = []
+    try:
+        with store.tx() as t:
+            t.put("placements/a/c0", {"replicas": 1})
+        store.conn.set_trace_callback(ran.append)
+        for _ in range(3):
+            with store.tx() as t:
+                assert t.scan("placements/") == [("placements/a/c0", {"replicas": 1})]
+        assert len(ran) == 3 and ran[0] == "BEGIN IMMEDIATE" and ran[1].startswith("SELECT") and ran[2] == "COMMIT", \
+            "the first scan reads the file, the next ones nothing"
+        ran.clear()
+        with store.tx() as t:
+            t.put("placements/a/c1", {"replicas": 2})
+            with store.tx() as inner:
+                inner.put("placements/b/c0", {"replicas": 3})
+        assert ran[0] == "BEGIN IMMEDIATE" and ran[-1] == "COMMIT" and ran.count("BEGIN IMMEDIATE") == 1
+        with pytest.raises(RuntimeError), store.tx() as t:
+            t.delete("placements/a/c0")
+            with store.tx() as inner:
+                inner.put("placements/c/c0", {"replicas": 4})
+                raise RuntimeError("rolled back")
+        for _ in range(2):  # the rollback dropped what was held: read from the file again, then held
+            with store.tx() as t:
+                assert [k for k, _ in t.scan("placements/")] == ["placements/a/c0", "placements/a/c1", "placements/b/c0"]
+        with store.tx() as t:
+            t.scan("placements/")
+            assert not store.conn.in_transaction
+    finally:
+        store.close()
