@@ -87,6 +87,21 @@ async def _run(ctx: grpc.aio.ServicerContext, fn: Callable[..., T], *args: Any) 
         await _abort(ctx, exc)
 
 
+async def _uncontended(ctx: grpc.aio.ServicerContext, twin: TwinCluster, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, a short call on ``twin``, on the event loop when nobody holds the twin's lock (a bind takes tens of
+    microseconds; its hop to a worker thread and back cost more, each of a region failover's 10,000 binds), else in a
+    worker thread as :func:`_run` (the tick may hold the lock for a whole workload's pods: the loop never waits on it)."""
+    if not twin.lock.acquire(blocking=False):
+        return await _run(ctx, fn, *args)
+    try:
+        return fn(*args)
+    except (errors.BackendError, ValueError, KeyError, Fenced, StoreUnavailable) as exc:
+        failure: BaseException = exc
+    finally:
+        twin.lock.release()
+    await _abort(ctx, failure)  # after the release: aborting may suspend, and another call on this thread could take the lock
+
+
 async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: Any, members: Sequence[str] = ()) -> cp.AgentAck:
     """One agent's report into the evidence book, over gRPC or the twin link; the ack carries its cluster's workload context
     and, while a rebuilt twin waits for its agents, asks for the pods the agent runs, which are adopted (controlplane.adopting);
@@ -310,8 +325,8 @@ class TwinClusterService(twincluster_pb2_grpc.TwinClusterServicer):
         stale = self.plane.colocation.refusal(request.cluster, request.node, request.reclaimed_milli)
         if stale:
             return convert.bind_result(BindResult(BindOutcome.REJECTED, request.node, request.epoch, stale))
-        return convert.bind_result(await _run(context, twin.bind_pod, request.pod, request.node, request.epoch, tuple(request.gpus),
-                                                     request.reclaimed_milli))
+        return convert.bind_result(await _uncontended(context, twin, twin.bind_pod, request.pod, request.node, request.epoch,
+                                                      tuple(request.gpus), request.reclaimed_milli))
 
     async def ReportNodeStatus(self, request: tw.NodeStatusReport, context: grpc.aio.ServicerContext) -> tw.NodeStatusAck:
         twin = await self._found(context, request.cluster)

@@ -344,3 +344,65 @@ def test_a_transaction_reading_only_held_scans_runs_no_statement_and_a_write_com
             assert not store.conn.in_transaction
     finally:
         store.close()
+
+
+def test_a_bind_runs_on_the_event_loop_while_its_twin_is_free_and_never_waits_there_for_its_lock() -> None:
+    """The twin link's bind (controlplane.service._uncontended): on the loop's own thread when nobody holds the twin's
+    lock (no hop to a worker thread for a short call); when the tick holds it, in a worker thread, and the loop serves
+    others meanwhile."""
+    import asyncio
+    import threading
+    import time
+
+    from controlplane.registry import ClusterSpec
+    from controlplane.runtime import Backends, ControlPlane
+    from controlplane.service import TwinClusterService
+    from fedapi import twincluster_pb2 as tw
+    from fedcore.backends.twin import Binder
+
+    plane = ControlPlane(":memory:", Backends(time.monotonic, 0.0, Binder.EXTERNAL), time.monotonic)
+    try:
+        plane.register_cluster(ClusterSpec("c0", "r0", twin_nodes=2))
+        plane.tick(time.monotonic())
+        assert plane.submit(Workload("w", 2, Template(100, 128)), False, "w").ok
+        twin = plane.backends("c0")
+        pending = [p for p in twin.list_pods() if not p.node]
+        ran_on: list[int] = []
+        bind = twin.bind_pod
+        twin.bind_pod = lambda *a: ran_on.append(threading.get_ident()) or bind(*a)  # type: ignore[method-assign]
+        service = TwinClusterService(plane)
+
+        class Context:
+            async def abort(self, code: object, details: str = "") -> None:
+                raise AssertionError(details)
+
+        async def main() -> tuple[int, float, int]:
+            loop_thread = threading.get_ident()
+            first = await service.BindPod(tw.BindPodRequest(cluster="c0", pod=pending[0].name, node="c0-n0", epoch=pending[0].epoch), Context())
+            assert first.outcome == tw.BIND_BOUND and ran_on == [loop_thread]
+            held, release = threading.Event(), threading.Event()
+
+            def tick_holding_the_twin() -> None:
+                with twin.lock:
+                    held.set()
+                    release.wait(5)
+
+            holder = threading.Thread(target=tick_holding_the_twin)
+            holder.start()
+            held.wait(5)
+            bound = asyncio.create_task(service.BindPod(
+                tw.BindPodRequest(cluster="c0", pod=pending[1].name, node="c0-n1", epoch=pending[1].epoch), Context()))
+            turns, start = 0, time.monotonic()
+            while time.monotonic() - start < 0.3:  # the loop is not blocked on the held lock
+                await asyncio.sleep(0.01)
+                turns += 1
+            assert not bound.done()
+            release.set()
+            second = await bound
+            holder.join()
+            return turns, second.outcome, ran_on[1]
+
+        turns, outcome, thread = asyncio.run(main())
+        assert turns >= 10 and outcome == tw.BIND_BOUND and thread != ran_on[0]
+    finally:
+        plane.close()
