@@ -135,6 +135,8 @@ class Registry:
         self.store = store
         self._specs: dict[str, tuple[dict[str, Any], ClusterSpec]] = {}
         self._parsed: dict[str, tuple[dict[str, Any], Workload]] = {}
+        self._placed: dict[str, tuple[dict[str, Any], Placement]] = {}
+        """Placement key -> (its document, the placement), reused while the store hands back the same document."""
         """Workload name -> the spec document last read and its Workload: a tick reads every workload several times,
         and building one (every field checked) costs far more than comparing its document with the last one."""
 
@@ -218,8 +220,14 @@ class Registry:
             rows = t.scan("placements/" if workload is None else f"placements/{workload}/")
         out = []
         for key, d in rows:
-            name, cluster = key.split("/")[1:3]
-            out.append(Placement(name, cluster, int(d["replicas"]), int(d["epoch"]), PlacementState(d["state"])))
+            held = self._placed.get(key)
+            if held is None or held[0] is not d:  # a held scan hands back the same document until it is written
+                name, cluster = key.split("/")[1:3]
+                held = self._placed[key] = (d, Placement(name, cluster, int(d["replicas"]), int(d["epoch"]), PlacementState(d["state"])))
+            out.append(held[1])
+        if workload is None and len(self._placed) > 2 * len(out) + 64:  # dropped placements leave the memo now and then
+            keys = {key for key, _ in rows}
+            self._placed = {k: v for k, v in self._placed.items() if k in keys}
         return out
 
     # -- homes (failed-over replicas that may return) ---------------------------------------------

@@ -66,8 +66,9 @@ class _SqliteTxn:
         return dict(json.loads(row[0])) if row else None
 
     def scan(self, prefix: str, limit: int = 0, reverse: bool = False) -> list[tuple[str, Doc]]:
-        """Rows under ``prefix``; a held prefix's from memory (each document a copy of its top level, as when decoded:
-        the documents under those prefixes are read, never changed in place below it)."""
+        """Rows under ``prefix``; a held prefix's from memory, the held documents themselves (no copy: the documents
+        under those prefixes are read, never changed in place; a tick copying them allocated thousands of objects for
+        the collector to walk)."""
         held = prefix in HELD and not limit and not reverse
         rows = self.held.get(prefix) if held else None
         if rows is None:
@@ -78,7 +79,7 @@ class _SqliteTxn:
             rows = [(k, json.loads(d)) for k, d in found]
             if held:
                 self.held[prefix] = rows
-        return [(k, dict(d)) for k, d in rows]
+        return list(rows)
 
     def put(self, key: str, doc: Doc) -> None:
         text = json.dumps(doc, separators=(",", ":"))
