@@ -25,6 +25,8 @@ class ExpectedAgents:
         """Per cluster: nodes that ever had an agent reporting, as the store has them."""
         self._seen = -1
         """How many (cluster, node) pairs the evidence held when last learned from: a new pair means a new node."""
+        self._counted: dict[str, tuple[Sequence[NodeState], frozenset[str], int]] = {}
+        """Per cluster, the last count and what it was counted from (the same listing and record: the same count)."""
 
     def load(self) -> None:
         """Read what earlier leaders learned (on a take-over)."""
@@ -51,4 +53,9 @@ class ExpectedAgents:
         """How many agents ``cluster`` should have: its recorded nodes among those its API ``listed`` (none listed:
         every recorded one)."""
         recorded = self.nodes.get(cluster, frozenset())
-        return sum(1 for n in listed if n.name in recorded) if listed else len(recorded)
+        last = self._counted.get(cluster)
+        if last is not None and last[0] is listed and last[1] is recorded:  # a probe keeps an unchanged listing's tuple
+            return last[2]
+        n = sum(1 for node in listed if node.name in recorded) if listed else len(recorded)
+        self._counted[cluster] = (listed, recorded, n)
+        return n

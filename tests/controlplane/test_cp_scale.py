@@ -406,3 +406,21 @@ def test_a_bind_runs_on_the_event_loop_while_its_twin_is_free_and_never_waits_th
         assert turns >= 10 and outcome == tw.BIND_BOUND and thread != ran_on[0]
     finally:
         plane.close()
+
+
+def test_the_expected_agent_count_follows_a_new_listing_and_a_new_node_though_kept_between_them() -> None:
+    from controlplane.expecting import ExpectedAgents
+    from controlplane.sqlitestore import SqliteStore
+
+    store = SqliteStore(":memory:")
+    try:
+        expected = ExpectedAgents(store)
+        listing = tuple(NodeState(n, Resources(8000, 32768)) for n in NODES["a"])
+        expected.learn([("a", "a-n0"), ("a", "a-n1")])
+        assert expected.count("a", listing) == expected.count("a", listing) == 2
+        expected.learn([("a", "a-n0"), ("a", "a-n1"), ("a", "a-n2")])
+        assert expected.count("a", listing) == 3, "a node whose agent reported since"
+        assert expected.count("a", listing[:2]) == 2, "a listing without one of them"
+        assert expected.count("a", ()) == 3, "none listed: every recorded one"
+    finally:
+        store.close()
