@@ -11,7 +11,9 @@ within its start-up serves late, and on training days that churn, not the margin
 late share at 60 s start-up. The floor is sized on the tail as calibrated, never
 on the trust-guarded peak the forecast-fed HPA follows: on demand the forecast cannot calibrate (spikes,
 bursts) the tail is far above the base, so the residual removes nothing there, and the base itself falls
-back towards HPA (:meth:`controlplane.autoscaling.peaks.PeakForecast.trust`).
+back towards HPA (:meth:`controlplane.autoscaling.peaks.PeakForecast.trust`); where that trust is 0 the residual
+steps aside altogether and the base's count stands (on a request rate whose intervals are half empty the
+tail still sat below the spikes often enough to make the rule later than HPA).
 
 Inference is numpy (the policy's two tanh layers and its mean head), so the control plane runs a
 trained policy without torch; training (stable-baselines3, the ``train`` extra) happens on the
@@ -102,6 +104,9 @@ class Residual:
         self.answers.append((obs.now, now))
         while self.answers[0][0] < obs.now - self.hold_s:
             self.answers.popleft()
+        if obs.trust <= 0.0:  # a forecast its calibration does not trust at all sizes nothing: the base's count stands
+            self.desired, self.reason = want, f"{self.base.reason} {want} (forecast untrusted: no residual)"
+            return self.desired
         self.desired = max(n for _, n in self.answers)
         held = f"; {self.hold_s:.0f} s hold keeps {self.desired}" if self.desired > now else ""
         self.reason = f"{self.base.reason} {want} {'+' if a >= 0 else ''}{now - want} (tail peak fits at {utilization(a, self.ceiling):.0%}){held}"

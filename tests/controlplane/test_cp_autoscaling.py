@@ -106,6 +106,13 @@ def test_an_untrusted_forecast_leaves_the_residual_no_headroom_to_remove() -> No
     assert adjusted(12, untrusted, 1.0, ceiling=1.0) == 12                               # the tail as calibrated: no cut
 
 
+@pytest.mark.parametrize(("trust", "replicas"), [(1.0, 10), (0.0, 15)])
+def test_the_residual_steps_aside_where_the_forecast_has_no_trust(trust: float, replicas: int) -> None:
+    demand = np.full(120, 10.0)
+    run = simulate(Residual(learned_floor, ceiling=1.0), demand, 60.0, 15, lambda i: (10.0, 10.0, trust))
+    assert run.replicas[-1] == replicas   # the base (HPA at 70%) holds 15; trusted, the floor cuts to the tail
+
+
 def test_trust_falls_on_spiky_demand_and_the_guarded_peak_drops_the_tail() -> None:
     rng = np.random.default_rng(3)
     calm = daily(6, 0.5)
