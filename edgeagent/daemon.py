@@ -24,6 +24,7 @@ from fedapi import agentlink, credentials
 from fedcore.agentcmd import LOSS_ENV
 
 from edgeagent import federation, reporting, residency, savedstate
+from edgeagent.batchadvertising import BatchAdvertiser, NodeStatusPatching
 from edgeagent.clustercalls import RECONNECT_MAX, ClusterCalls
 from edgeagent.colocation import NodeColocation
 from edgeagent.clusters import ClusterAPI, ClusterUnavailable
@@ -122,6 +123,9 @@ class Agent:
         """Effects leave only after the journal commit of the ledger operations behind them."""
         self.colocation = NodeColocation(config.isolation, config.backend.kind == "kubernetes")
         """Online/batch isolation on this node, its online CPU use for the plane, the plane's batch offer (edgeagent.colocation)."""
+        self.batch = (BatchAdvertiser(self.cluster, self.name)
+                      if config.backend.kind == "kubernetes" and isinstance(self.cluster, NodeStatusPatching) else None)
+        """On Kubernetes: the node's batch capacity in its status, following the offer (edgeagent.batchadvertising)."""
         self.metrics: AgentMetrics | None = None
         self._http: StatusServer | None = None
         self.http_port = 0
@@ -142,6 +146,8 @@ class Agent:
         self.placer = Placer(node, ledger, self.families.take(self.context.current), self.config.placement, loop.time())
         self.effects.start(journal, self.placer)
         self.colocation.start()
+        if self.batch is not None:
+            self._spawn(self.batch.run())
         models = ModelWatcher(self.config.models_path, self.config.shipped_model)
         self._swap_model(models)
         gossip = self._make_gossip()
@@ -277,7 +283,10 @@ class Agent:
                 held = ack.get("send_held") is True
                 channel.members.learn(ack.get("members"))  # a replicated plane's other members, for when this one dies
                 self._take_context(ack.get("context"))
-                self._apply(self.placer_.offer_reclaimed(self.colocation.take(ack.get("offer")), asyncio.get_running_loop().time()))
+                reclaimed = self.colocation.take(ack.get("offer"))
+                self._apply(self.placer_.offer_reclaimed(reclaimed, asyncio.get_running_loop().time()))
+                if self.batch is not None:
+                    self.batch.offer(reclaimed)
                 if shared and self.backend_error is not None and self.backend_error.startswith("report:"):
                     self.backend_error = None  # the link answers again
                 asked = ack.get("report_interval_ms")

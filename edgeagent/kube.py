@@ -8,9 +8,11 @@ The client is synchronous, so every call runs in a worker thread; the watch runs
 one thread feeding the event loop. Objects are read by :mod:`fedcore.kubeobjects`, the
 model the control plane's adapter reads them with too. ``evict`` goes through the
 Eviction API, so PodDisruptionBudgets are respected (429: blocked, retry later).
-Node status belongs to the kubelet and eviction of a dead node's pods to the node
-lifecycle controller, so ``report_node`` changes nothing here (the agent's RBAC
-does not allow it either).
+Node readiness belongs to the kubelet and eviction of a dead node's pods to the node
+lifecycle controller, so ``report_node`` changes nothing here. The one part of node
+status the agent writes is the batch capacity (``advertise_batch``, see
+:mod:`edgeagent.batchadvertising`): Koordinator's extended resources, which the kubelet
+keeps but never sets (the agent's RBAC allows ``nodes/status`` ``patch`` for it).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fedcore.backends.model import EvictOutcome, EvictResult
 from fedcore.kubeobjects import KubeObjectError
 from fedcore.nodes import Node
 
+from edgeagent.batchadvertising import batch_capacity
 from edgeagent.clusters import BindOutcome, BindResult, ClusterUnavailable, Phase, PodUpdate, UnknownNode
 
 log = logging.getLogger("edgeagent.kube")
@@ -122,19 +125,24 @@ class KubeCluster:
             stop.set()
 
     async def bind(self, pod: str, node: str, epoch: int, gpus: tuple[int, ...] = (), reclaimed_milli: int = 0) -> BindResult:
-        """A Binding names no devices: on Kubernetes the kubelet's device plugin assigns them; nor reclaimed CPU (the batch
-        PriorityClass and the node's cgroups carry it there)."""
+        """A Binding names no devices: on Kubernetes the kubelet's device plugin assigns them; nor reclaimed CPU (a batch pod asks the
+        node's batch capacity, which :meth:`advertise_batch` keeps above what the agents place, and runs in the
+        BestEffort cgroup the agent caps)."""
         namespace, name = kubeobjects.split_key(pod)
         client = self.k8s.client
         body = client.V1Binding(metadata=client.V1ObjectMeta(name=name, namespace=namespace),
                                 target=client.V1ObjectReference(api_version="v1", kind="Node", name=node))
-        current = await self._read(namespace, name)
+        raw = await self._read_raw(namespace, name)
+        try:
+            current = None if raw is None else pod_update(raw)
+            wants = kubeobjects.effective_requests((raw or {}).get("spec") or {}, f"pod {pod}")
+        except KubeObjectError as exc:
+            raise ClusterUnavailable(f"pod {pod}: unreadable: {exc}") from exc
         gone = current is None or _recreated(current.pod.uid, pod)
         refused = fencing.fence(pod, node, epoch, None if gone else fencing.Seen(current.epoch, current.node, current.phase.value))
         if refused is not None:
             return refused
-        assert current is not None
-        problem = await self._room(node, name, current)
+        problem = await self._room(node, name, wants)
         if problem:
             return BindResult(BindOutcome.REJECTED, node, epoch, problem)
         try:
@@ -193,6 +201,29 @@ class KubeCluster:
         """The kubelet owns node status; a dead node's pods are evicted by the node lifecycle controller."""
         return 0
 
+    async def advertise_batch(self, node: str, reclaimed_milli: int) -> tuple[int, int]:
+        """Set the node's batch capacity in its status (capacity and allocatable) by the rule of
+        :func:`edgeagent.batchadvertising.batch_capacity`; returns ``(batch-cpu millicores, batch-memory bytes)``."""
+        try:
+            resp = await asyncio.to_thread(self.core.read_node, node, _preload_content=False, _request_timeout=self.timeout)
+            read = kubeobjects.read_node(json.loads(resp.data))
+            if read.problem:
+                raise ClusterUnavailable(f"node {node}: {read.problem}")
+            cpu, memory = batch_capacity(read.capacity, reclaimed_milli)
+            values = {kubeobjects.BATCH_CPU_RESOURCE: str(cpu), kubeobjects.BATCH_MEMORY_RESOURCE: str(memory)}
+            await asyncio.to_thread(self.core.patch_node_status, node, {"status": {"capacity": values, "allocatable": values}},
+                                    _preload_content=False, _request_timeout=self.timeout)
+        except self.k8s.client.ApiException as exc:
+            if exc.status == 404:
+                raise UnknownNode(f"the API server has no node {node!r}") from None
+            raise ClusterUnavailable(f"patch node {node} status: {exc.status} {exc.reason}") from exc
+        except (ClusterUnavailable, UnknownNode):
+            raise
+        except Exception as exc:
+            raise ClusterUnavailable(f"patch node {node} status: {exc!r:.200}") from exc
+        self._nodes.pop(node, None)  # the room check reads the new batch capacity
+        return cpu, memory
+
     async def describe_node(self, node: str) -> Node:
         try:
             resp = await asyncio.to_thread(self.core.read_node, node, _preload_content=False, _request_timeout=self.timeout)
@@ -209,9 +240,10 @@ class KubeCluster:
     async def close(self) -> None:
         """Nothing to close: the client's pool dies with the process."""
 
-    async def _room(self, node: str, name: str, pod: PodUpdate) -> str:
+    async def _room(self, node: str, name: str, wants: kubeobjects.Requests) -> str:
         """Why the pod cannot go to the node now ("" if it fits), counting every pod bound there
-        (other schedulers' and DaemonSets' too): a bind the kubelet would refuse is not made."""
+        (other schedulers' and DaemonSets' too): a bind the kubelet would refuse is not made (a batch pod's
+        batch resources are held against the node's advertised batch capacity, as the kubelet holds them)."""
         try:
             cached = self._nodes.get(node)
             if cached is None or time.monotonic() - cached[0] > NODE_TTL_S:
@@ -225,7 +257,6 @@ class KubeCluster:
             raise ClusterUnavailable(f"read node {node}: {exc.status} {exc.reason}") from exc
         except Exception as exc:
             raise ClusterUnavailable(f"read node {node}: {exc!r:.200}") from exc
-        wants = kubeobjects.Requests(pod.pod.cpu_milli, pod.pod.memory_mib, pod.pod.gpu.count)
         problem = kubeobjects.room_problem(cached[1], json.loads(on_node.data).get("items") or [], wants, name)
         if problem:
             self._nodes.pop(node, None)  # read it afresh next time: it may have grown or become ready

@@ -7,6 +7,8 @@ client models into these). What is read the way Kubernetes itself reads it:
 
 * quantities: every suffix (``m``, ``k``..``E``, ``Ki``..``Ei``, exponents); requests
   round up, capacities round down, as the scheduler's milli values do;
+* Koordinator's batch resources (``kubernetes.io/batch-cpu`` in millicores, ``batch-memory``
+  in bytes) as CPU and memory, their part kept apart for the kubelet's admission rule;
 * a pod's effective request, as kube-scheduler computes it: the larger of the regular
   containers plus restartable (sidecar) init containers, and the largest init step
   (an init container plus the sidecars started before it), plus the pod overhead;
@@ -48,6 +50,11 @@ SCHEDULER_NAME = "fedplane"
 ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"
 GPU_RESOURCE = "nvidia.com/gpu"
+BATCH_CPU_RESOURCE = "kubernetes.io/batch-cpu"
+"""Koordinator's batch CPU, in millicores (a whole number): a batch pod asks it instead of ``cpu``, so kubelet classes the
+pod BestEffort (its cgroup is the one the agent caps) and admits it against the node's advertised batch capacity."""
+BATCH_MEMORY_RESOURCE = "kubernetes.io/batch-memory"
+"""Koordinator's batch memory, in bytes (a whole number), asked instead of ``memory`` as :data:`BATCH_CPU_RESOURCE` is."""
 MIB = 2**20
 
 _ARCHS = {"amd64": Arch.AMD64, "x86_64": Arch.AMD64, "arm64": Arch.ARM64, "aarch64": Arch.ARM64,
@@ -125,19 +132,48 @@ def whole(value: str | int | float, what: str) -> int:
     return int(amount)
 
 
+def batch_cpu_milli(value: str | int | float) -> int:
+    """:data:`BATCH_CPU_RESOURCE`: already millicores, and whole (an extended resource)."""
+    return whole(value, BATCH_CPU_RESOURCE)
+
+
+def batch_memory_mib(value: str | int | float, up: bool = True) -> int:
+    """:data:`BATCH_MEMORY_RESOURCE` (whole bytes) as MiB: requests round up, capacities round down."""
+    size = whole(value, BATCH_MEMORY_RESOURCE)
+    return -(-size // MIB) if up else size // MIB
+
+
 @dataclass(frozen=True, slots=True)
 class Requests:
-    """What a pod needs on a node: CPU, memory, whole GPUs."""
+    """What a pod needs on a node: CPU, memory, whole GPUs.
+
+    ``cpu_milli`` and ``memory_mib`` are the pod's whole size, batch resources included, so whatever accounts pods sees
+    a batch pod's real size; ``batch_cpu_milli`` and ``batch_memory_mib`` say how much of it was asked as
+    :data:`BATCH_CPU_RESOURCE` / :data:`BATCH_MEMORY_RESOURCE`, which kubelet admits against the node's batch capacity
+    instead of its ``cpu`` and ``memory`` (:func:`room_problem`).
+    """
 
     cpu_milli: int = 0
     memory_mib: int = 0
     gpus: int = 0
+    batch_cpu_milli: int = 0
+    batch_memory_mib: int = 0
+
+    @property
+    def regular(self) -> tuple[int, int]:
+        """``(cpu_milli, memory_mib)`` asked as ``cpu`` and ``memory``."""
+        return self.cpu_milli - self.batch_cpu_milli, self.memory_mib - self.batch_memory_mib
 
     def __add__(self, other: Requests) -> Requests:
-        return Requests(self.cpu_milli + other.cpu_milli, self.memory_mib + other.memory_mib, self.gpus + other.gpus)
+        return Requests(self.cpu_milli + other.cpu_milli, self.memory_mib + other.memory_mib, self.gpus + other.gpus,
+                        self.batch_cpu_milli + other.batch_cpu_milli, self.batch_memory_mib + other.batch_memory_mib)
 
     def max(self, other: Requests) -> Requests:
-        return Requests(max(self.cpu_milli, other.cpu_milli), max(self.memory_mib, other.memory_mib), max(self.gpus, other.gpus))
+        """The larger of each resource name, as kube-scheduler takes it (regular and batch apart)."""
+        (cpu, mem), (other_cpu, other_mem) = self.regular, other.regular
+        batch_cpu, batch_mem = max(self.batch_cpu_milli, other.batch_cpu_milli), max(self.batch_memory_mib, other.batch_memory_mib)
+        return Requests(max(cpu, other_cpu) + batch_cpu, max(mem, other_mem) + batch_mem, max(self.gpus, other.gpus),
+                        batch_cpu, batch_mem)
 
     @property
     def resources(self) -> Resources:
@@ -149,8 +185,10 @@ def _requests(resources: Mapping[str, Any] | None, where: str) -> Requests:
     resources = resources or {}
     wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
     try:
-        return Requests(cpu_milli(wanted.get("cpu", 0)), memory_mib(wanted.get("memory", 0)),
-                        whole(wanted.get(GPU_RESOURCE, 0), GPU_RESOURCE))
+        batch_cpu = batch_cpu_milli(wanted.get(BATCH_CPU_RESOURCE, 0))
+        batch_mem = batch_memory_mib(wanted.get(BATCH_MEMORY_RESOURCE, 0))
+        return Requests(cpu_milli(wanted.get("cpu", 0)) + batch_cpu, memory_mib(wanted.get("memory", 0)) + batch_mem,
+                        whole(wanted.get(GPU_RESOURCE, 0), GPU_RESOURCE), batch_cpu, batch_mem)
     except KubeObjectError as exc:
         raise KubeObjectError(f"{where}: {exc}") from None
 
@@ -401,6 +439,9 @@ class KubeNode:
     labels: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     taints: tuple[Taint, ...] = ()
     problem: str = ""
+    batch: Requests = Requests()
+    """The batch capacity the node advertises (:data:`BATCH_CPU_RESOURCE`, :data:`BATCH_MEMORY_RESOURCE`; the agent
+    sets it), in ``batch_cpu_milli`` / ``batch_memory_mib``: what kubelet admits batch pods against (absent: zero)."""
 
     def to_node(self) -> Node:
         if self.problem or self.arch is None:
@@ -431,13 +472,16 @@ def _read_node(obj: Mapping[str, Any], name: str) -> KubeNode:
     if labels.get(OS_LABEL, "linux").lower() != "linux":
         problems.append(f"{labels[OS_LABEL]} node (fedplane places Linux pods)")
     alloc = status.get("allocatable") or status.get("capacity") or {}
-    capacity = Resources()
+    capacity, batch = Resources(), Requests()
     if not alloc:
         problems.append("no allocatable or capacity in its status")
     else:
         try:
             capacity = Resources(cpu_milli(alloc.get("cpu", 0), up=False), memory_mib(alloc.get("memory", 0), up=False),
                                  0, whole(alloc.get(GPU_RESOURCE, 0), GPU_RESOURCE) * MILLI)
+            batch_cpu = batch_cpu_milli(alloc.get(BATCH_CPU_RESOURCE, 0))
+            batch_mem = batch_memory_mib(alloc.get(BATCH_MEMORY_RESOURCE, 0), up=False)
+            batch = Requests(batch_cpu, batch_mem, 0, batch_cpu, batch_mem)
         except KubeObjectError as exc:
             problems.append(f"unreadable allocatable: {exc}")
     try:
@@ -447,12 +491,14 @@ def _read_node(obj: Mapping[str, Any], name: str) -> KubeNode:
         problems.append(str(exc))
     if spec.get("unschedulable"):
         node_taints += (Taint("node.kubernetes.io/unschedulable", "", TaintEffect.NO_SCHEDULE),)
-    return KubeNode(name, capacity, arch, arch_label, ready, labels, node_taints, "; ".join(problems))
+    return KubeNode(name, capacity, arch, arch_label, ready, labels, node_taints, "; ".join(problems), batch)
 
 
 def room_problem(node: KubeNode, on_node: list[Mapping[str, Any]], pod: Requests, name: str) -> str:
-    """Why ``pod`` cannot be bound to ``node`` now ("" when it fits), counting every unfinished pod
-    already bound there as the scheduler does (pods of other schedulers and DaemonSets included)."""
+    """Why ``pod`` cannot be bound to ``node`` now ("" when it fits), as kubelet admits it: each resource name the pod
+    asks against the node's allocatable of that name, less what every unfinished pod bound there asks of it (pods of
+    other schedulers and DaemonSets included). So batch resources are held against the node's batch capacity, not
+    its ``cpu`` and ``memory``."""
     if node.problem:
         return f"node {node.name}: {node.problem}"
     if not node.ready:
@@ -466,11 +512,12 @@ def room_problem(node: KubeNode, on_node: list[Mapping[str, Any]], pod: Requests
             used = used + effective_requests(other.get("spec") or {})
         except KubeObjectError:
             continue  # the API server admitted it; a request we cannot read is not ours to refuse
-    free = Requests(node.capacity.cpu_milli - used.cpu_milli, node.capacity.memory_mib - used.memory_mib,
-                    node.capacity.gpu_milli // MILLI - used.gpus)
-    short = [what for what, want, have in (("cpu", pod.cpu_milli, free.cpu_milli), ("memory", pod.memory_mib, free.memory_mib),
-                                             ("gpus", pod.gpus, free.gpus)) if want > have]
+    (cpu, mem), (used_cpu, used_mem) = pod.regular, used.regular
+    rows = (("cpu", cpu, node.capacity.cpu_milli - used_cpu, "m"), ("memory", mem, node.capacity.memory_mib - used_mem, "Mi"),
+            ("gpus", pod.gpus, node.capacity.gpu_milli // MILLI - used.gpus, ""),
+            (BATCH_CPU_RESOURCE, pod.batch_cpu_milli, node.batch.batch_cpu_milli - used.batch_cpu_milli, "m"),
+            (BATCH_MEMORY_RESOURCE, pod.batch_memory_mib, node.batch.batch_memory_mib - used.batch_memory_mib, "Mi"))
+    short = [f"{what}: needs {want}{unit}, free {have}{unit}" for what, want, have, unit in rows if want > 0 and want > have]
     if short:
-        return (f"node {node.name} has no room: needs {pod.cpu_milli}m cpu, {pod.memory_mib}Mi, {pod.gpus} gpus; "
-                f"free {free.cpu_milli}m, {free.memory_mib}Mi, {free.gpus} (short of {', '.join(short)})")
+        return f"node {node.name} has no room ({'; '.join(short)})"
     return ""

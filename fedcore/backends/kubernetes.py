@@ -192,10 +192,7 @@ class KubernetesCluster:
         annotations = {EPOCH_ANNOTATION: str(spec.epoch)}
         if spec.priority:
             annotations[kubeobjects.PRIORITY_ANNOTATION] = str(spec.priority)
-        requests: dict[str, str] = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
-        if spec.gpus:
-            requests[GPU_RESOURCE] = str(spec.gpus)
-        pod_spec: dict[str, Any] = {"containers": [{"name": "main", "image": spec.image, "resources": {"requests": requests}}]}
+        pod_spec: dict[str, Any] = {"containers": [{"name": "main", "image": spec.image, "resources": self._resources(spec)}]}
         if spec.scheduler_name:
             pod_spec["schedulerName"] = spec.scheduler_name
         if spec.qos == "batch":
@@ -221,6 +218,18 @@ class KubernetesCluster:
                 "template": {"metadata": {"labels": {**labels, kubeobjects.QOS_LABEL: spec.qos}, "annotations": annotations}, "spec": pod_spec},
             },
         }
+
+    @staticmethod
+    def _resources(spec: WorkloadSpec) -> dict[str, Any]:
+        """The container's resources. A batch workload asks Koordinator's batch resources, in requests and limits, and
+        no ``cpu``/``memory``: kubelet classes its pods BestEffort (the cgroup the agent caps) and admits them against
+        the node's batch capacity the agent advertises, not the CPU online pods are admitted against."""
+        if spec.qos != "batch":
+            requests = {"cpu": f"{spec.cpu_milli}m", "memory": f"{spec.memory_mib}Mi"}
+            return {"requests": {**requests, **({GPU_RESOURCE: str(spec.gpus)} if spec.gpus else {})}}
+        batch = {kubeobjects.BATCH_CPU_RESOURCE: str(spec.cpu_milli), kubeobjects.BATCH_MEMORY_RESOURCE: str(spec.memory_mib * kubeobjects.MIB),
+                 **({GPU_RESOURCE: str(spec.gpus)} if spec.gpus else {})}
+        return {"requests": batch, "limits": dict(batch)}  # extended resources need the limit equal to the request
 
     def _workload(self, d: Any) -> Workload:
         d = self._dict(d)

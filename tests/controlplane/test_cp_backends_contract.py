@@ -8,6 +8,7 @@ API server, so the same assertions run everywhere.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Iterator
@@ -261,6 +262,30 @@ def test_kubernetes_manifest_is_a_valid_deployment(double: KubeDouble) -> None:
     assert template["metadata"]["annotations"][EPOCH_ANNOTATION] == "7"
     assert template["spec"]["schedulerName"] == "fedplane"
     assert template["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "500m", "memory": "1024Mi", "nvidia.com/gpu": "1"}
+
+
+def qos_class(container: dict[str, Any]) -> str:
+    """kubelet's QoS rule (only ``cpu`` and ``memory`` count): none asked is BestEffort."""
+    resources = container.get("resources") or {}
+    asked = {k for part in ("requests", "limits") for k in (resources.get(part) or {}) if k in ("cpu", "memory")}
+    return "BestEffort" if not asked else "Burstable or Guaranteed"
+
+
+def test_kubernetes_batch_workload_asks_batch_resources_runs_best_effort_and_reads_back_the_same(double: KubeDouble) -> None:
+    import kubernetes_validate
+
+    backend = KubernetesCluster("kube-e", double.client())
+    sent = WorkloadSpec("train", 2, 1500, 3000, gpus=1, epoch=4, scheduler_name="fedplane", qos="batch")
+    manifest = backend.manifest(sent)
+    kubernetes_validate.validate(manifest, "1.30", strict=True)
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    asked = {"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": str(3000 * 2**20), "nvidia.com/gpu": "1"}
+    assert container["resources"] == {"requests": asked, "limits": asked}
+    assert qos_class(container) == "BestEffort"
+    assert manifest["spec"]["template"]["spec"]["priorityClassName"] == "fedplane-batch"
+    assert backend._workload(manifest).spec == sent
+    online = backend.manifest(dataclasses.replace(sent, qos="online"))["spec"]["template"]["spec"]["containers"][0]
+    assert qos_class(online) != "BestEffort" and backend._workload(backend.manifest(dataclasses.replace(sent, qos="online"))).spec.qos == "online"
 
 
 def test_unreachable_api_server_is_unreachable() -> None:

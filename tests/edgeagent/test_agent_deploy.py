@@ -31,11 +31,12 @@ def test_manifest_is_valid_against_the_kubernetes_schema(doc: dict[str, object])
     kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
 
 
-def test_rbac_allows_only_reading_pods_and_nodes_binding_and_evicting() -> None:
+def test_rbac_allows_only_reading_pods_and_nodes_binding_evicting_and_patching_node_status() -> None:
+    """``nodes/status`` patch: the agent advertises its node's batch capacity (edgeagent/batchadvertising.py)."""
     (role,) = by_kind("ClusterRole")
     granted = {(res, verb) for rule in role["rules"] for res in rule["resources"] for verb in rule["verbs"]}
     assert granted == {("pods", "get"), ("pods", "list"), ("pods", "watch"), ("pods/binding", "create"), ("pods/eviction", "create"),
-                       ("nodes", "get"), ("nodes", "list"), ("nodes", "watch")}
+                       ("nodes", "get"), ("nodes", "list"), ("nodes", "watch"), ("nodes/status", "patch")}
     (binding,) = by_kind("ClusterRoleBinding")
     (account,) = by_kind("ServiceAccount")
     assert binding["subjects"][0]["name"] == account["metadata"]["name"]

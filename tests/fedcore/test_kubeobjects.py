@@ -8,7 +8,7 @@ import pytest
 
 from fedcore.kubeobjects import (
     EPOCH_ANNOTATION, KubeObjectError, Requests, cpu_milli, effective_requests, memory_mib, pod_archs, quantity,
-    read_node, read_pod,
+    read_node, read_pod, room_problem,
 )
 from fedcore.nodes import Arch, TaintEffect
 from kube_nodes import REAL_NODES
@@ -113,3 +113,40 @@ def test_nodes_shaped_like_real_clusters_are_mapped_or_flagged_never_raised() ->
     for name in ("akswin000000", "mainframe", "fresh", "typo"):
         with pytest.raises(KubeObjectError, match=name):
             read[name].to_node()
+
+
+def batch_container(cpu: Any, memory: Any) -> dict[str, Any]:
+    wanted = {"kubernetes.io/batch-cpu": cpu, "kubernetes.io/batch-memory": memory}
+    return {"name": "b", "image": "x", "resources": {"requests": wanted, "limits": wanted}}
+
+
+def test_batch_resources_count_as_cpu_and_memory_with_their_part_kept() -> None:
+    """Koordinator's batch-cpu is millicores, batch-memory bytes (rounded up to MiB): a batch pod's real size."""
+    spec = {"containers": [batch_container("1500", str(2**30 + 1)), container("side", "100m", "64Mi")]}
+    assert effective_requests(spec) == Requests(1500 + 100, 1025 + 64, 0, 1500, 1025)
+    assert effective_requests(spec).regular == (100, 64)
+
+
+@pytest.mark.parametrize(("cpu", "memory", "error"), [
+    ("1.5", "0", "batch-cpu must be a whole number"), ("500m", "0", "batch-cpu must be a whole number"),
+    ("-1", "0", "quantity"), ("1e400", "0", "over the largest"), ("0", "1Gi.5", "quantity"), ("0", "0.5", "batch-memory must be a whole"),
+    ([1], "0", "quantity"),
+])
+def test_hostile_batch_quantities_name_the_pod_and_resource(cpu: Any, memory: Any, error: str) -> None:
+    pod = {"metadata": {"name": "b-0", "namespace": "default"}, "spec": {"containers": [batch_container(cpu, memory)]}}
+    with pytest.raises(KubeObjectError, match=f"pod default/b-0 container b: .*{error}"):
+        read_pod(pod)
+
+
+def test_room_holds_batch_resources_against_the_nodes_batch_capacity_as_the_kubelet_does() -> None:
+    node = read_node({"metadata": {"name": "n"}, "status": {"allocatable": {
+        "cpu": "4", "memory": "8Gi", "kubernetes.io/batch-cpu": "5000", "kubernetes.io/batch-memory": str(8 * 2**30)}}})
+    assert (node.batch.batch_cpu_milli, node.batch.batch_memory_mib) == (5000, 8192)
+    online = {"metadata": {"name": "web"}, "spec": {"containers": [container("c", "4", "1Gi")]}}
+    batch = {"metadata": {"name": "b1"}, "spec": {"containers": [batch_container("3000", str(2**30))]}}
+    wants = effective_requests({"containers": [batch_container("2500", str(2**30))]})
+    assert room_problem(node, [online], wants, "b2") == "", "online pods hold cpu, not batch-cpu"
+    assert "kubernetes.io/batch-cpu: needs 2500m, free 2000m" in room_problem(node, [online, batch], wants, "b2")
+    assert "cpu: needs" in room_problem(node, [online, batch], effective_requests({"containers": [container("c", "1")]}), "web2")
+    bare = read_node({"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}})
+    assert "kubernetes.io/batch-cpu: needs 2500m, free 0m" in room_problem(bare, [], wants, "b2"), "nothing advertised: refused"

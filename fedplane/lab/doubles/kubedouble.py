@@ -7,6 +7,7 @@ and no subresources. Added here, with the API server's rules:
   marks the pod Running and Ready; who bound it (the request's User-Agent) is recorded;
 * ``pods/NAME/eviction`` honours PodDisruptionBudgets (``minAvailable``/``maxUnavailable`` as
   integers; 429 when the eviction would break one) and the uid precondition (409), then deletes;
+* ``nodes/NAME/status`` takes a merge patch, as the agent sends its batch capacity (kmock merges it);
 * label selectors (``key``, ``key=value``) and the ``spec.nodeName=`` field selector on lists;
   PUT as a full update;
 * with ``controllers=True``, the Deployment/ReplicaSet controller: pods from the template
@@ -284,7 +285,7 @@ class KubeDouble:
         self._stop = asyncio.Event()
         async with FedKube(controllers=self.controllers) as handler, kmock.Server(handler) as server:
             handler.resources[PODS] = kmock.ResourceInfo(kind="Pod", namespaced=True, subresources={"binding", "status", "eviction"})
-            handler.resources[NODES] = kmock.ResourceInfo(kind="Node", namespaced=False)
+            handler.resources[NODES] = kmock.ResourceInfo(kind="Node", namespaced=False, subresources={"status"})
             handler.resources[DEPLOYMENTS] = kmock.ResourceInfo(kind="Deployment", namespaced=True, subresources={"scale"})
             handler.resources[REPLICASETS] = kmock.ResourceInfo(kind="ReplicaSet", namespaced=True)
             handler.resources[PDBS] = kmock.ResourceInfo(kind="PodDisruptionBudget", namespaced=True)
