@@ -203,7 +203,7 @@ def serve(
             await running.stop()
             plane.close()
             raise
-        freezer = collecting.Freezer(plane.metrics.gc_pause)
+        freezer = collecting.Freezer(plane.metrics.gc_pause, plane.live_items)
         freezer.install()  # started: what lives now lives as long as the process (controlplane.collecting)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -230,6 +230,11 @@ class ControlPlane:
         with self.lock:
             return self.adopting.adopt(twin, node, held) if twin is not None else []
 
+    def live_items(self) -> int:
+        """Items of live state (agents in the evidence book, pods in the twins): what the collector's frozen set grows
+        with as the fleet grows (:class:`controlplane.collecting.Freezer`)."""
+        return len(self.evidence) + sum(len(t.pods) for t in self.backends.twins().values())
+
     def report_interval_s(self) -> float:
         """The interval each agent is asked to report at now (the ack's ``report_interval_ms``)."""
         return self.pacing.interval_s(len(self.evidence), self.backpressure.slowdown)

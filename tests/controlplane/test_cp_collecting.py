@@ -53,3 +53,28 @@ def test_cycles_that_died_frozen_are_freed_once_the_frozen_set_grew_by_half() ->
         gc.enable()
         freezer.uninstall()
         gc.unfreeze()
+
+
+def test_a_frozen_set_grown_with_the_live_state_is_not_thawed_but_cycles_that_die_later_are() -> None:
+    items = [1]
+    freezer = Freezer(Histogram("pauses", "", ["generation"], registry=CollectorRegistry()), lambda: items[0])
+    gc.disable()
+    try:
+        freezer.install()
+        at_start = gc.get_freeze_count()
+        fleet = [_Cycle() for _ in range(at_start)]  # the fleet arrives: live state, alive at the next full collection
+        items[0] = 1000
+        gc.collect(2)
+        assert gc.get_freeze_count() >= 2 * at_start, "frozen with the survivors"
+        gc.collect(2)
+        assert gc.get_freeze_count() >= 2 * at_start, "grown with the fleet: not thawed (no full walk of it)"
+        leaked = [_Cycle() for _ in range(2 * at_start)]  # then cycles die frozen while the fleet stays the same
+        gc.collect(2)
+        del leaked
+        gc.collect(2)  # the frozen set grew by half again, the fleet did not: thawed
+        assert gc.collect(2) >= 2 * at_start, "the next full collection walked the thawed set and freed the dead cycles"
+        assert len(fleet) == at_start
+    finally:
+        gc.enable()
+        freezer.uninstall()
+        gc.unfreeze()
