@@ -6,7 +6,7 @@ import gc
 
 from prometheus_client import CollectorRegistry, Histogram
 
-from controlplane.collecting import Freezer
+from controlplane.collecting import FULL_AFTER, Freezer
 
 
 class _Cycle:
@@ -36,8 +36,9 @@ def test_full_collections_freeze_their_survivors_and_every_pause_is_timed() -> N
     assert freezer._observe not in gc.callbacks
 
 
-def test_cycles_that_died_frozen_are_freed_once_the_frozen_set_grew_by_half() -> None:
-    freezer = Freezer(Histogram("pauses", "", ["generation"], registry=CollectorRegistry()))
+def test_cycles_that_died_frozen_are_freed_once_memory_grew_by_half_over_the_same_live_state() -> None:
+    memory = [100]
+    freezer = Freezer(Histogram("pauses", "", ["generation"], registry=CollectorRegistry()), memory=lambda: memory[0])
     gc.disable()  # only the collections below: an automatic one while the cycles are made would move the thaw
     try:
         freezer.install()
@@ -46,7 +47,11 @@ def test_cycles_that_died_frozen_are_freed_once_the_frozen_set_grew_by_half() ->
         gc.collect(2)
         assert gc.get_freeze_count() >= 2 * at_start, "frozen with the survivors"
         del leaked  # they die frozen: no collection walks them now
-        gc.collect(2)  # the frozen set had grown past half: thawed
+        memory[0] = 140
+        gc.collect(2)
+        assert gc.get_freeze_count() >= 2 * at_start, "memory grew by less than half: still frozen"
+        memory[0] = 151
+        gc.collect(2)  # grown by half with the same live state: thawed
         assert gc.collect(2) >= at_start, "the next full collection walked the thawed set and freed the dead cycles"
         assert gc.get_freeze_count() < 1.5 * at_start, "frozen anew from what is alive"
     finally:
@@ -55,26 +60,38 @@ def test_cycles_that_died_frozen_are_freed_once_the_frozen_set_grew_by_half() ->
         gc.unfreeze()
 
 
-def test_a_frozen_set_grown_with_the_live_state_is_not_thawed_but_cycles_that_die_later_are() -> None:
-    items = [1]
-    freezer = Freezer(Histogram("pauses", "", ["generation"], registry=CollectorRegistry()), lambda: items[0])
+def test_growth_with_the_live_state_moves_the_mark_instead_of_thawing() -> None:
+    items, memory = [1], [100]
+    freezer = Freezer(Histogram("pauses", "", ["generation"], registry=CollectorRegistry()), lambda: items[0], lambda: memory[0])
     gc.disable()
     try:
         freezer.install()
         at_start = gc.get_freeze_count()
-        fleet = [_Cycle() for _ in range(at_start)]  # the fleet arrives: live state, alive at the next full collection
-        items[0] = 1000
+        fleet = [_Cycle() for _ in range(at_start)]  # the fleet arrives: live state
+        items[0], memory[0] = 1000, 300
         gc.collect(2)
-        assert gc.get_freeze_count() >= 2 * at_start, "frozen with the survivors"
         gc.collect(2)
         assert gc.get_freeze_count() >= 2 * at_start, "grown with the fleet: not thawed (no full walk of it)"
-        leaked = [_Cycle() for _ in range(2 * at_start)]  # then cycles die frozen while the fleet stays the same
+        leaked = [_Cycle() for _ in range(at_start)]  # then cycles die frozen while the fleet stays the same
         gc.collect(2)
         del leaked
-        gc.collect(2)  # the frozen set grew by half again, the fleet did not: thawed
-        assert gc.collect(2) >= 2 * at_start, "the next full collection walked the thawed set and freed the dead cycles"
+        memory[0] = 451  # half again over the new mark
+        gc.collect(2)
+        assert gc.collect(2) >= at_start, "thawed: the dead cycles were freed"
         assert len(fleet) == at_start
     finally:
         gc.enable()
         freezer.uninstall()
         gc.unfreeze()
+
+
+def test_full_collections_run_more_often_while_installed_and_the_thresholds_come_back() -> None:
+    before = gc.get_threshold()
+    freezer = Freezer(Histogram("pauses", "", ["generation"], registry=CollectorRegistry()))
+    try:
+        freezer.install()
+        assert gc.get_threshold() == (before[0], before[1], FULL_AFTER)
+    finally:
+        freezer.uninstall()
+        gc.unfreeze()
+    assert gc.get_threshold() == before
