@@ -176,12 +176,7 @@ class _NodeCache:
         """Group every row by its class anew (on first sight, and when the classes are renumbered)."""
         self._members, self._slot_of = [], {}
         for row, c in enumerate(self.classes.tolist()):
-            place = self._slot_of.setdefault(c, len(self._members))
-            if place == len(self._members):
-                self._members.append(set())
-                self._chosen[place] = row
-            self._members[place].add(row)
-            self.slot[row] = place
+            self._join(row, c)
 
     def _regroup(self, row: int, old: int, new: int) -> None:
         """Move ``row`` from class ``old`` to class ``new``: an emptied class's place takes the last place's class."""
@@ -199,7 +194,11 @@ class _NodeCache:
                 self.slot[list(moved)] = place
         elif self._chosen[place] == row:
             self._chosen[place] = next(iter(members))
-        place = self._slot_of.setdefault(new, len(self._members))
+        self._join(row, new)
+
+    def _join(self, row: int, c: int) -> None:
+        """Put ``row`` in class ``c``'s place (a new place, with ``row`` as its chosen row, for a class not yet held)."""
+        place = self._slot_of.setdefault(c, len(self._members))
         if place == len(self._members):
             self._members.append(set())
             self._chosen[place] = row
