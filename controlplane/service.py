@@ -80,10 +80,14 @@ async def _abort(ctx: grpc.aio.ServicerContext, exc: BaseException) -> NoReturn:
     raise exc
 
 
+ANSWERED = (errors.BackendError, ValueError, KeyError, Fenced, StoreUnavailable)
+"""What a back-end or plane call may raise that is answered with a status code (:func:`_abort`), not a traceback."""
+
+
 async def _run(ctx: grpc.aio.ServicerContext, fn: Callable[..., T], *args: Any) -> T:
     try:
         return await asyncio.to_thread(fn, *args)
-    except (errors.BackendError, ValueError, KeyError, Fenced, StoreUnavailable) as exc:
+    except ANSWERED as exc:
         await _abort(ctx, exc)
 
 
@@ -95,7 +99,7 @@ async def _uncontended(ctx: grpc.aio.ServicerContext, twin: TwinCluster, fn: Cal
         return await _run(ctx, fn, *args)
     try:
         return fn(*args)
-    except (errors.BackendError, ValueError, KeyError, Fenced, StoreUnavailable) as exc:
+    except ANSWERED as exc:
         failure: BaseException = exc
     finally:
         twin.lock.release()
