@@ -121,8 +121,9 @@ def agent_report(m: cp.AgentReport) -> AgentReport:
     summary = NodeSummary(s.node or m.node, from_resources(s.capacity), from_resources(s.allocated), s.pods, s.ready,
                           s.load, s.model_version, s.online_used_milli if s.online_measured else None)
     peers = tuple((p.cluster or m.cluster, p.node, PEER.get(p.state, PeerState.SUSPECT)) for p in m.peers)
+    heard = tuple((p.cluster or m.cluster, p.node, p.heard_ms / 1000) for p in m.peers if p.heard_ms)
     context = from_workload_context(m.context) if m.HasField("context") else NONE
-    return AgentReport(m.cluster, m.node, m.agent_id, m.sequence, summary, peers, m.healthy, m.health_reason, context)
+    return AgentReport(m.cluster, m.node, m.agent_id, m.sequence, summary, peers, m.healthy, m.health_reason, context, heard)
 
 
 def batch_offer(offer: Offer | None) -> cp.BatchOffer:

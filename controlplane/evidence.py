@@ -9,7 +9,9 @@ fresh views (alive / not alive, from insiders and from outsiders), and taken out
 or leaves the fresh window (arrivals are kept in arrival order, so expiry pops from the front). ``about`` then
 reads one cluster's tallies and scans only that cluster's own agents, where the full scan read every report's
 peers for every cluster on every tick. Memory per agent is bounded: its newest report without the peer list (kept
-as counts per peer cluster and per state), and one sequence number per agent id the node's newest report carries.
+as counts per peer cluster and per state, and per other cluster when it last heard from a node of it that it holds
+alive), and one sequence number per agent id the node's newest report carries. Those heard times are read only for a
+cluster whose probe fails, from an index of the reports that hold one for it.
 Reports arrive on the server's event loop while a tick reads on a worker thread: the book has its own lock, so
 ingest never waits for a tick.
 """
@@ -58,6 +60,10 @@ class AgentReport:
     health_reason: str = ""
     context: WorkloadContext = NONE
     """The workload context the agent says it scores with."""
+    heard: tuple[tuple[str, str, float], ...] = ()
+    """(cluster, node, seconds): how long before the report the agent last heard from that peer (``PeerView.heard_ms``);
+    peers it keeps no such record of are absent. A peer's ALIVE state is sticky until a probe of it fails; this is
+    evidence a dead peer cannot produce."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +116,9 @@ class ClusterEvidence:
     outsiders_silent: bool = False  # other clusters' agents have reported views of its nodes, no fresh report has one
     nodes: tuple[NodeState, ...] = ()
     summaries: tuple[NodeSummary, ...] = ()
+    outsider_heard: tuple[float, ...] = ()
+    """While the probe fails: per fresh agent of another cluster whose view holds some node of this one ALIVE with a
+    heard record, seconds since it last heard from one of them (empty while the probe answers)."""
 
 
 @dataclass(slots=True)
@@ -122,6 +131,8 @@ class _Entry:
     views: dict[str, tuple[int, int]]
     """Per peer cluster: (alive, not alive) peers in its view."""
     tally: dict[tuple[bool, PeerState], int]
+    heard: dict[str, float] = field(default_factory=dict)
+    """Per other cluster: when (the book's clock) the agent last heard from a node of it that its view holds ALIVE."""
     counted: bool = False
     """Its views are in the fresh tallies."""
 
@@ -149,6 +160,19 @@ def _views(report: AgentReport) -> tuple[dict[str, tuple[int, int]], dict[tuple[
     return views, tally
 
 
+def _heard(report: AgentReport, now: float) -> dict[str, float]:
+    """Per other cluster, when the agent last heard from a node of it its view holds ALIVE (``now`` less the age)."""
+    if not report.heard:
+        return {}
+    ages = {(c, n): age for c, n, age in report.heard if c != report.cluster}
+    heard: dict[str, float] = {}
+    for peer_cluster, node, state in report.peers:
+        age = ages.get((peer_cluster, node))
+        if age is not None and state is PeerState.ALIVE:
+            heard[peer_cluster] = max(heard.get(peer_cluster, float("-inf")), now - age)
+    return heard
+
+
 class EvidenceBook:
     def __init__(self, fresh_s: float) -> None:
         self._fresh_s = fresh_s
@@ -156,6 +180,9 @@ class EvidenceBook:
         """The newest report per (cluster, node)."""
         self._by_cluster: dict[str, dict[str, _Entry]] = {}
         self._tallies: dict[str, _Tally] = {}
+        self._heard_by: dict[str, dict[tuple[str, str], _Entry]] = {}
+        """Per cluster, the newest reports (by agent's cluster and node) of other clusters' agents that heard from one
+        of its nodes they hold ALIVE: read only while its probe fails."""
         self._arrivals: deque[_Entry] = deque()
         """Counted entries in arrival order: the oldest leave the fresh window first."""
         self._clock = float("-inf")
@@ -198,7 +225,7 @@ class EvidenceBook:
                 if old.report.agent_id != report.agent_id:  # a restarted agent: its old id never reports again
                     self.sequences.pop(old.report.agent_id, None)
             views, tally = _views(report)
-            entry = _Entry(now, replace(report, peers=()), views, tally)
+            entry = _Entry(now, replace(report, peers=(), heard=()), views, tally, _heard(report, now))
             self.reports[key] = entry
             self._by_cluster.setdefault(report.cluster, {})[report.node] = entry
             self._seen_from_outside(entry, 1)
@@ -269,12 +296,16 @@ class EvidenceBook:
                         alive, down = e.views.get(cluster, (0, 0))
                         insider_alive, insider_down = insider_alive + alive, insider_down + down
             outsider_alive, outsider_down = tally.outsider_alive, tally.outsider_down
+            heard: tuple[float, ...] = ()
+            if probe.failures:  # per fresh outside agent: how long since it heard from a node of this cluster
+                heard = tuple(now - e.heard[cluster] for e in self._heard_by.get(cluster, {}).values()
+                              if now - e.at <= self._fresh_s)
             return ClusterEvidence(
                 cluster, now, probe.failures, now - probe.first_failure if probe.failures else 0.0, probe.last_ok >= 0,
                 probe.error, len(mine), len(fresh), now - newest if mine else float("inf"),
                 insider_alive, insider_down, outsider_alive, outsider_down,
                 tally.outside_viewers > 0 and not (outsider_alive or outsider_down), probe.nodes,
-                tuple(e.report.summary for e in fresh),
+                tuple(e.report.summary for e in fresh), heard,
             )
 
     # -- the tallies ---------------------------------------------------------------------------------
@@ -295,6 +326,12 @@ class EvidenceBook:
         for target in entry.views:
             if target != entry.report.cluster:
                 self._tally(target).outside_viewers += sign
+        viewer = (entry.report.cluster, entry.report.node)
+        for target in entry.heard:
+            if sign > 0:
+                self._heard_by.setdefault(target, {})[viewer] = entry
+            else:
+                self._heard_by.get(target, {}).pop(viewer, None)
 
     def _tally(self, cluster: str) -> _Tally:
         t = self._tallies.get(cluster)

@@ -123,7 +123,7 @@ async def report_agent(plane: ControlPlane, request: cp.AgentReport, context: An
         reason="" if accepted else f"sequence {request.sequence} is not newer than the last one from {request.agent_id}",
         context=convert.workload_context(plane.contexts.get(report.cluster)),
         send_held=plane.adopting.wanted(report.cluster, report.node), members=members,
-        offer=convert.batch_offer(plane.colocation.offer(report.cluster, report.node)),
+        offer=convert.batch_offer(plane.colocation.offer(report.cluster, report.node)), takes_heard=True,
     )
 
 

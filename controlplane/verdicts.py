@@ -1,24 +1,31 @@
 """Verdicts: what the evidence from every vantage point says about a cluster, and why.
 
-Rules (first match wins), with ``probe down`` = at least ``probe_failures`` probes failed in a row:
+Rules (first match wins), with ``probe down`` = at least ``probe_failures`` probes failed in a row, and ``heard since``
+= an agent of another cluster heard from one of its nodes (a packet the node sealed, or its relayed ack) more than
+``heard_margin_s`` after the probe first failed:
 - probe down, insiders report since it failed, seeing peers alive -> PARTITIONED (alive, cut from us)
-- probe down for ``confirm_s``, other clusters' agents see it alive, none suspect -> PARTITIONED
-- probe down less than ``confirm_s``, others still see it alive   -> UNKNOWN (their failure detectors
-  need that long to notice a real outage: "alive" in a gossip view is sticky until then)
+- probe down for ``confirm_s``, other clusters' agents see it alive, none suspect, some heard since -> PARTITIONED
+- probe down less than ``confirm_s``, others still see it alive   -> UNKNOWN (a short blip of its API fails nothing
+  over)
+- probe down less than ``settle_s``, others still see it alive, none suspect, none heard since -> UNKNOWN ("alive" in a
+  gossip view is sticky until a probe of the node fails: how soon one does depends on the pool's size, probe interval
+  and load, so a fixed window cannot tell an outage from a partition; evidence a dead node cannot produce can)
 - probe down less than ``settle_s``, other clusters' agents have seen its nodes but no fresh report
   carries a view of them                                           -> UNKNOWN (no outside view yet: a late
   report is not a death; a busy host delays reports before it delays probes)
 - probe down less than ``settle_s``, outside views split, most alive -> UNKNOWN (a suspicion that a live node
   refutes within the suspicion timeout: one slow prober on a busy host is no outage)
 - probe down, otherwise                                            -> DOWN (most outside views suspect/dead,
-  or still split or absent after ``settle_s``, or none to wait for: crash, outage or total partition)
+  or still split, absent or unheard since after ``settle_s``, or none to wait for: crash, outage or total partition)
 - probe up, agents known or expected but none fresh                -> AGENTS_SILENT (no failover: the API answers;
   ``expected``: agents that reported to an earlier leader, :mod:`controlplane.expecting`, so a new leader that has
   heard none yet never reads their silence as health)
 - probe up, insiders see some peers suspect/dead                   -> DEGRADED
 - probe up                                                         -> HEALTHY
 - never probed, no reports                                         -> UNKNOWN
-PARTITIONED and DOWN fail the cluster's workloads over; each verdict carries its evidence.
+PARTITIONED and DOWN fail the cluster's workloads over alike (the same NoExecute taint key, the planner moves both);
+they differ in name and evidence. Views without heard records (agents that predate them, or without a federation pool)
+never read PARTITIONED by themselves: such a partition reads DOWN after ``settle_s``. Each verdict carries its evidence.
 """
 
 from __future__ import annotations
@@ -53,8 +60,13 @@ class Timings:
     fresh_s: float = 1.0
     probe_failures: int = 3
     confirm_s: float = 2.0
-    """Seconds the probe must have failed while other clusters' agents still see the cluster alive before that
-    reads PARTITIONED (about a gossip probe round plus a suspicion broadcast and a report at LAN timings)."""
+    """Seconds the probe must have failed before other clusters' agents that heard from the cluster's nodes since make it
+    PARTITIONED: a blip of its API shorter than this fails nothing over. Not a wait for their failure detectors: they
+    need a probe round that reaches a dead node first, which a pool's size and load can stretch well past it."""
+    heard_margin_s: float = 0.5
+    """An outside agent proves a node alive only if it heard from it this long after the probe first failed: the book
+    dates a hearing by the report's arrival less its age, so a report's transit (hundreds of ms on a loaded host) would
+    date an ack from just before an outage after the failure."""
     settle_s: float = 4.0
     """Seconds the probe may fail while outside views stay split (some suspect, most alive) or absent before that
     reads DOWN: a live node refutes a suspicion, and a late report arrives, well within it. An outage settles
@@ -101,19 +113,25 @@ def judge(ev: ClusterEvidence, t: Timings, expected: int = 0) -> Verdict:
             return Verdict(Health.PARTITIONED, (
                 probes, reports, f"its agents see {ev.insider_alive} peer views alive, {ev.insider_down} down: alive but cut off from us"))
         confirming = ev.probe_failing_for < t.confirm_s
-        if ev.outsider_alive and not ev.outsider_down:
-            views = f"agents of other clusters see its nodes alive ({ev.outsider_alive} alive / {ev.outsider_down} down views)"
-            if not confirming:
-                return Verdict(Health.PARTITIONED, (probes, reports, views))
-            return Verdict(Health.UNKNOWN, (probes, reports, views, f"confirming for {t.confirm_s:g}s: an outage would show in their views by then"))
         settling = ev.probe_failing_for < t.settle_s
+        heard = heard_since(ev, t)
+        if ev.outsider_alive and not ev.outsider_down:
+            views = (f"agents of other clusters see its nodes alive ({ev.outsider_alive} alive / {ev.outsider_down} down views; "
+                     f"{heard} of their agents heard from one since the probe failed)")
+            if heard and not confirming:
+                return Verdict(Health.PARTITIONED, (probes, reports, views))
+            if confirming:
+                return Verdict(Health.UNKNOWN, (probes, reports, views, f"confirming for {t.confirm_s:g}s: a blip of its API fails nothing over"))
+            if settling:
+                return Verdict(Health.UNKNOWN, (probes, reports, views, "'alive' in a gossip view lasts until a probe of the node fails",
+                                                f"waiting up to {t.settle_s:g}s for one of them to hear from it or suspect it"))
         if settling and ev.outsiders_silent:
             return Verdict(Health.UNKNOWN, (probes, reports, "no recent view of its nodes from other clusters' agents",
                                             f"waiting up to {t.settle_s:g}s for an outside view"))
         if settling and ev.outsider_alive >= ev.outsider_down > 0:
             return Verdict(Health.UNKNOWN, (probes, reports, f"outside views split: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead",
                                             f"waiting up to {t.settle_s:g}s for the suspicion to be refuted or confirmed"))
-        remote = f"remote views: {ev.outsider_alive} alive, {ev.outsider_down} suspect/dead"
+        remote = f"remote views: {ev.outsider_alive} alive ({heard} agents heard from it since the probe failed), {ev.outsider_down} suspect/dead"
         return Verdict(Health.DOWN, (probes, reports, remote, "no vantage point sees it alive: crash, outage or total partition"))
     if not ev.probed_ok and not ev.agents_known:
         return Verdict(Health.UNKNOWN, ("not probed yet and no agent has reported",))
@@ -122,3 +140,9 @@ def judge(ev: ClusterEvidence, t: Timings, expected: int = 0) -> Verdict:
     if ev.insider_down:
         return Verdict(Health.DEGRADED, ("API answers probes", reports, f"{ev.insider_down} peer views suspect/dead inside the cluster"))
     return Verdict(Health.HEALTHY, ("API answers probes", reports))
+
+
+def heard_since(ev: ClusterEvidence, t: Timings) -> int:
+    """Outside agents that heard from one of the cluster's nodes (held alive) ``heard_margin_s`` after its probe first
+    failed: proof of life no sticky view and no dead node can give."""
+    return sum(1 for age in ev.outsider_heard if age < ev.probe_failing_for - t.heard_margin_s)

@@ -258,14 +258,17 @@ class Agent:
                    else agentlink.LinkChannel(address, link_tls(self.config), credentials.token_in(self.config.backend.credentials)))
         interval = backoff = self.config.report.interval
         held = False  # the plane asked for the pods we run (its rebuilt twin adopts them)
+        takes_heard = False  # the plane reads heard_ms (one that predates it refuses a report carrying it)
         try:
             while True:
                 self.reports_sent += 1
                 wan = self.wan.members() if self.wan is not None else {}
                 lan = {name: view for name, view in self.gossip_.members().items() if name != self.gossip_.name}
+                now = asyncio.get_running_loop().time()
+                heard = {name: now - at for name, at in self.wan.heard().items()} if self.wan is not None and takes_heard else {}
                 message = reporting.report(self.placer_, self.config.cluster, self.agent_id, self.reports_sent,
                                            lan, wan, self._wan_ids(), self._health(), self.context.current, held,
-                                           self.colocation.measure(asyncio.get_running_loop().time()))
+                                           self.colocation.measure(now), heard)
                 try:
                     ack = await channel.call("ReportAgent", message, self.config.backend.timeout)
                 except agentlink.LinkError as exc:
@@ -281,6 +284,7 @@ class Agent:
                     continue
                 self.report_error = None
                 held = ack.get("send_held") is True
+                takes_heard = ack.get("takes_heard") is True
                 channel.members.learn(ack.get("members"))  # a replicated plane's other members, for when this one dies
                 self._take_context(ack.get("context"))
                 reclaimed = self.colocation.take(ack.get("offer"))
@@ -353,7 +357,7 @@ class Agent:
     def _make_wan(self) -> UdpGossip:
         g, w = self.config.gossip, self.config.wan
         settings = GossipConfig(probe_interval=g.probe_interval, probe_timeout=g.probe_interval / 2,
-                                suspicion_mult=g.suspicion_mult, reap_after=g.reap_after)
+                                suspicion_mult=g.suspicion_mult, reap_after=g.reap_after, hearing=True)
         return UdpGossip(w.bind, w.seeds, keyring=Keyring.load(w.key_file) if w.key_file else None, config=settings,
                          loss=injected_loss())
 

@@ -8,6 +8,7 @@ it sees in the federation pool), never from a relay.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from fedapi.agentlink import Wire
@@ -19,6 +20,8 @@ from edgeagent.placing import Placer
 
 PEER_STATES = {MemberState.ALIVE: 1, MemberState.SUSPECT: 2, MemberState.DEAD: 3, MemberState.LEFT: 4}
 """fedplane.v1.PeerState numbers of gossip's member states."""
+HEARD_MS_MAX = 2**32 - 1
+"""``PeerView.heard_ms`` is a uint32: about 49 days."""
 IDENTITY_KEY = "id"
 """The one record each member publishes in the federation pool: ``cluster/node``."""
 
@@ -30,7 +33,7 @@ def identity(cluster: str, node: str) -> str:
 def report(
     placer: Placer, cluster: str, agent_id: str, sequence: int, lan: Mapping[str, MemberView],
     wan: Mapping[str, MemberView], wan_ids: Mapping[str, str], health: str | None, context: WorkloadContext = NONE,
-    held: bool = False, online_used: int | None = None,
+    held: bool = False, online_used: int | None = None, wan_heard: Mapping[str, float] | None = None,
 ) -> Wire:
     """The report: our node's summary, our cluster's peers by node name, other clusters' members by ``cluster/node``,
     and the workload context we score with — only once we have one: a control plane that predates the field
@@ -40,7 +43,10 @@ def report(
     state record arrived; until then the member name stands in); ``wan`` the federation pool's
     members, named through ``wan_ids`` (member -> ``cluster/node``, from their identity records). ``held``: the
     plane's last ack asked for the pods we run and their epochs (a rebuilt twin adopts them); never sent unasked, so
-    a plane that predates the field never sees it.
+    a plane that predates the field never sees it. ``wan_heard``: seconds since we last heard from each federation pool
+    member (:meth:`gossip.node.GossipNode.heard`), sent as ``heard_ms``: what tells the plane a member its view holds
+    ALIVE is alive now, not only not yet found dead; only once the plane's ack said it takes them (``takes_heard``): a plane
+    that predates the field refuses a report carrying it.
     """
     node = placer.node
     capacity = node.capacity
@@ -51,8 +57,11 @@ def report(
     for name, view in sorted(wan.items()):
         peer_cluster, _, peer_node = wan_ids.get(name, "").partition("/")
         if peer_cluster and peer_node and peer_cluster != cluster:
-            peers.append({"node": peer_node, "cluster": peer_cluster, "state": PEER_STATES[view.state],
-                          "incarnation": view.incarnation})
+            peer = {"node": peer_node, "cluster": peer_cluster, "state": PEER_STATES[view.state], "incarnation": view.incarnation}
+            heard = (wan_heard or {}).get(name)
+            if heard is not None:
+                peer["heard_ms"] = heard_ms(heard)
+            peers.append(peer)
     message: Wire = {
         "cluster": cluster, "node": node.name, "agent_id": agent_id, "sequence": sequence,
         "summary": {
@@ -70,6 +79,12 @@ def report(
     if held:
         message["held"] = [{"pod": pod, "epoch": epoch} for pod, epoch in sorted(placer.running.items())]
     return message
+
+
+def heard_ms(seconds: float) -> int:
+    """Seconds since a member was heard as the wire's ``heard_ms``: rounded up (never younger than it is), at least 1
+    (0 means no record), at most the field's range."""
+    return min(HEARD_MS_MAX, max(1, math.ceil(seconds * 1000)))
 
 
 def bound_here(placer: Placer) -> Resources:

@@ -162,16 +162,18 @@ class ListClustersResponse(_message.Message):
     def __init__(self, clusters: _Optional[_Iterable[_Union[ClusterStatus, _Mapping]]] = ...) -> None: ...
 
 class PeerView(_message.Message):
-    __slots__ = ("node", "cluster", "state", "incarnation")
+    __slots__ = ("node", "cluster", "state", "incarnation", "heard_ms")
     NODE_FIELD_NUMBER: _ClassVar[int]
     CLUSTER_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
+    HEARD_MS_FIELD_NUMBER: _ClassVar[int]
     node: str
     cluster: str
     state: PeerState
     incarnation: int
-    def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., state: _Optional[_Union[PeerState, str]] = ..., incarnation: _Optional[int] = ...) -> None: ...
+    heard_ms: int
+    def __init__(self, node: _Optional[str] = ..., cluster: _Optional[str] = ..., state: _Optional[_Union[PeerState, str]] = ..., incarnation: _Optional[int] = ..., heard_ms: _Optional[int] = ...) -> None: ...
 
 class NodeSummary(_message.Message):
     __slots__ = ("node", "capacity", "allocated", "pods", "arch", "ready", "model_version", "load", "online_used_milli", "online_measured")
@@ -262,7 +264,7 @@ class PodTypes(_message.Message):
     def __init__(self, cpu: _Optional[_Iterable[int]] = ..., milli: _Optional[_Iterable[int]] = ..., count: _Optional[_Iterable[int]] = ..., weight: _Optional[_Iterable[float]] = ..., slots: _Optional[_Iterable[int]] = ..., pinned: _Optional[float] = ...) -> None: ...
 
 class AgentAck(_message.Message):
-    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context", "send_held", "members", "offer")
+    __slots__ = ("accepted", "server_time_ms", "report_interval_ms", "reason", "context", "send_held", "members", "offer", "takes_heard")
     ACCEPTED_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     REPORT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -271,6 +273,7 @@ class AgentAck(_message.Message):
     SEND_HELD_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     OFFER_FIELD_NUMBER: _ClassVar[int]
+    TAKES_HEARD_FIELD_NUMBER: _ClassVar[int]
     accepted: bool
     server_time_ms: int
     report_interval_ms: int
@@ -279,7 +282,8 @@ class AgentAck(_message.Message):
     send_held: bool
     members: _containers.RepeatedScalarFieldContainer[str]
     offer: BatchOffer
-    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., send_held: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ..., offer: _Optional[_Union[BatchOffer, _Mapping]] = ...) -> None: ...
+    takes_heard: bool
+    def __init__(self, accepted: _Optional[bool] = ..., server_time_ms: _Optional[int] = ..., report_interval_ms: _Optional[int] = ..., reason: _Optional[str] = ..., context: _Optional[_Union[WorkloadContext, _Mapping]] = ..., send_held: _Optional[bool] = ..., members: _Optional[_Iterable[str]] = ..., offer: _Optional[_Union[BatchOffer, _Mapping]] = ..., takes_heard: _Optional[bool] = ...) -> None: ...
 
 class BatchOffer(_message.Message):
     __slots__ = ("reclaimed_milli", "quota_milli", "colocated")

@@ -67,6 +67,11 @@ class GossipConfig:
     tombstone_ttl: float = 30.0
     """A withdrawn record's tombstone is forgotten this long (at most one push-pull interval more)
     after it arrived: by then broadcast and anti-entropy have carried it to every holder."""
+    hearing: bool = False
+    """Keep when each member was last heard from (a packet it sealed, or an ack for it relayed by another): evidence
+    a dead member cannot produce, where its ALIVE row stays until a probe of it fails. The edge agent's federation
+    pool turns it on for the control plane's verdicts; off by default: an entry per member heard, which each of
+    10,000 simulated nodes would hold."""
     mtu: int = 1400
     """Largest UDP payload; anything larger goes over a stream."""
     max_stream_bytes: int = 16 * 1024 * 1024

@@ -57,7 +57,7 @@ def drop(node: str, metrics: Counters, src: str, exc: WireError) -> None:
 class Dispatcher:
     """Opens what arrives and runs each message's handler, under the rules above."""
 
-    __slots__ = ("handlers", "_name", "_members", "_records", "_envelopes", "_membership", "_metrics", "_settled")
+    __slots__ = ("handlers", "_name", "_members", "_records", "_envelopes", "_membership", "_metrics", "_settled", "_heard")
 
     def __init__(
         self,
@@ -70,9 +70,11 @@ class Dispatcher:
         membership: Membership,
         metrics: Counters,
         settled: dict[int, Message],
+        heard: dict[str, float] | None = None,
     ) -> None:
         """``settled`` holds the news heard that hearing again cannot change anything, by identity;
-        whoever forgets a member or a record clears it (``membership``'s reap, expired tombstones)."""
+        whoever forgets a member or a record clears it (``membership``'s reap, expired tombstones).
+        ``heard`` (``GossipConfig.hearing``): member -> when a packet it sealed last arrived."""
         self.handlers = handlers
         self._name = name
         self._members = members
@@ -81,6 +83,7 @@ class Dispatcher:
         self._membership = membership
         self._metrics = metrics
         self._settled = settled
+        self._heard = heard
 
     def receive(self, src: str, data: bytes, now: float, limit: int) -> None:
         """Handle one datagram or stream frame of at most ``limit`` bytes from transport address ``src``."""
@@ -95,7 +98,10 @@ class Dispatcher:
         if sender == self._name:
             return
         handlers = self.handlers
-        if _EXCHANGE_TYPES.isdisjoint(map(type, messages)) and self._members.get(sender) is not None:
+        known = self._members.get(sender) is not None
+        if known and self._heard is not None:
+            self._heard[sender] = now
+        if known and _EXCHANGE_TYPES.isdisjoint(map(type, messages)):
             settled = self._settled
             for message in messages:  # gossip from a known member: most packets, and nothing to hold back
                 if settled.get(id(message)) is message:
@@ -110,7 +116,6 @@ class Dispatcher:
         # memberlist's merge rule: a death heard in a state exchange is only a suspicion,
         # so a healed partition does not kill the members of our own side outright
         merging = any(isinstance(m, _EXCHANGES) for m in messages)
-        known = self._members.get(sender) is not None
         for message in messages:
             if not known:
                 if isinstance(message, Alive) and message.node == sender:

@@ -42,7 +42,7 @@ class Membership:
 
     __slots__ = (
         "incarnation", "left", "suspicions", "_suspicions_at", "_name", "_config", "_rng", "_members", "_records",
-        "_outbox", "_timers", "_awareness", "_metrics", "_settled",
+        "_outbox", "_timers", "_awareness", "_metrics", "_settled", "_heard",
     )
 
     def __init__(
@@ -58,8 +58,10 @@ class Membership:
         awareness: Awareness,
         metrics: Counters,
         settled: dict[int, Message],
+        heard: dict[str, float] | None = None,
     ) -> None:
-        """``settled`` is the inbound skip of repeated news (:mod:`gossip.dispatching`), cleared on a reap."""
+        """``settled`` is the inbound skip of repeated news (:mod:`gossip.dispatching`), cleared on a reap;
+        ``heard`` (``GossipConfig.hearing``) loses a reaped member's entry."""
         self.incarnation = 0
         self.left = False
         self.suspicions: dict[str, Suspicion] = {}
@@ -75,6 +77,7 @@ class Membership:
         self._awareness = awareness
         self._metrics = metrics
         self._settled = settled
+        self._heard = heard
 
     def restore(self, members: Iterable[tuple[str, int, MemberState]], now: float) -> None:
         """Take members from a snapshot without gossiping them; reap the dead and departed later."""
@@ -206,6 +209,8 @@ class Membership:
         if row is None or row.state in LIVE_STATES or self._members.down_since(name) != since:
             return
         self._members.remove(name)
+        if self._heard is not None:
+            self._heard.pop(name, None)
         self._settled.clear()  # news about it, or its records, may apply again
         self._outbox.forget((name, None))
         self._outbox.emit(MemberEvent(name, None, row.incarnation, row.state))

@@ -88,6 +88,9 @@ class GossipNode:
         settled: dict[int, Message] = {}
         self._settled = settled
         """Messages heard that hearing again cannot change anything, by identity (see :mod:`gossip.dispatching`)."""
+        self._heard: dict[str, float] | None = {} if cfg.hearing else None
+        """Member -> when we last heard from it (``GossipConfig.hearing``)."""
+        heard = self._heard
         self._envelopes = envelopes = Envelopes(name, epoch, keyring)
         self._outbox = outbox = Outbox(
             name, config=cfg, envelopes=envelopes, members=members, rng=rng, timers=timers, metrics=metrics,
@@ -95,11 +98,11 @@ class GossipNode:
         )
         self._membership = membership = Membership(
             name, config=cfg, rng=rng, members=members, records=records, outbox=outbox, timers=timers,
-            awareness=awareness, metrics=metrics, settled=settled,
+            awareness=awareness, metrics=metrics, settled=settled, heard=heard,
         )
         self._prober = prober = Prober(
             name, config=cfg, rng=rng, members=members, membership=membership, outbox=outbox, timers=timers,
-            awareness=awareness, metrics=metrics,
+            awareness=awareness, metrics=metrics, heard=heard,
         )
         self._publisher = publisher = Publisher(name, members=members, records=records, outbox=outbox)
         self._exchanger = exchanger = Exchanger(
@@ -122,7 +125,7 @@ class GossipNode:
         }
         self._dispatcher = Dispatcher(
             name, handlers=handlers, members=members, records=records, envelopes=envelopes, membership=membership,
-            metrics=metrics, settled=settled,
+            metrics=metrics, settled=settled, heard=heard,
         )
         prober.start(now)
         exchanger.start(now)
@@ -208,6 +211,11 @@ class GossipNode:
         me = self._membership
         views[self.name] = MemberView(self.name, me.incarnation, MemberState.LEFT if me.left else MemberState.ALIVE)
         return views
+
+    def heard(self) -> dict[str, float]:
+        """Member -> when we last heard from it (a packet it sealed, or its ack relayed by a helper), on our clock;
+        empty unless ``config.hearing``. An ALIVE row is sticky until a probe fails; this is not."""
+        return dict(self._heard) if self._heard is not None else {}
 
     def records(self) -> dict[str, dict[str, tuple[int, RecordValue]]]:
         """owner -> key -> (version, value) of every record we hold (tombstones have value None)."""

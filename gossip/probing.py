@@ -48,7 +48,7 @@ class Prober:
 
     __slots__ = (
         "_name", "_config", "_rng", "_members", "_membership", "_outbox", "_timers", "_awareness", "_metrics",
-        "_seq", "_probe", "_relays",
+        "_seq", "_probe", "_relays", "_heard",
     )
 
     def __init__(
@@ -63,7 +63,9 @@ class Prober:
         timers: Timers,
         awareness: Awareness,
         metrics: Counters,
+        heard: dict[str, float] | None = None,
     ) -> None:
+        """``heard`` (``GossipConfig.hearing``): a target's ack relayed by a helper is heard from the target too."""
         self._name = name
         self._config = config
         self._rng = rng
@@ -77,6 +79,7 @@ class Prober:
         self._probe: _ProbeRound | None = None
         self._relays: dict[int, tuple[str, int]] = {}
         """Indirect probes we run for others: our ping seq -> (requester, its seq)."""
+        self._heard = heard
 
     def start(self, now: float) -> None:
         """Schedule the first probe round at a random point of the first interval."""
@@ -162,6 +165,8 @@ class Prober:
         probe = self._probe
         if probe is not None and probe.seq == msg.seq:
             probe.acked = True
+            if self._heard is not None:
+                self._heard[probe.target] = now
             return
         relay = self._relays.pop(msg.seq, None)
         if relay is not None:

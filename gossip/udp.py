@@ -146,6 +146,10 @@ class UdpGossip:
     def members(self) -> dict[str, MemberView]:
         return self._core.members()
 
+    def heard(self) -> dict[str, float]:
+        """Member -> when we last heard from it, in ``loop.time()`` (empty unless ``config.hearing``)."""
+        return self._core.heard()
+
     @property
     def awareness(self) -> int:
         """Lifeguard local-health score: 0 is healthy; it rises while our own probes go unanswered."""

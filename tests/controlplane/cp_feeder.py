@@ -8,7 +8,9 @@ pods (``DrillConfig(agents_bind=False)``). Its gossip model is deliberately simp
 a node whose agent dies is seen ALIVE by its peers for ``suspect_after_s``, then SUSPECT, then
 DEAD after ``dead_after_s`` (SWIM with Lifeguard at 200 ms probes is in this range); a cluster
 cut off from the control plane keeps gossiping with every other cluster (agents mesh over their
-own links), so its peers keep seeing it ALIVE while its own reports no longer arrive.
+own links), so its peers keep seeing it ALIVE while its own reports no longer arrive. Every view says how long ago its
+agent heard from the peer (``heard_ms``, as agents with a federation pool send it): a live peer within the last
+report interval, a dead one not since it died.
 """
 
 from __future__ import annotations
@@ -81,9 +83,13 @@ class EvidenceFeeder:
             return cp.PEER_ALIVE
         return cp.PEER_SUSPECT if now - died < self.dead_after_s else cp.PEER_DEAD
 
+    def heard_ms(self, subject: str, now: float) -> int:
+        """How long ago every live agent heard from ``subject``: within the last interval, or not since it died."""
+        return 1 + round(1000 * (now - self.died.get(subject, now - self.interval_s)))
+
     def reports(self, now: float) -> list[cp.AgentReport]:
         peers = [
-            cp.PeerView(node=n, cluster=c, state=self.view(n, now), incarnation=1)
+            cp.PeerView(node=n, cluster=c, state=self.view(n, now), incarnation=1, heard_ms=self.heard_ms(n, now))
             for c, ns in self.nodes.items() for n in ns
         ]
         return [

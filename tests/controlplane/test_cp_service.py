@@ -182,6 +182,7 @@ async def test_agent_reports_are_sequenced_and_counted_as_evidence(api: Api) -> 
                             peers=[cp.PeerView(node="edge-n1", cluster="edge", state=cp.PEER_ALIVE)])
     ack = await api.control.ReportAgent(report)
     assert ack.accepted and ack.report_interval_ms == 50 and ack.server_time_ms > 0
+    assert ack.takes_heard, "agents send heard_ms only to a plane that says it reads them"
     stale = await api.control.ReportAgent(report)
     assert not stale.accepted and "not newer" in stale.reason
     found = await api.control.ListClusters(cp.ListClustersRequest())

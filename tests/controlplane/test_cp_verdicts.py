@@ -13,9 +13,11 @@ T = Timings()
 NODES = [NodeState("a-n0", Resources(1000, 1000)), NodeState("a-n1", Resources(1000, 1000))]
 
 
-def report(cluster: str, node: str, seq: int, peers: dict[tuple[str, str], PeerState]) -> AgentReport:
+def report(cluster: str, node: str, seq: int, peers: dict[tuple[str, str], PeerState], heard_s: float | None = None) -> AgentReport:
+    """``heard_s``: how long before the report its agent heard from each peer (None: it keeps no such record)."""
     return AgentReport(cluster, node, f"agent-{node}", seq, NodeSummary(node, Resources(1000, 1000), Resources()),
-                       tuple((c, n, s) for (c, n), s in peers.items()))
+                       tuple((c, n, s) for (c, n), s in peers.items()),
+                       heard=() if heard_s is None else tuple((c, n, heard_s) for c, n in peers))
 
 
 def book_with(probe_ok: bool, insiders: PeerState | None, outsiders: PeerState | None, now: float = 10.0,
@@ -35,7 +37,7 @@ def book_with(probe_ok: bool, insiders: PeerState | None, outsiders: PeerState |
         book.add_report(report("a", "a-n0", seq, {}), now - 5.0)  # known but long silent
         seq += 1
     if outsiders is not None:
-        book.add_report(report("b", "b-n0", seq, {("a", "a-n0"): outsiders, ("a", "a-n1"): outsiders}), now - 0.1)
+        book.add_report(report("b", "b-n0", seq, {("a", "a-n0"): outsiders, ("a", "a-n1"): outsiders}, heard_s=0.05), now - 0.1)
     return book
 
 
@@ -69,6 +71,62 @@ def test_other_clusters_views_read_partitioned_once_confirmed_and_stale_insiders
     for i in range(3):
         book.add_probe("a", 9.95 + 0.02 * i, None, "connection refused")
     assert judge(book.about("a", 10.0), T).health is Health.DOWN, "an outage right after a report is no partition"
+
+
+def outage_seen_alive(failing_for: float, heard_s: float | None, agents: int = 3) -> EvidenceBook:
+    """The flaky drill run: other clusters' agents report fresh views holding every node of ``a`` ALIVE, none suspect
+    yet (none of them has probed one since), each having last heard from them ``heard_s`` before its report."""
+    book = book_with(False, None, None, failing_for=failing_for)
+    for i in range(agents):
+        book.add_report(report(f"o{i}", f"o{i}-n0", 70 + i, {("a", "a-n0"): PeerState.ALIVE, ("a", "a-n1"): PeerState.ALIVE},
+                               heard_s), 9.9)
+    return book
+
+
+@pytest.mark.parametrize("before_failure", [None, 0.2])  # no record, or heard 0.2 s before the probe first failed
+def test_views_still_alive_but_unheard_since_the_probe_failed_are_no_partition(before_failure: float | None) -> None:
+    # at confirm_s the old rule read such sticky views (the drill's: 9 agents x 3 nodes) as PARTITIONED
+    for failing_for, health in ((T.confirm_s, Health.UNKNOWN), (T.settle_s, Health.DOWN)):
+        heard_s = None if before_failure is None else failing_for + before_failure - 0.1  # the reports arrive at 9.9
+        verdict = judge(outage_seen_alive(failing_for, heard_s).about("a", 10.0), T)
+        text = " | ".join(verdict.reasons)
+        assert verdict.health is health and ("0 agents heard from it" in text or "0 of their agents heard" in text), text
+
+
+@pytest.mark.parametrize("failed_before_heard, health", [
+    (T.heard_margin_s + 0.1, Health.PARTITIONED),  # heard after the failure: alive now, cut off from us
+    (T.heard_margin_s - 0.1, Health.UNKNOWN),      # so soon after it that the report's transit may have dated it so
+])
+def test_a_node_heard_from_after_the_probe_failed_proves_a_partition(failed_before_heard: float, health: Health) -> None:
+    # the probe first failed at 10 - confirm_s; the views' agents heard from a's nodes failed_before_heard later
+    heard_s = 9.9 - (10.0 - T.confirm_s + failed_before_heard)
+    book = outage_seen_alive(T.confirm_s, heard_s, agents=1)
+    assert judge(book.about("a", 10.0), T).health is health
+
+
+def test_only_fresh_outside_views_holding_a_node_alive_are_heard_and_only_while_the_probe_fails() -> None:
+    book = outage_seen_alive(T.confirm_s, 0.05, agents=0)
+    book.add_report(report("o0", "o0-n0", 80, {("a", "a-n0"): PeerState.SUSPECT}, 0.05), 9.9)  # heard, but suspect
+    book.add_report(report("o1", "o1-n0", 81, {("a", "a-n0"): PeerState.ALIVE}, 0.05), 10.0 - 3 * T.fresh_s)  # not fresh
+    book.add_report(report("a", "a-n1", 82, {("a", "a-n0"): PeerState.ALIVE}, 0.05), 7.0)  # an insider, before the failure
+    assert book.about("a", 10.0).outsider_heard == ()
+    book.add_report(report("o2", "o2-n0", 83, {("a", "a-n0"): PeerState.ALIVE, ("b", "b-n0"): PeerState.ALIVE}, 0.05), 9.9)
+    assert book.about("a", 10.0).outsider_heard == pytest.approx((0.15,))
+    book.add_report(report("o2", "o2-n0", 84, {("a", "a-n0"): PeerState.ALIVE}, None), 9.95)  # its newest holds no record
+    assert book.about("a", 10.0).outsider_heard == ()
+    book.add_probe("a", 10.0, NODES)
+    book.add_report(report("o3", "o3-n0", 85, {("a", "a-n0"): PeerState.ALIVE}, 0.05), 10.0)
+    assert book.about("a", 10.0).outsider_heard == (), "nothing to prove while the probe answers"
+
+
+def test_the_wires_heard_ms_reaches_the_book_in_seconds_and_zero_is_no_record() -> None:
+    from controlplane import convert
+    from fedapi import controlplane_pb2 as cp
+
+    wire = cp.AgentReport(cluster="b", node="b-n0", agent_id="x", sequence=1, summary=cp.NodeSummary(node="b-n0"), peers=[
+        cp.PeerView(node="a-n0", cluster="a", state=cp.PEER_ALIVE, heard_ms=250),
+        cp.PeerView(node="a-n1", cluster="a", state=cp.PEER_ALIVE)])
+    assert convert.agent_report(wire).heard == (("a", "a-n0", 0.25),)
 
 
 def split_views(failing_for: float, suspects: int) -> EvidenceBook:
