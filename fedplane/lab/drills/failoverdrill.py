@@ -3,10 +3,10 @@
 Each run builds fresh twin clusters, starts the real control-plane service (gRPC, in-process) and
 an :class:`EvidenceSource`: real ``fedplane agent`` processes binding the pods and reporting
 themselves (:mod:`fedplane.lab.drills.agentfleet`; tests swap in a stand-in with the twin binding), submits
-workloads over gRPC, waits until they are ready, injects the fault and
-watches ground truth every 50 ms. Measured per run: detection (fault -> verdict), recovery (fault
--> every affected replica ready on an unaffected cluster), then, after healing the fault and
-letting cleanup run, pods lost (desired - ready) and pods duplicated (running beyond desired).
+workloads over gRPC, waits until they are ready and every agent sees every other cluster's nodes alive (the
+federation pool converged), injects the fault and watches ground truth every 50 ms. Measured per run: detection
+(fault -> verdict), recovery (fault -> every affected replica ready on an unaffected cluster), then, after healing the
+fault and letting cleanup run, pods lost (desired - ready) and pods duplicated (running beyond desired).
 Binds the twin refused because another node already holds the (pod, epoch) are counted apart: the
 fence stopped them, nothing ran twice; real agents racing for a burst of pods make some. Also per run:
 the first verdict on a victim, pods evicted from nodes that never failed (node-not-ready reports the
@@ -57,6 +57,9 @@ from fedplane.lab.drills import agentfleet
 SCENARIOS = ("cluster-outage", "region-partition", "agent-crash", "control-plane-crash")
 CRASH_POINTS = (("create-target", "before"), ("create-target", "after"), ("await-ready", "before"), ("remove-source", "before"))
 POLL_S = 0.05
+FEDERATED_TIMEOUT_S = 30.0
+"""Before the fault every agent must see every other cluster's nodes alive (the federation pool converged) within this:
+a drill measures faults of a running federation, not of one still forming (three push-pull intervals)."""
 STRANDED_AFTER_S = 30.0
 """A pod still pending this long after the heal is stranded (nobody will place it)."""
 EXPECTED_VERDICT = {"cluster-outage": "down", "region-partition": "partitioned", "agent-crash": "agents-silent",
@@ -259,6 +262,7 @@ class Drill:
             desired[spec.name] = spec.replicas
         await self._until(lambda: self._ready_everywhere(desired), self.config.ready_timeout_s, "workloads never became ready")
         self.ready_s = self.clock() - started
+        await self._until(lambda: self._federated(stub), FEDERATED_TIMEOUT_S, "agents never saw every other cluster's nodes alive")
         if self.on_ready is not None:
             await self.on_ready()
         self.samples.append((0.0, self.ready_per_cluster()))
@@ -346,6 +350,13 @@ class Drill:
         seen = sorted((d.at_ms / 1000 - t0, d.kind.removeprefix("verdict:"), "; ".join(r.message for r in d.reasons))
                       for d in found.decisions if d.kind in want and d.source in victims and d.at_ms / 1000 >= t0 - 0.001)
         return seen[0] if seen else (None, "", "")
+
+    async def _federated(self, stub: controlplane_pb2_grpc.ControlPlaneStub) -> bool:
+        """Every agent reports every other cluster's nodes alive: the federation pool that vouches for a cut-off region
+        has converged (an agent's identity record may reach the others only at a push-pull, 10 s apart)."""
+        found = await stub.ListAgents(cp.ListAgentsRequest(), timeout=5.0)
+        total = sum(len(t.table.nodes) for t in self.twins.values())
+        return all(a.remote_alive >= total - len(self.twins[c.cluster].table.nodes) for c in found.clusters for a in c.agents)
 
     async def _agent_ids(self, stub: controlplane_pb2_grpc.ControlPlaneStub, clusters: list[str]) -> dict[str, str]:
         """Node -> the agent id the control plane last heard from, for ``clusters``."""
