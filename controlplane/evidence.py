@@ -9,8 +9,8 @@ fresh views (alive / not alive, from insiders and from outsiders), and taken out
 or leaves the fresh window (arrivals are kept in arrival order, so expiry pops from the front). ``about`` then
 reads one cluster's tallies and scans only that cluster's own agents, where the full scan read every report's
 peers for every cluster on every tick. Memory per agent is bounded: its newest report without the peer list (kept
-as counts per peer cluster and per state, and per other cluster when it last heard from a node of it that it holds
-alive), and one sequence number per agent id the node's newest report carries. Those heard times are read only for a
+as counts per peer cluster and per state, and per other cluster when it last heard from a node of it), and one
+sequence number per agent id the node's newest report carries. Those heard times are read only for a
 cluster whose probe fails, from an index of the reports that hold one for it.
 Reports arrive on the server's event loop while a tick reads on a worker thread: the book has its own lock, so
 ingest never waits for a tick.
@@ -117,8 +117,8 @@ class ClusterEvidence:
     nodes: tuple[NodeState, ...] = ()
     summaries: tuple[NodeSummary, ...] = ()
     outsider_heard: tuple[float, ...] = ()
-    """While the probe fails: per fresh agent of another cluster whose view holds some node of this one ALIVE with a
-    heard record, seconds since it last heard from one of them (empty while the probe answers)."""
+    """While the probe fails: per fresh agent of another cluster with a heard record of some node of this one, seconds
+    since it last heard from one of them (empty while the probe answers)."""
 
 
 @dataclass(slots=True)
@@ -132,7 +132,7 @@ class _Entry:
     """Per peer cluster: (alive, not alive) peers in its view."""
     tally: dict[tuple[bool, PeerState], int]
     heard: dict[str, float] = field(default_factory=dict)
-    """Per other cluster: when (the book's clock) the agent last heard from a node of it that its view holds ALIVE."""
+    """Per other cluster: when (the book's clock) the agent last heard from a node of it."""
     counted: bool = False
     """Its views are in the fresh tallies."""
 
@@ -161,15 +161,13 @@ def _views(report: AgentReport) -> tuple[dict[str, tuple[int, int]], dict[tuple[
 
 
 def _heard(report: AgentReport, now: float) -> dict[str, float]:
-    """Per other cluster, when the agent last heard from a node of it its view holds ALIVE (``now`` less the age)."""
-    if not report.heard:
-        return {}
-    ages = {(c, n): age for c, n, age in report.heard if c != report.cluster}
+    """Per other cluster, when the agent last heard from a node of it (``now`` less the age), whatever its view says
+    of the node: a packet from a suspect is life too (it is refuting)."""
     heard: dict[str, float] = {}
-    for peer_cluster, node, state in report.peers:
-        age = ages.get((peer_cluster, node))
-        if age is not None and state is PeerState.ALIVE:
-            heard[peer_cluster] = max(heard.get(peer_cluster, float("-inf")), now - age)
+    own = report.cluster
+    for peer_cluster, _node, age in report.heard:
+        if peer_cluster != own and now - age > heard.get(peer_cluster, float("-inf")):
+            heard[peer_cluster] = now - age
     return heard
 
 
@@ -182,7 +180,7 @@ class EvidenceBook:
         self._tallies: dict[str, _Tally] = {}
         self._heard_by: dict[str, dict[tuple[str, str], _Entry]] = {}
         """Per cluster, the newest reports (by agent's cluster and node) of other clusters' agents that heard from one
-        of its nodes they hold ALIVE: read only while its probe fails."""
+        of its nodes: read only while its probe fails."""
         self._arrivals: deque[_Entry] = deque()
         """Counted entries in arrival order: the oldest leave the fresh window first."""
         self._clock = float("-inf")

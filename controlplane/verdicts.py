@@ -143,6 +143,6 @@ def judge(ev: ClusterEvidence, t: Timings, expected: int = 0) -> Verdict:
 
 
 def heard_since(ev: ClusterEvidence, t: Timings) -> int:
-    """Outside agents that heard from one of the cluster's nodes (held alive) ``heard_margin_s`` after its probe first
-    failed: proof of life no sticky view and no dead node can give."""
+    """Outside agents that heard from one of the cluster's nodes ``heard_margin_s`` after its probe first failed: proof of
+    life no sticky view and no dead node can give (read for PARTITIONED only while no outside view suspects any)."""
     return sum(1 for age in ev.outsider_heard if age < ev.probe_failing_for - t.heard_margin_s)

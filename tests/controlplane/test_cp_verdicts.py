@@ -104,16 +104,18 @@ def test_a_node_heard_from_after_the_probe_failed_proves_a_partition(failed_befo
     assert judge(book.about("a", 10.0), T).health is health
 
 
-def test_only_fresh_outside_views_holding_a_node_alive_are_heard_and_only_while_the_probe_fails() -> None:
+def test_only_fresh_outside_reports_are_heard_and_only_while_the_probe_fails() -> None:
     book = outage_seen_alive(T.confirm_s, 0.05, agents=0)
-    book.add_report(report("o0", "o0-n0", 80, {("a", "a-n0"): PeerState.SUSPECT}, 0.05), 9.9)  # heard, but suspect
     book.add_report(report("o1", "o1-n0", 81, {("a", "a-n0"): PeerState.ALIVE}, 0.05), 10.0 - 3 * T.fresh_s)  # not fresh
-    book.add_report(report("a", "a-n1", 82, {("a", "a-n0"): PeerState.ALIVE}, 0.05), 7.0)  # an insider, before the failure
+    book.add_report(report("a", "a-n1", 82, {("a", "a-n0"): PeerState.ALIVE}, 0.05), 7.0)  # an insider: its own rule
     assert book.about("a", 10.0).outsider_heard == ()
     book.add_report(report("o2", "o2-n0", 83, {("a", "a-n0"): PeerState.ALIVE, ("b", "b-n0"): PeerState.ALIVE}, 0.05), 9.9)
     assert book.about("a", 10.0).outsider_heard == pytest.approx((0.15,))
     book.add_report(report("o2", "o2-n0", 84, {("a", "a-n0"): PeerState.ALIVE}, None), 9.95)  # its newest holds no record
     assert book.about("a", 10.0).outsider_heard == ()
+    book.add_report(report("o0", "o0-n0", 80, {("a", "a-n0"): PeerState.SUSPECT}, 0.05), 9.9)  # heard: it is refuting
+    assert book.about("a", 10.0).outsider_heard == pytest.approx((0.15,))
+    assert judge(book.about("a", 10.0), T).health is Health.UNKNOWN, "a suspicion is no partition: split, waited on"
     book.add_probe("a", 10.0, NODES)
     book.add_report(report("o3", "o3-n0", 85, {("a", "a-n0"): PeerState.ALIVE}, 0.05), 10.0)
     assert book.about("a", 10.0).outsider_heard == (), "nothing to prove while the probe answers"
