@@ -43,3 +43,12 @@ def test_hearing_is_off_by_default_and_a_reaped_member_is_forgotten() -> None:
     net.crash("n7")
     net.run_for(20.0)  # suspected, declared dead, reaped
     assert "n7" not in net.nodes["n0"].members() and "n7" not in net.nodes["n0"].heard()
+
+
+def test_a_member_reached_only_through_helpers_is_heard_through_their_relayed_acks() -> None:
+    net = network(0, GossipConfig(hearing=True))
+    net.cut_link("n0", "n7")
+    cut = net.now
+    net.run_for(30.0)  # n0 probes n7 a few times; only helpers' indirect probes reach it
+    assert net.nodes["n0"].members()["n7"].state is MemberState.ALIVE
+    assert net.nodes["n0"].heard()["n7"] > cut + 5.0, "n7's relayed acks are heard from n7"

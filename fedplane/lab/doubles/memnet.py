@@ -68,6 +68,8 @@ class InMemoryNetwork:
         self._paused: dict[str, list[tuple[int, object]]] = {}
         self._group: dict[str, int] = {}
         self._extra_loss: dict[str, float] = {}
+        self._cut: set[frozenset[str]] = set()
+        """Links cut both ways while every other path stays up (``cut_link``)."""
         self._starts = 0
         self.source: str | None = None
         """Sender of the packet or stream being handled now (None during timers): lets a listener
@@ -133,8 +135,14 @@ class InMemoryNetwork:
         """Cut traffic between the groups (and between them and anyone not listed)."""
         self._group = {name: i for i, group in enumerate(groups, start=1) for name in group}
 
+    def cut_link(self, a: str, b: str) -> None:
+        """Drop everything between two nodes, both ways, while each still reaches the others (a broken route, not a
+        partition): what indirect probes exist for."""
+        self._cut.add(frozenset((a, b)))
+
     def heal(self) -> None:
         self._group = {}
+        self._cut.clear()
 
     def degrade(self, name: str, loss: float) -> None:
         """Extra datagram loss on every packet to or from one node (a sick NIC, a hot CPU)."""
@@ -206,7 +214,7 @@ class InMemoryNetwork:
         for effect in effects:
             if isinstance(effect, Send):
                 dst = effect.addr
-                if group and group.get(dst, 0) != group.get(name, 0):
+                if group and group.get(dst, 0) != group.get(name, 0) or self._cut and frozenset((name, dst)) in self._cut:
                     continue
                 loss = link.loss + self._extra_loss.get(name, 0.0) + self._extra_loss.get(dst, 0.0) if self._extra_loss else link.loss
                 if rng.random() < loss:
@@ -216,7 +224,7 @@ class InMemoryNetwork:
                     self._push(now + rng.uniform(*link.latency), _PACKET, dst, (name, effect.data))
             elif isinstance(effect, SendStream):
                 dst = effect.addr
-                if group and group.get(dst, 0) != group.get(name, 0):
+                if group and group.get(dst, 0) != group.get(name, 0) or self._cut and frozenset((name, dst)) in self._cut:
                     continue
                 self._push(now + self._stream_delay(len(effect.data), name, dst), _STREAM, dst, (name, effect.data))
             else:
