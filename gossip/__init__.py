@@ -15,6 +15,7 @@ For the edge agent (asyncio, real sockets)::
     async for event in member.events(): ...
     member.members()                          # name -> MemberView(name, incarnation, state)
     member.records()                          # owner -> key -> (version, value)
+    member.heard()                            # name -> loop time last heard from it (GossipConfig(hearing=True))
     member.keyring.install(new); member.keyring.use(new); member.keyring.remove(old)  # rotation
     await member.leave()                      # graceful: peers see LEFT, not DEAD
 
