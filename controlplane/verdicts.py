@@ -3,7 +3,7 @@
 Rules (first match wins), with ``probe down`` = at least ``probe_failures`` probes failed in a row, and ``heard since``
 = an agent of another cluster heard from one of its nodes (a packet the node sealed, or its relayed ack) more than
 ``heard_margin_s`` after the probe first failed:
-- probe down, insiders report since it failed, seeing peers alive -> PARTITIONED (alive, cut from us)
+- probe down for ``confirm_s``, insiders report, seeing peers alive -> PARTITIONED (alive, cut from us; sooner: UNKNOWN)
 - probe down for ``confirm_s``, other clusters' agents see it alive, none suspect, some heard since -> PARTITIONED
 - probe down less than ``confirm_s``, others still see it alive   -> UNKNOWN (a short blip of its API fails nothing
   over)
@@ -109,10 +109,12 @@ def judge(ev: ClusterEvidence, t: Timings, expected: int = 0) -> Verdict:
         reports += f" (newest {ev.last_report_age:.1f}s ago)"
     if ev.probe_failures >= t.probe_failures:
         probes = f"{ev.probe_failures} probes failed over {ev.probe_failing_for:.1f}s ({ev.probe_error or 'no answer'})"
-        if ev.agents_fresh and ev.insider_alive > ev.insider_down:
-            return Verdict(Health.PARTITIONED, (
-                probes, reports, f"its agents see {ev.insider_alive} peer views alive, {ev.insider_down} down: alive but cut off from us"))
         confirming = ev.probe_failing_for < t.confirm_s
+        if ev.agents_fresh and ev.insider_alive > ev.insider_down:
+            inside = f"its agents see {ev.insider_alive} peer views alive, {ev.insider_down} down: alive but cut off from us"
+            if confirming:
+                return Verdict(Health.UNKNOWN, (probes, reports, inside, f"confirming for {t.confirm_s:g}s: a blip of its API fails nothing over"))
+            return Verdict(Health.PARTITIONED, (probes, reports, inside))
         settling = ev.probe_failing_for < t.settle_s
         heard = heard_since(ev, t)
         if ev.outsider_alive and not ev.outsider_down:

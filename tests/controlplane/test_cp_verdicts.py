@@ -45,7 +45,7 @@ def book_with(probe_ok: bool, insiders: PeerState | None, outsiders: PeerState |
     (True, PeerState.ALIVE, PeerState.ALIVE, Health.HEALTHY),
     (True, PeerState.SUSPECT, PeerState.ALIVE, Health.DEGRADED),
     (True, None, PeerState.DEAD, Health.AGENTS_SILENT),         # API answers: no failover for silent agents
-    (False, PeerState.ALIVE, None, Health.PARTITIONED),         # its agents reach us and see each other
+    (False, PeerState.ALIVE, None, Health.UNKNOWN),             # its agents reach us and see each other: an API blip so far
     (False, None, PeerState.ALIVE, Health.UNKNOWN),             # other clusters still see it: not yet confirmed
     (False, None, PeerState.DEAD, Health.DOWN),                 # nobody sees it: crash/outage
     (False, None, None, Health.DOWN),
@@ -71,6 +71,16 @@ def test_other_clusters_views_read_partitioned_once_confirmed_and_stale_insiders
     for i in range(3):
         book.add_probe("a", 9.95 + 0.02 * i, None, "connection refused")
     assert judge(book.about("a", 10.0), T).health is Health.DOWN, "an outage right after a report is no partition"
+
+
+@pytest.mark.parametrize("failing_for, health", [(0.4, Health.UNKNOWN), (T.confirm_s - 0.1, Health.UNKNOWN), (T.confirm_s, Health.PARTITIONED)])
+def test_an_api_blip_while_its_agents_report_fails_nothing_over(failing_for: float, health: Health) -> None:
+    # Its agents report from inside, seeing each other alive, while the plane's probes of its API fail (an API server
+    # restart): only after confirm_s is that a partition to fail over from; before, no taint that evicts anything.
+    verdict = judge(book_with(False, PeerState.ALIVE, None, failing_for=failing_for).about("a", 10.0), T)
+    assert verdict.health is health
+    assert not verdict.health.failed or failing_for >= T.confirm_s
+    assert "alive but cut off from us" in " | ".join(verdict.reasons)
 
 
 def outage_seen_alive(failing_for: float, heard_s: float | None, agents: int = 3) -> EvidenceBook:
