@@ -28,6 +28,15 @@ def test_every_scenario_reports_the_issue_keys() -> None:
     host = hostfaults.summarise("host-partition", [hostfaults.HostRun("host-partition", "c0-n1", recovery_s=6.0)],
                                 hostfaults.HostDrillConfig())
     assert KEYS <= host.keys() and host["timings"] == "defaults" and host["agents"] >= 5 and host["pods"] >= 200
+    assert host["success"] == 1.0
+
+
+def test_a_host_run_succeeds_only_when_it_recovered_with_nothing_wrong() -> None:
+    runs = [hostfaults.HostRun("agent-crash", "c0-n1", recovery_s=6.0), hostfaults.HostRun("agent-crash", "c0-n2"),
+            hostfaults.HostRun("agent-crash", "c0-n3", recovery_s=5.0, healthy_evicted=2),
+            hostfaults.HostRun("agent-crash", "c0-n4", recovery_s=5.0, silent_at_end=["c0-n4"])]
+    assert [r.success for r in runs] == [True, False, False, False]
+    assert hostfaults.summarise("agent-crash", runs, hostfaults.HostDrillConfig())["success"] == 0.25
     plane = planefaults.summarise("leader-crash", [planefaults.PlaneRun("leader-crash", "m0", recovery_s=9.0, takeover_s=3.0)],
                                   planefaults.PlaneDrillConfig())
     assert KEYS | HA_KEYS <= plane.keys()

@@ -24,7 +24,8 @@ changes. Measured per run (summed or maxed over runs in the JSON):
 - ``acknowledged_lost``: acknowledged submits whose workload the plane no longer has;
 - ``quorum_lost_s`` (agents that were never hit: seconds they read unhealthy) and
   ``victim_unhealthy_s`` (heal or restart -> the victim's agent healthy again; None: not within the run);
-- ``silent_at_end``: agents whose ``/pods`` did not answer at the last poll (a restart that never came up).
+- ``silent_at_end``: agents whose ``/pods`` did not answer at the last poll (a restart that never came up);
+- ``success``: the share of runs that recovered with none of the above wrong (:attr:`HostRun.success`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,13 @@ class HostRun:
     reported_not_ready: dict[str, int] = field(default_factory=dict)
     held_at_end: int = 0  # pods the agents list as theirs (/pods) at the end: every pod, once
     silent_at_end: list[str] = field(default_factory=list)  # agents whose /pods did not answer at the end
+
+    @property
+    def success(self) -> bool:
+        """On the run's own terms, as the in-process failover drill counts it: every replica ready again, nothing lost,
+        doubled, evicted from a healthy node, stranded or acknowledged and forgotten, every agent answering at the end."""
+        return (self.recovery_s is not None and not (self.lost or self.duplicated or self.healthy_evicted or self.stranded
+                                                     or self.acknowledged_lost or self.silent_at_end))
 
 
 class Observer:
@@ -331,6 +339,7 @@ def summarise(scenario: str, results: list[HostRun], config: HostDrillConfig) ->
     back = [r.victim_unhealthy_s for r in results if r.victim_unhealthy_s is not None]
     return {
         "scenario": scenario, "runs": len(results), "agents": config.agents, "pods": config.pods,
+        "success": round(sum(r.success for r in results) / len(results), 4) if results else 0.0,
         "timings": agentfleet.TIMINGS,
         "lost": sum(r.lost for r in results),
         "duplicated": sum(r.duplicated for r in results),
