@@ -141,6 +141,24 @@ def test_the_wires_heard_ms_reaches_the_book_in_seconds_and_zero_is_no_record() 
     assert convert.agent_report(wire).heard == (("a", "a-n0", 0.25),)
 
 
+def test_hostile_heard_records_prove_nothing_they_should_not() -> None:
+    # A report's heard_ms at the field's maximum (49 days), for its own cluster (no cluster named), for a cluster
+    # the plane does not know: nothing raises, its own cluster and the ancient hearing count for no partition.
+    from controlplane import convert
+    from fedapi import controlplane_pb2 as cp
+
+    wire = cp.AgentReport(cluster="b", node="b-n0", agent_id="x", sequence=7, summary=cp.NodeSummary(node="b-n0"), peers=[
+        cp.PeerView(node="a-n0", cluster="a", state=cp.PEER_ALIVE, heard_ms=2**32 - 1),
+        cp.PeerView(node="b-n1", state=cp.PEER_ALIVE, heard_ms=1),
+        cp.PeerView(node="z-n9", cluster="zz", state=cp.PEER_ALIVE, heard_ms=1)])
+    book = book_with(False, None, None, failing_for=T.confirm_s)
+    book.add_report(convert.agent_report(wire), 9.9)
+    ev = book.about("a", 10.0)
+    assert len(ev.outsider_heard) == 1 and ev.outsider_heard[0] > 4e6
+    assert judge(ev, T).health is Health.UNKNOWN, "alive views heard from 49 days ago: still waited on, no partition"
+    assert book.about("b", 10.0).outsider_heard == ()
+
+
 def split_views(failing_for: float, suspects: int) -> EvidenceBook:
     """Two other clusters' agents view a's two nodes: ``suspects`` of the four views suspect, the rest alive."""
     book = book_with(False, None, None, failing_for=failing_for)
