@@ -64,7 +64,12 @@ def test_one_leader_standbys_redirect_and_a_graceful_handover(etcd: list[str]) -
         leader, info, _ = fleet.wait_leader(30.0)
         standby = next(m for m in members if m is not leader)
         assert info.fencing_token > 0 and info.leader == leader.address
-        seen = answer(lambda: fleet.conns[standby.address].control.GetLeader(cp.GetLeaderRequest(), timeout=1.0))
+        ask = fleet.conns[standby.address].control.GetLeader
+        seen = answer(lambda: ask(cp.GetLeaderRequest(), timeout=1.0))
+        deadline = time.monotonic() + 5.0
+        while not seen.leader and time.monotonic() < deadline:  # the standby learns the new lease from its etcd watch
+            time.sleep(0.1)
+            seen = answer(lambda: ask(cp.GetLeaderRequest(), timeout=1.0))
         assert not seen.is_leader and seen.leader == leader.address and seen.member == standby.name
         with pytest.raises(grpc.RpcError) as err:
             fleet.conns[standby.address].control.SubmitWorkload(cp.SubmitWorkloadRequest(workload=hadrill._spec("direct")))
