@@ -33,6 +33,13 @@ class GossipConfig:
     """Independent suspicions that shrink the timeout down to the minimum (Lifeguard's K)."""
     stream_fallback_ping: bool = True
     """Also ping a silent target over a stream (memberlist's TCP fallback): survives datagram loss."""
+    refused_suspicion: float = 0.5
+    """A target whose host refused our fallback stream ping (its kernel answered: no process listens on the
+    port) and that no helper reached in the round is declared dead this long after we suspect it, not after
+    Lifeguard's timeout: the timeout gives a live, slow member time to refute, and there is no process left to
+    refute (a restarted one has a new incarnation). Long enough that others watch the suspicion
+    (edgeagent's ``WATCHED_S``, 0.25 s). A host that is down or cut off refuses nothing and takes the full
+    timeout; a firewall that rejects only shortens a death that could not be refuted across it anyway."""
     awareness_max: int = 8
     """Lifeguard local health: probe timeout and interval are multiplied by (score + 1) < this."""
     gossip_interval: float = 0.04

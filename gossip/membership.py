@@ -8,6 +8,12 @@ suspicion's shrinking timeout in :class:`gossip.suspicion.Suspicion`.
 * A member is suspected by ``probing`` (a silent target) or by news; its suspicion expires
   after a timeout that scales with log N and shrinks with independent confirmations, and it
   is declared dead then. One timer watches every suspicion.
+* Confirmations are sought, not only waited for: a member that learns of someone else's
+  suspicion probes the suspect in its next round (:attr:`Membership.to_vouch`) with a chance
+  that gives the suspicion about ``2k`` such probers in any cluster size (all of them in a
+  small one). Waiting for the usual round-robin to reach the suspect, a 5-member cluster's
+  three confirmations took up to 4 s more, so a crashed member's suspicion ran up to 8.75 s
+  instead of its 2.5 s minimum; a live suspect answers the probe and is told to refute.
 * A suspected node refutes by raising its incarnation; each refutation raises our
   Lifeguard awareness score (:mod:`gossip.awareness`), which stretches our own timeouts.
 * A dead or departed member is reaped ``reap_after`` later, with its records.
@@ -42,7 +48,7 @@ class Membership:
 
     __slots__ = (
         "incarnation", "left", "suspicions", "_suspicions_at", "_name", "_config", "_rng", "_members", "_records",
-        "_outbox", "_timers", "_awareness", "_metrics", "_settled", "_heard",
+        "_outbox", "_timers", "_awareness", "_metrics", "_settled", "_heard", "to_vouch",
     )
 
     def __init__(
@@ -78,6 +84,8 @@ class Membership:
         self._metrics = metrics
         self._settled = settled
         self._heard = heard
+        self.to_vouch: list[tuple[str, int]] = []
+        """Suspects (name, incarnation) others accused that our next probe round checks first (:mod:`gossip.probing`)."""
 
     def restore(self, members: Iterable[tuple[str, int, MemberState]], now: float) -> None:
         """Take members from a snapshot without gossiping them; reap the dead and departed later."""
@@ -132,8 +140,9 @@ class Membership:
     def handle_suspect(self, sender: str, msg: Suspect, now: float) -> None:
         self.suspect(msg.node, msg.incarnation, msg.accuser, now)
 
-    def suspect(self, name: str, incarnation: int, accuser: str, now: float) -> None:
-        """``accuser`` suspects ``name`` at ``incarnation``: start a suspicion, or confirm one."""
+    def suspect(self, name: str, incarnation: int, accuser: str, now: float, refused: bool = False) -> None:
+        """``accuser`` suspects ``name`` at ``incarnation``: start a suspicion, or confirm one. ``refused``: our own
+        probe found no process at its address, so it is dead ``refused_suspicion`` from now at the latest."""
         if name == self._name:
             if incarnation >= self.incarnation and not self.left:
                 self._refute(incarnation, now)
@@ -143,9 +152,13 @@ class Membership:
             return
         if row.state == _SUSPECT:
             suspicion = self.suspicions.get(name)
-            if suspicion is not None and suspicion.confirm(accuser):
+            if suspicion is None:
+                return
+            if suspicion.confirm(accuser):
                 self._outbox.broadcast((name, None), Suspect(name, incarnation, accuser), now)
-                self._watch_suspicions(suspicion.deadline())
+            if refused:
+                suspicion.refused(now + self._config.refused_suspicion)
+            self._watch_suspicions(suspicion.deadline())
             return
         if row.state != _ALIVE:
             return
@@ -154,8 +167,20 @@ class Membership:
         k = cfg.suspicion_confirmations if n - 2 >= cfg.suspicion_confirmations else 0
         lo = timeouts.suspicion_min(cfg.suspicion_mult, n, cfg.probe_interval)
         suspicion = self.suspicions[name] = Suspicion(accuser, now, k, lo, lo * cfg.suspicion_max_mult)
+        if refused:
+            suspicion.refused(now + cfg.refused_suspicion)
         self._set_member(name, incarnation, _SUSPECT, now, Suspect(name, incarnation, accuser))
         self._watch_suspicions(suspicion.deadline())
+        if k and accuser != self._name and self._rng.random() < 2 * k / (n - 2):
+            self.to_vouch.append((name, incarnation))
+
+    def needs_vouch(self, name: str, incarnation: int) -> bool:
+        """Whether a suspicion we were told of still wants our probe: it stands, at that incarnation, short of
+        confirmations, and we have not accused it ourselves."""
+        suspicion = self.suspicions.get(name)
+        row = self._members.get(name)
+        return (suspicion is not None and row is not None and row.state == _SUSPECT and row.incarnation == incarnation
+                and suspicion.confirmations < suspicion.k and self._name not in suspicion.accusers)
 
     def _watch_suspicions(self, deadline: float) -> None:
         """Make sure a timer runs by ``deadline``: one timer watches every suspicion we hold.

@@ -191,6 +191,11 @@ class GossipNode:
             self._outbox.over_stream = False
         return self._outbox.flush(now)
 
+    def on_refused(self, addr: str, now: float) -> list[Effect]:
+        """The driver's stream to ``addr`` was refused by its host (no process listens): evidence for a probe round."""
+        self._prober.handle_refused(addr)
+        return self._outbox.flush(now)
+
     def tick(self, now: float) -> list[Effect]:
         """Run every timer due at ``now``."""
         self._timers.run_due(now)

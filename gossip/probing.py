@@ -4,7 +4,9 @@ The failure detector of :class:`gossip.node.GossipNode` (memberlist's ``probe`` 
 ``probeNode`` in state.go). One probe round per (awareness-scaled) probe interval: a ping
 unanswered within the (scaled) probe timeout is retried through k members, and over a
 stream when ``stream_fallback_ping`` is on; a target still silent when the round ends is
-suspected (:mod:`gossip.membership`). Lifeguard: a failed probe that the helpers could not
+suspected (:mod:`gossip.membership`), and declared dead soon after if its host refused the stream
+(``GossipConfig.refused_suspicion``). A suspect others accused is probed first when membership
+asks us to vouch for it (``Membership.to_vouch``), round-robin order resuming after. Lifeguard: a failed probe that the helpers could not
 even nack raises our awareness score (:mod:`gossip.awareness`), which stretches our own
 timeouts; an acked one lowers it. It also runs the indirect probes other members ask of us.
 """
@@ -39,6 +41,7 @@ class _ProbeRound:
     incarnation: int
     seq: int
     acked: bool = False
+    refused: bool = False  # the target's host refused our fallback stream: no process listens there
     nacks: int = 0
     expected_nacks: int = 0
 
@@ -102,7 +105,7 @@ class Prober:
         self._timers.at(now + timeouts.scaled(self._config.probe_interval, score), self._probe_round, None)
         if self._membership.left:
             return
-        target = self._members.next_probe_target(self._rng)
+        target = self._vouch_target() or self._members.next_probe_target(self._rng)
         row = self._members.get(target) if target is not None else None
         if row is None:
             return
@@ -113,6 +116,15 @@ class Prober:
         self._metrics.probes += 1
         self._outbox.send(row.name, messages, now)
         self._timers.at(now + timeouts.scaled(self._config.probe_timeout, score), self._probe_timeout, probe)
+
+    def _vouch_target(self) -> str | None:
+        """A suspect others accused that still wants our confirmation (or refutation), ahead of the round-robin order."""
+        vouch = self._membership.to_vouch
+        while vouch:
+            name, incarnation = vouch.pop(0)
+            if self._membership.needs_vouch(name, incarnation):
+                return name
+        return None
 
     def _probe_settled(self, probe: _ProbeRound) -> bool:
         """Acked, or no longer the current round: its timeout has nothing to do."""
@@ -140,7 +152,7 @@ class Prober:
         self._awareness.apply(missing)
         row = self._members.get(probe.target)
         if row is not None and row.state in LIVE_STATES:
-            self._membership.suspect(probe.target, probe.incarnation, self._name, now)
+            self._membership.suspect(probe.target, probe.incarnation, self._name, now, refused=probe.refused)
 
     def _relay_timeout(self, seq: int, now: float) -> None:
         relay = self._relays.pop(seq, None)
@@ -171,6 +183,12 @@ class Prober:
         relay = self._relays.pop(msg.seq, None)
         if relay is not None:
             self._outbox.send(relay[0], [Ack(relay[1])], now)
+
+    def handle_refused(self, target: str) -> None:
+        """The driver's fallback stream to ``target`` was refused; counts only while that probe is unanswered."""
+        probe = self._probe
+        if probe is not None and probe.target == target and not probe.acked:
+            probe.refused = True
 
     def handle_nack(self, sender: str, msg: Nack, now: float) -> None:
         probe = self._probe

@@ -21,7 +21,7 @@ def _timeout(confirmations: int, k: int, lo: float, hi: float) -> float:
 class Suspicion:
     """Counts distinct accusers of a suspect and derives when it must be declared dead."""
 
-    __slots__ = ("started", "k", "lo", "hi", "accusers", "confirmations", "_deadline")
+    __slots__ = ("started", "k", "lo", "hi", "accusers", "confirmations", "_deadline", "_refused_by")
 
     def __init__(self, accuser: str, started: float, k: int, lo: float, hi: float) -> None:
         self.started = started
@@ -35,6 +35,13 @@ class Suspicion:
         self._deadline: float | None = None
         """Worked out once per confirmation count: a node under loss asks for it on every repeat
         of an accusation and for every suspicion it holds whenever its watch runs."""
+        self._refused_by: float | None = None
+        """When our own probe found no process at the suspect's address: the deadline is no later."""
+
+    def refused(self, by: float) -> None:
+        """Our probe was refused by the suspect's host (``GossipConfig.refused_suspicion``): dead by ``by`` at the latest."""
+        self._refused_by = by if self._refused_by is None else min(self._refused_by, by)
+        self._deadline = None
 
     def confirm(self, accuser: str) -> bool:
         """Record an independent accuser; True if it was new (worth re-gossiping)."""
@@ -52,4 +59,6 @@ class Suspicion:
                 self._deadline = self.started + self.lo
             else:
                 self._deadline = self.started + _timeout(self.confirmations, self.k, self.lo, self.hi)
+            if self._refused_by is not None:
+                self._deadline = min(self._deadline, self._refused_by)
         return self._deadline

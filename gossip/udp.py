@@ -237,6 +237,9 @@ class UdpGossip:
             await writer.drain()
             writer.close()
             await writer.wait_closed()
+        except ConnectionRefusedError as exc:  # the host is up and nothing listens there: a probe wants to know
+            log.debug("stream to %s refused: %s", effect.addr, exc)
+            self._guarded(effect.addr, lambda node: node.on_refused(effect.addr, self._now()))
         except (OSError, ValueError, asyncio.TimeoutError) as exc:
             log.debug("stream to %s failed: %s", effect.addr, exc)  # anti-entropy retries later
 

@@ -53,3 +53,57 @@ def test_a_confirmation_brings_the_watch_forward() -> None:
     assert confirmed < alone
     me.tick(confirmed)
     assert me.members()["p5"].state == MemberState.DEAD
+
+
+def test_a_refused_probe_brings_the_deadline_to_refused_suspicion() -> None:
+    """Our probe found no process at the suspect's address: dead refused_suspicion after we suspect it, not after
+    Lifeguard's timeout; a suspicion others started is cut the same way by our refused probe."""
+    me = node()
+    cfg = me.config
+    me._membership.suspect("p5", 0, "me", 10.0, refused=True)
+    assert me._membership.suspicions["p5"].deadline() == 10.0 + cfg.refused_suspicion
+    me._membership.handle_suspect("p0", Suspect("p6", 0, "p0"), 10.0)
+    assert me._membership.suspicions["p6"].deadline() > 12.0
+    me._membership.suspect("p6", 0, "me", 10.2, refused=True)
+    assert me._membership.suspicions["p6"].deadline() == 10.2 + cfg.refused_suspicion
+    me.tick(10.2 + cfg.refused_suspicion)
+    assert me.members()["p5"].state == MemberState.DEAD and me.members()["p6"].state == MemberState.DEAD
+
+
+def test_a_refusal_counts_only_for_a_probe_still_unanswered() -> None:
+    me = node()
+    me._prober._probe_round(None, 0.0)
+    probe = me._prober._probe
+    assert probe is not None
+    me._prober.handle_refused("elsewhere")
+    assert not probe.refused
+    probe.acked = True  # a helper's relayed ack came first: the target lives, whatever one path said
+    me._prober.handle_refused(probe.target)
+    assert not probe.refused
+
+
+def test_a_suspicion_we_are_told_of_is_probed_in_our_next_round() -> None:
+    """In a small cluster every member told of a suspicion checks the suspect next (its confirmation or its chance to
+    refute); one we accused ourselves, or that has all its confirmations, is left to the round-robin order."""
+    me = GossipNode("me", now=0.0, rng=random.Random(1))
+    me.restore([(f"p{i}", 0, MemberState.ALIVE) for i in range(4)], [], 0.0)
+    me._membership.handle_suspect("p0", Suspect("p3", 0, "p0"), 0.0)
+    assert me._membership.to_vouch == [("p3", 0)]
+    me._prober._probe_round(None, 0.5)
+    assert me._prober._probe is not None and me._prober._probe.target == "p3"
+    me._membership.handle_suspect("p0", Suspect("p2", 0, "p0"), 0.6)
+    for accuser in ("p1", "p3", "x"):
+        me._membership.handle_suspect(accuser, Suspect("p2", 0, accuser), 0.6)
+    assert not me._membership.needs_vouch("p2", 0)  # confirmed k times already
+
+
+def test_in_a_large_cluster_about_2k_members_vouch_for_a_suspicion() -> None:
+    vouchers = 0
+    for seed in range(2000):
+        me = GossipNode("me", now=0.0, rng=random.Random(seed))
+        me.restore([(name, 0, MemberState.ALIVE) for name in PEERS], [], 0.0)
+        me._membership.handle_suspect("p0", Suspect("p5", 0, "p0"), 0.0)
+        vouchers += bool(me._membership.to_vouch)
+    k = GossipNode("me", now=0.0, rng=random.Random(0)).config.suspicion_confirmations
+    share = vouchers / 2000
+    assert abs(share - 2 * k / (len(PEERS) + 1 - 2)) < 0.012, share

@@ -57,3 +57,33 @@ async def test_api_before_start_says_what_to_do() -> None:
         member.publish("k", 1)
     with pytest.raises(ValueError):
         UdpGossip("no-port-here")
+
+
+async def test_a_member_whose_port_refuses_is_declared_dead_without_the_lifeguard_timeout() -> None:
+    """Real sockets: a member closed without leaving (its process gone, the host up) refuses the fallback stream, so
+    it is dead about refused_suspicion after a failed round; the minimum Lifeguard timeout here is 3 s."""
+    config = GossipConfig(probe_interval=0.2, probe_timeout=0.1, gossip_interval=0.05, pushpull_interval=5.0,
+                          suspicion_mult=15.0, refused_suspicion=0.2)
+    key = Keyring.generate()
+    first = UdpGossip("127.0.0.1:0", keyring=Keyring([key]), config=config)
+    await first.start()
+    others = [UdpGossip("127.0.0.1:0", [first.name], keyring=Keyring([key]), config=config) for _ in range(2)]
+    for member in others:
+        await member.start()
+    try:
+        for _ in range(200):
+            if all(len(m.members()) == 3 for m in (first, *others)):
+                break
+            await asyncio.sleep(0.02)
+        victim = others[1]
+        await victim.close()
+        closed = asyncio.get_running_loop().time()
+        while asyncio.get_running_loop().time() - closed < 2.5:
+            if first.members()[victim.name].state == MemberState.DEAD:
+                break
+            await asyncio.sleep(0.02)
+        assert first.members()[victim.name].state == MemberState.DEAD
+        assert first.internal_errors == 0
+    finally:
+        await others[0].close()
+        await first.close()

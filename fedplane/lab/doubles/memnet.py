@@ -29,7 +29,7 @@ from gossip.shared import SharedState
 Listener = Callable[[str, "MemberEvent | RecordEvent", float], None]
 """Called with (node name, event, virtual time) for every event any node emits."""
 
-_PACKET, _STREAM, _TICK = 0, 1, 2
+_PACKET, _STREAM, _TICK, _REFUSED = 0, 1, 2, 3
 _SYN_RTO, _DATA_RTO = 1.0, 0.2
 """Linux's initial retransmission timeouts for a connection's handshake and for data."""
 _PAUSED_BUFFER = 512
@@ -65,6 +65,7 @@ class InMemoryNetwork:
         self._seq = 0
         self._tick_at: dict[str, float] = {}
         self._crashed: set[str] = set()
+        self._refusing: set[str] = set()  # crashed with the host up: streams to them are refused
         self._paused: dict[str, list[tuple[int, object]]] = {}
         self._group: dict[str, int] = {}
         self._extra_loss: dict[str, float] = {}
@@ -92,6 +93,7 @@ class InMemoryNetwork:
         node = GossipNode(name, now=self.now, rng=rng, config=config, keyring=keyring, epoch=self._starts, round_offset=skew)
         self.nodes[name] = node
         self._crashed.discard(name)
+        self._refusing.discard(name)
         self._apply(name, node.join(seeds, self.now) if seeds else [])
         return node
 
@@ -114,9 +116,12 @@ class InMemoryNetwork:
     def leave(self, name: str) -> None:
         self._apply(name, self.nodes[name].leave(self.now))
 
-    def crash(self, name: str) -> None:
-        """The node stops for good: no ticks, incoming traffic vanishes."""
+    def crash(self, name: str, host_up: bool = False) -> None:
+        """The node stops for good: no ticks, incoming traffic vanishes. ``host_up``: only the process died (kill -9),
+        so its host's kernel refuses a stream to it after a round trip, as a closed TCP port does."""
         self._crashed.add(name)
+        if host_up:
+            self._refusing.add(name)
         self._tick_at.pop(name, None)
         self._paused.pop(name, None)
 
@@ -187,6 +192,9 @@ class InMemoryNetwork:
         heapq.heappush(self._events, (when, self._seq, kind, name, payload))
 
     def _deliver(self, kind: int, name: str, payload: object) -> None:
+        if kind == _REFUSED:
+            self._apply(name, self.nodes[name].on_refused(cast(str, payload), self.now))
+            return
         src, data = cast(tuple[str, bytes], payload)
         node = self.nodes[name]
         effects = node.on_packet(src, data, self.now) if kind == _PACKET else node.on_stream(src, data, self.now)
@@ -226,7 +234,10 @@ class InMemoryNetwork:
                 dst = effect.addr
                 if group and group.get(dst, 0) != group.get(name, 0) or self._cut and frozenset((name, dst)) in self._cut:
                     continue
-                self._push(now + self._stream_delay(len(effect.data), name, dst), _STREAM, dst, (name, effect.data))
+                if dst in self._refusing:
+                    self._push(now + 2 * rng.uniform(*link.latency), _REFUSED, name, dst)
+                else:
+                    self._push(now + self._stream_delay(len(effect.data), name, dst), _STREAM, dst, (name, effect.data))
             else:
                 for listener in self.listeners:
                     listener(name, effect, now)
