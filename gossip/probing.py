@@ -6,9 +6,10 @@ unanswered within the (scaled) probe timeout is retried through k members, and o
 stream when ``stream_fallback_ping`` is on; a target still silent when the round ends is
 suspected (:mod:`gossip.membership`), and declared dead soon after if its host refused the stream
 (``GossipConfig.refused_suspicion``). A suspect others accused is probed first when membership
-asks us to vouch for it (``Membership.to_vouch``), round-robin order resuming after. Lifeguard: a failed probe that the helpers could not
-even nack raises our awareness score (:mod:`gossip.awareness`), which stretches our own
-timeouts; an acked one lowers it. It also runs the indirect probes other members ask of us.
+asks us to vouch for it (``Membership.to_vouch``); the round-robin order resumes after.
+Lifeguard: a failed probe that the helpers could not even nack raises our awareness score
+(:mod:`gossip.awareness`), which stretches our own timeouts; an acked one lowers it. It also
+runs the indirect probes other members ask of us.
 """
 
 from __future__ import annotations
