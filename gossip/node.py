@@ -193,7 +193,7 @@ class GossipNode:
 
     def on_refused(self, addr: str, now: float) -> list[Effect]:
         """The driver's stream to ``addr`` was refused by its host (no process listens): evidence for a probe round."""
-        self._prober.handle_refused(addr)
+        self._prober.handle_refused(addr, now)
         return self._outbox.flush(now)
 
     def tick(self, now: float) -> list[Effect]:

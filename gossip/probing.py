@@ -4,8 +4,8 @@ The failure detector of :class:`gossip.node.GossipNode` (memberlist's ``probe`` 
 ``probeNode`` in state.go). One probe round per (awareness-scaled) probe interval: a ping
 unanswered within the (scaled) probe timeout is retried through k members, and over a
 stream when ``stream_fallback_ping`` is on; a target still silent when the round ends is
-suspected (:mod:`gossip.membership`), and declared dead soon after if its host refused the stream
-(``GossipConfig.refused_suspicion``). A suspect others accused is probed first when membership
+suspected (:mod:`gossip.membership`); one whose host refused the stream is suspected at once and
+declared dead soon after (``GossipConfig.refused_suspicion``). A suspect others accused is probed first when membership
 asks us to vouch for it (``Membership.to_vouch``); the round-robin order resumes after.
 Lifeguard: a failed probe that the helpers could not even nack raises our awareness score
 (:mod:`gossip.awareness`), which stretches our own timeouts; an acked one lowers it. It also
@@ -42,7 +42,6 @@ class _ProbeRound:
     incarnation: int
     seq: int
     acked: bool = False
-    refused: bool = False  # the target's host refused our fallback stream: no process listens there
     nacks: int = 0
     expected_nacks: int = 0
 
@@ -153,7 +152,7 @@ class Prober:
         self._awareness.apply(missing)
         row = self._members.get(probe.target)
         if row is not None and row.state in LIVE_STATES:
-            self._membership.suspect(probe.target, probe.incarnation, self._name, now, refused=probe.refused)
+            self._membership.suspect(probe.target, probe.incarnation, self._name, now)
 
     def _relay_timeout(self, seq: int, now: float) -> None:
         relay = self._relays.pop(seq, None)
@@ -185,11 +184,20 @@ class Prober:
         if relay is not None:
             self._outbox.send(relay[0], [Ack(relay[1])], now)
 
-    def handle_refused(self, target: str) -> None:
-        """The driver's fallback stream to ``target`` was refused; counts only while that probe is unanswered."""
+    def handle_refused(self, target: str, now: float) -> None:
+        """The driver's fallback stream to ``target`` was refused while that probe is unanswered: the round ends now.
+
+        The target's host said no process listens there, so no helper's ack is coming: waiting for the round's
+        end would only delay the suspicion. Not our fault either, so our awareness is left alone; nacks that
+        arrive later find no round and are ignored."""
         probe = self._probe
-        if probe is not None and probe.target == target and not probe.acked:
-            probe.refused = True
+        if probe is None or probe.target != target or probe.acked:
+            return
+        self._probe = None
+        self._metrics.probe_failures += 1
+        row = self._members.get(target)
+        if row is not None and row.state in LIVE_STATES:
+            self._membership.suspect(target, probe.incarnation, self._name, now, refused=True)
 
     def handle_nack(self, sender: str, msg: Nack, now: float) -> None:
         probe = self._probe

@@ -70,16 +70,25 @@ def test_a_refused_probe_brings_the_deadline_to_refused_suspicion() -> None:
     assert me.members()["p5"].state == MemberState.DEAD and me.members()["p6"].state == MemberState.DEAD
 
 
-def test_a_refusal_counts_only_for_a_probe_still_unanswered() -> None:
+def test_a_refusal_ends_an_unanswered_probe_round_at_once_and_only_that() -> None:
+    """A refusal for another target, or for a probe a helper's relayed ack already answered, changes nothing; one for
+    the unanswered probe suspects the target then (refused_suspicion to its death), not at the round's end, and leaves
+    our own health score alone (the fault is the target's)."""
     me = node()
     me._prober._probe_round(None, 0.0)
     probe = me._prober._probe
     assert probe is not None
-    me._prober.handle_refused("elsewhere")
-    assert not probe.refused
-    probe.acked = True  # a helper's relayed ack came first: the target lives, whatever one path said
-    me._prober.handle_refused(probe.target)
-    assert not probe.refused
+    me._prober.handle_refused("elsewhere", 0.5)
+    probe.acked = True
+    me._prober.handle_refused(probe.target, 0.5)
+    assert me._prober._probe is probe and me.members()[probe.target].state == MemberState.ALIVE
+    me._prober._probe_round(None, 1.0)
+    probe = me._prober._probe
+    assert probe is not None
+    me._prober.handle_refused(probe.target, 1.5)
+    assert me._prober._probe is None and me.members()[probe.target].state == MemberState.SUSPECT
+    assert me._membership.suspicions[probe.target].deadline() == 1.5 + me.config.refused_suspicion
+    assert me._awareness.score == 0
 
 
 def test_a_suspicion_we_are_told_of_is_probed_in_our_next_round() -> None:
