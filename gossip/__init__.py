@@ -23,8 +23,9 @@ Names are addresses (``host:port``). Record values are anything msgpack encodes;
 withdraws a key. Records of a member live and die with it: reaped ``reap_after`` seconds
 after it is declared dead or leaves.
 
-Layers: ``node.GossipNode`` is the sans-IO core (``on_packet``, ``on_stream``, ``on_refused``: a stream
-the target's host refused, ``tick``, ``next_deadline`` -> effects); ``udp.UdpGossip`` and the lab's ``memnet.InMemoryNetwork`` drive
+Layers: ``node.GossipNode`` is the sans-IO core (``on_packet``, ``on_stream``, ``on_refused``: a
+stream the target's host refused, ``tick``, ``next_deadline`` -> effects); ``udp.UdpGossip`` and
+the lab's ``memnet.InMemoryNetwork`` drive
 the same core over sockets or in virtual time. The node composes one collaborator per
 activity: ``probing`` (failure detection), ``membership`` (state changes, suspicions,
 reaping), ``publishing`` (records), ``exchanging`` (push-pull anti-entropy),

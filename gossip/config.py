@@ -35,7 +35,7 @@ class GossipConfig:
     """Also ping a silent target over a stream (memberlist's TCP fallback): survives datagram loss."""
     refused_suspicion: float = 0.5
     """A target whose host refused our fallback stream ping (its kernel answered: no process listens on the
-    port) and that no helper reached in the round is declared dead this long after we suspect it, not after
+    port) is suspected at once, its probe round ended, and declared dead this long after, not after
     Lifeguard's timeout: the timeout gives a live, slow member time to refute, and there is no process left to
     refute (a restarted one has a new incarnation). Long enough that others watch the suspicion
     (edgeagent's ``WATCHED_S``, 0.25 s). A host that is down or cut off refuses nothing and takes the full

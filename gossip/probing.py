@@ -4,9 +4,10 @@ The failure detector of :class:`gossip.node.GossipNode` (memberlist's ``probe`` 
 ``probeNode`` in state.go). One probe round per (awareness-scaled) probe interval: a ping
 unanswered within the (scaled) probe timeout is retried through k members, and over a
 stream when ``stream_fallback_ping`` is on; a target still silent when the round ends is
-suspected (:mod:`gossip.membership`); one whose host refused the stream is suspected at once and
-declared dead soon after (``GossipConfig.refused_suspicion``). A suspect others accused is probed first when membership
-asks us to vouch for it (``Membership.to_vouch``); the round-robin order resumes after.
+suspected (:mod:`gossip.membership`); one whose host refused the stream is suspected at once
+and declared dead soon after (``GossipConfig.refused_suspicion``). A suspect others accused is
+probed first when membership asks us to vouch for it (``Membership.to_vouch``); the round-robin
+order resumes after.
 Lifeguard: a failed probe that the helpers could not even nack raises our awareness score
 (:mod:`gossip.awareness`), which stretches our own timeouts; an acked one lowers it. It also
 runs the indirect probes other members ask of us.
@@ -146,13 +147,17 @@ class Prober:
         if probe.acked:
             self._awareness.apply(-1)
             return
-        self._metrics.probe_failures += 1
         # Lifeguard: if helpers could not even nack, the fault is likely ours, not the target's
         missing = probe.expected_nacks - probe.nacks if probe.expected_nacks else 1
         self._awareness.apply(missing)
+        self._failed(probe, now, refused=False)
+
+    def _failed(self, probe: _ProbeRound, now: float, refused: bool) -> None:
+        """Count a failed probe and suspect its target if it still reads live."""
+        self._metrics.probe_failures += 1
         row = self._members.get(probe.target)
         if row is not None and row.state in LIVE_STATES:
-            self._membership.suspect(probe.target, probe.incarnation, self._name, now)
+            self._membership.suspect(probe.target, probe.incarnation, self._name, now, refused=refused)
 
     def _relay_timeout(self, seq: int, now: float) -> None:
         relay = self._relays.pop(seq, None)
@@ -194,10 +199,7 @@ class Prober:
         if probe is None or probe.target != target or probe.acked:
             return
         self._probe = None
-        self._metrics.probe_failures += 1
-        row = self._members.get(target)
-        if row is not None and row.state in LIVE_STATES:
-            self._membership.suspect(target, probe.incarnation, self._name, now, refused=True)
+        self._failed(probe, now, refused=True)
 
     def handle_nack(self, sender: str, msg: Nack, now: float) -> None:
         probe = self._probe
