@@ -42,8 +42,8 @@ WATCHED_S = 0.25
 """A death we saw suspected at least this long before it was declared is confirmed at once: gossip declares
 a real death only after the suspicion timeout (>= 2.5 s with the shipped 1 s probe interval, 0.5 s at a
 0.2 s one; ``refused_suspicion``, 0.5 s, for a process gone from a live host), while a returning agent's
-stale suspicions and deaths arrive together (0 s apart in all 96 stale
-deaths of 40 partitions on the deterministic network)."""
+stale suspicions and deaths arrive together (0 s apart in all 96 stale deaths of 40 partitions on the
+deterministic network)."""
 UNWATCHED_S = 15.0
 """A death we did not watch is confirmed only this long after it reached us, unheard and unrefuted: a live peer
 declared dead refutes once the news reaches it, which gossip (sending to live members only) may leave to the

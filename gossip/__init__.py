@@ -25,8 +25,8 @@ after it is declared dead or leaves.
 
 Layers: ``node.GossipNode`` is the sans-IO core (``on_packet``, ``on_stream``, ``on_refused``: a
 stream the target's host refused, ``tick``, ``next_deadline`` -> effects); ``udp.UdpGossip`` and
-the lab's ``memnet.InMemoryNetwork`` drive
-the same core over sockets or in virtual time. The node composes one collaborator per
+the lab's ``memnet.InMemoryNetwork`` drive the same core over sockets or in virtual time. The
+node composes one collaborator per
 activity: ``probing`` (failure detection), ``membership`` (state changes, suspicions,
 reaping), ``publishing`` (records), ``exchanging`` (push-pull anti-entropy),
 ``dispatching`` (inbound) and ``sending`` (outbound, gossip rounds), over a shared
